@@ -1,0 +1,10 @@
+# All dependencies are found, never downloaded at build time. `make deps` installs them.
+find_package(Threads REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+if(SPILLWAY_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(SPILLWAY_BUILD_BENCHMARKS)
+  find_package(benchmark REQUIRED)
+endif()

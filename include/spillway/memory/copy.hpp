@@ -1,0 +1,43 @@
+/**
+ * @file copy.hpp
+ * @brief The one place where bytes move between memory kinds.
+ *
+ * Every copy of payload between device, pinned host and host memory goes through `copy_bytes`, so
+ * that the CUDA backend can make it asynchronous on the given stream and so that bytes moved can
+ * be counted per pair of kinds.
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/memory/memory_kind.hpp>
+
+#include <array>
+#include <cstddef>
+
+namespace spillway {
+
+/**
+ * @brief Copies `bytes` from `source` (of `source_kind`) to `destination` (of `destination_kind`)
+ * ordered on `stream`. On the CPU backend it is a memcpy that completes before returning.
+ * @throws spillway::invalid_argument for DISK, which is not addressable memory
+ */
+void copy_bytes(void* destination,
+                memory_kind destination_kind,
+                void const* source,
+                memory_kind source_kind,
+                std::size_t bytes,
+                stream_view stream);
+
+/** @brief Bytes copied so far by `copy_bytes`, per (source kind, destination kind). */
+struct copy_counters {
+  std::array<std::array<std::size_t, 4>, 4> bytes{};  ///< [source][destination]
+  /** @return bytes copied from `source` to `destination` */
+  [[nodiscard]] std::size_t between(memory_kind source, memory_kind destination) const noexcept {
+    return bytes[static_cast<std::size_t>(source)][static_cast<std::size_t>(destination)];
+  }
+};
+
+/** @return the process-wide counters of `copy_bytes` */
+copy_counters copied_bytes() noexcept;
+
+}  // namespace spillway

@@ -1,0 +1,55 @@
+/**
+ * @file emulated_device_memory_resource.hpp
+ * @brief The CPU backend's device: host memory behind a hard capacity.
+ */
+#pragma once
+
+#include <spillway/memory/memory_resource.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <limits>
+
+namespace spillway {
+
+/**
+ * @brief Serves `memory_kind::DEVICE` from host memory, never more than `capacity` bytes at once.
+ *
+ * Every policy that guards a real accelerator (leases, spilling, retry) runs against it on any
+ * machine. An allocation that would exceed the capacity throws `out_of_memory` naming the
+ * requested, available and capacity bytes; nothing is allocated in that case.
+ * @note Thread-safe; the capacity check and the count are one atomic step.
+ */
+class emulated_device_memory_resource final : public memory_resource {
+ public:
+  /** @param capacity the most bytes outstanding at once; the default is unbounded */
+  explicit emulated_device_memory_resource(
+    std::size_t capacity = std::numeric_limits<std::size_t>::max()) noexcept
+    : capacity_(capacity) {}
+
+  [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+  /** @return bytes outstanding now */
+  [[nodiscard]] std::size_t used_bytes() const noexcept {
+    return used_.load(std::memory_order_relaxed);
+  }
+  /** @return the most bytes ever outstanding at once */
+  [[nodiscard]] std::size_t peak_bytes() const noexcept {
+    return peak_.load(std::memory_order_relaxed);
+  }
+  /** @return capacity minus used bytes */
+  [[nodiscard]] std::size_t available_bytes() const noexcept { return capacity_ - used_bytes(); }
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_view stream) override;
+  void do_deallocate(void* pointer,
+                     std::size_t bytes,
+                     std::size_t alignment,
+                     stream_view stream) noexcept override;
+  [[nodiscard]] memory_kind do_kind() const noexcept override { return memory_kind::DEVICE; }
+
+  std::size_t const capacity_;
+  std::atomic<std::size_t> used_{0};
+  std::atomic<std::size_t> peak_{0};
+};
+
+}  // namespace spillway

@@ -1,0 +1,189 @@
+/**
+ * @file data_type.hpp
+ * @brief The logical types of spillway columns and their physical layouts.
+ */
+#pragma once
+
+#include <spillway/core/error.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace spillway {
+
+/**
+ * @brief The identity of a column's type.
+ *
+ * Fixed-width types store one value per row in a data buffer; BOOL8 is one byte per row (0 or
+ * 1); TIMESTAMP is an int64 count of its `time_unit` since the Unix epoch. STRING stores
+ * `rows + 1` int64 offsets into a buffer of UTF-8 bytes (Arrow's large_string layout).
+ */
+enum class type_id : std::uint8_t {
+  BOOL8,
+  INT8,
+  INT16,
+  INT32,
+  INT64,
+  UINT8,
+  UINT16,
+  UINT32,
+  UINT64,
+  FLOAT32,
+  FLOAT64,
+  TIMESTAMP,
+  STRING,
+};
+
+/** @brief The number of `type_id` values. */
+inline constexpr std::size_t TYPE_ID_COUNT = 13;
+
+/** @brief The resolution of a TIMESTAMP. */
+enum class time_unit : std::uint8_t { SECOND, MILLISECOND, MICROSECOND, NANOSECOND };
+
+/** @brief A type id plus, for TIMESTAMP, its unit. A small value type. */
+class data_type {
+ public:
+  constexpr data_type() noexcept = default;
+  constexpr data_type(type_id id) noexcept : id_(id) {}  // NOLINT(google-explicit-constructor)
+  constexpr data_type(type_id id, time_unit unit) noexcept : id_(id), unit_(unit) {}
+
+  [[nodiscard]] constexpr type_id id() const noexcept { return id_; }
+  /** @return the unit; meaningful for TIMESTAMP only */
+  [[nodiscard]] constexpr time_unit unit() const noexcept { return unit_; }
+
+  friend constexpr bool operator==(data_type lhs, data_type rhs) noexcept {
+    return lhs.id_ == rhs.id_ && (lhs.id_ != type_id::TIMESTAMP || lhs.unit_ == rhs.unit_);
+  }
+
+ private:
+  type_id id_     = type_id::INT8;
+  time_unit unit_ = time_unit::NANOSECOND;
+};
+
+/** @return true for every type but STRING */
+constexpr bool is_fixed_width(data_type type) noexcept { return type.id() != type_id::STRING; }
+
+/** @return bytes per row of a fixed-width type; 0 for STRING */
+constexpr std::size_t size_of(data_type type) noexcept {
+  switch (type.id()) {
+    case type_id::BOOL8:
+    case type_id::INT8:
+    case type_id::UINT8:
+      return 1;
+    case type_id::INT16:
+    case type_id::UINT16:
+      return 2;
+    case type_id::INT32:
+    case type_id::UINT32:
+    case type_id::FLOAT32:
+      return 4;
+    case type_id::INT64:
+    case type_id::UINT64:
+    case type_id::FLOAT64:
+    case type_id::TIMESTAMP:
+      return 8;
+    case type_id::STRING:
+      return 0;
+  }
+  return 0;
+}
+
+/** @return "int32", "timestamp[ms]", "string", ... */
+std::string to_string(data_type type);
+
+/** @return "s", "ms", "us" or "ns" */
+std::string to_string(time_unit unit);
+
+/** @brief The C++ type that stores one row of a fixed-width `type_id`. */
+template <type_id Id>
+struct storage_type;
+template <>
+struct storage_type<type_id::BOOL8> {
+  using type = std::uint8_t;
+};
+template <>
+struct storage_type<type_id::INT8> {
+  using type = std::int8_t;
+};
+template <>
+struct storage_type<type_id::INT16> {
+  using type = std::int16_t;
+};
+template <>
+struct storage_type<type_id::INT32> {
+  using type = std::int32_t;
+};
+template <>
+struct storage_type<type_id::INT64> {
+  using type = std::int64_t;
+};
+template <>
+struct storage_type<type_id::UINT8> {
+  using type = std::uint8_t;
+};
+template <>
+struct storage_type<type_id::UINT16> {
+  using type = std::uint16_t;
+};
+template <>
+struct storage_type<type_id::UINT32> {
+  using type = std::uint32_t;
+};
+template <>
+struct storage_type<type_id::UINT64> {
+  using type = std::uint64_t;
+};
+template <>
+struct storage_type<type_id::FLOAT32> {
+  using type = float;
+};
+template <>
+struct storage_type<type_id::FLOAT64> {
+  using type = double;
+};
+template <>
+struct storage_type<type_id::TIMESTAMP> {
+  using type = std::int64_t;
+};
+
+/**
+ * @brief Calls `visitor.template operator()<T>()` with the storage type `T` of a fixed-width
+ * `type` and returns its result.
+ * @throws spillway::invalid_argument for STRING
+ */
+template <typename Visitor>
+decltype(auto) visit_fixed_width(data_type type, Visitor&& visitor) {
+  switch (type.id()) {
+    case type_id::BOOL8:
+      return visitor.template operator()<std::uint8_t>();
+    case type_id::INT8:
+      return visitor.template operator()<std::int8_t>();
+    case type_id::INT16:
+      return visitor.template operator()<std::int16_t>();
+    case type_id::INT32:
+      return visitor.template operator()<std::int32_t>();
+    case type_id::INT64:
+      return visitor.template operator()<std::int64_t>();
+    case type_id::UINT8:
+      return visitor.template operator()<std::uint8_t>();
+    case type_id::UINT16:
+      return visitor.template operator()<std::uint16_t>();
+    case type_id::UINT32:
+      return visitor.template operator()<std::uint32_t>();
+    case type_id::UINT64:
+      return visitor.template operator()<std::uint64_t>();
+    case type_id::FLOAT32:
+      return visitor.template operator()<float>();
+    case type_id::FLOAT64:
+      return visitor.template operator()<double>();
+    case type_id::TIMESTAMP:
+      return visitor.template operator()<std::int64_t>();
+    case type_id::STRING:
+      break;
+  }
+  SPILLWAY_FAIL("visit_fixed_width: " + to_string(type) + " is not a fixed-width type",
+                invalid_argument);
+}
+
+}  // namespace spillway

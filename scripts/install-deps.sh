@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what spillway needs on a fresh Debian 12 machine, and nothing that is already there.
+# Debian packages for the toolchain and C++ libraries; PyPI only for the comparison benchmarks.
+set -euo pipefail
+
+DEBIAN_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config clang-format
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev
+  libzstd-dev liblz4-dev libxxhash-dev
+)
+
+missing=()
+for package in "${DEBIAN_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+
+if ((${#missing[@]} > 0)); then
+  echo "spillway: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

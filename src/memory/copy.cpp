@@ -1,0 +1,41 @@
+#include <spillway/core/error.hpp>
+#include <spillway/memory/copy.hpp>
+
+#include <atomic>
+#include <cstring>
+
+namespace spillway {
+namespace {
+
+std::array<std::array<std::atomic<std::size_t>, 4>, 4> counters{};
+
+}  // namespace
+
+void copy_bytes(void* destination,
+                memory_kind destination_kind,
+                void const* source,
+                memory_kind source_kind,
+                std::size_t bytes,
+                stream_view) {
+  SPILLWAY_EXPECTS(destination_kind != memory_kind::DISK && source_kind != memory_kind::DISK,
+                   "copy_bytes: disk is not addressable memory; use the spill store's file I/O",
+                   invalid_argument);
+  if (bytes == 0) {
+    return;
+  }
+  std::memcpy(destination, source, bytes);
+  counters[static_cast<std::size_t>(source_kind)][static_cast<std::size_t>(destination_kind)]
+    .fetch_add(bytes, std::memory_order_relaxed);
+}
+
+copy_counters copied_bytes() noexcept {
+  copy_counters out;
+  for (std::size_t s = 0; s < 4; ++s) {
+    for (std::size_t d = 0; d < 4; ++d) {
+      out.bytes[s][d] = counters[s][d].load(std::memory_order_relaxed);
+    }
+  }
+  return out;
+}
+
+}  // namespace spillway

@@ -1,0 +1,55 @@
+#include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
+#include <spillway/memory/emulated_device_memory_resource.hpp>
+
+#include <new>
+#include <string>
+
+namespace spillway {
+
+void* emulated_device_memory_resource::do_allocate(std::size_t bytes,
+                                                   std::size_t alignment,
+                                                   stream_view) {
+  SPILLWAY_EXPECTS(is_power_of_two(alignment),
+                   "alignment must be a power of two: " + std::to_string(alignment),
+                   invalid_argument);
+  if (bytes == 0) {
+    return nullptr;
+  }
+  std::size_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (bytes > capacity_ - used) {
+      throw out_of_memory("emulated device out of memory: requested " + std::to_string(bytes) +
+                            " bytes, available " + std::to_string(capacity_ - used) +
+                            " bytes, capacity " + std::to_string(capacity_) + " bytes",
+                          bytes,
+                          capacity_ - used,
+                          capacity_);
+    }
+  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  std::size_t const now = used + bytes;
+  std::size_t peak      = peak_.load(std::memory_order_relaxed);
+  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+  try {
+    return ::operator new (bytes, std::align_val_t{alignment});
+  } catch (std::bad_alloc const&) {
+    used_.fetch_sub(bytes, std::memory_order_relaxed);
+    throw out_of_memory("emulated device: host memory behind it is exhausted: requested " +
+                          std::to_string(bytes) + " bytes",
+                        bytes);
+  }
+}
+
+void emulated_device_memory_resource::do_deallocate(void* pointer,
+                                                    std::size_t bytes,
+                                                    std::size_t alignment,
+                                                    stream_view) noexcept {
+  if (pointer == nullptr) {
+    return;
+  }
+  ::operator delete (pointer, bytes, std::align_val_t{alignment});
+  used_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+}  // namespace spillway

@@ -1,0 +1,168 @@
+/**
+ * The table of every operator in spillway, run with the default-resource validation switch on
+ * and only explicit resources. For each operator it checks, by statistics on each resource, that
+ * what the operator returns was allocated from `output` (and nothing else is left there), and
+ * that scratch came from `temporary` and was all freed before returning. Each layer adds its
+ * operators to `operator_cases()`.
+ */
+#include "testing/default_resource_guard.hpp"
+#include "testing/table_generators.hpp"
+
+#include <spillway/memory/emulated_device_memory_resource.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/table/concatenate.hpp>
+#include <spillway/table/copy.hpp>
+#include <spillway/table/gather.hpp>
+#include <spillway/table/pack.hpp>
+#include <spillway/table/size_estimate.hpp>
+
+#include <gtest/gtest.h>
+
+#include <any>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+/// What an operator case returns: the objects it produced (kept alive while the statistics are
+/// checked) and the bytes those objects hold.
+struct operator_result {
+  std::shared_ptr<void> outputs;
+  std::size_t output_bytes = 0;
+};
+
+/// How much scratch an operator is expected to take from `temporary`.
+enum class scratch : std::uint8_t {
+  NONE,  ///< the operator writes straight into its outputs
+  SOME,  ///< the operator needs scratch: at least one allocation from temporary
+};
+
+struct operator_case {
+  std::string name;
+  scratch expected_scratch;
+  /// Runs the operator on `input` (allocated elsewhere) with `mrs`.
+  std::function<operator_result(table_view const& input, memory_resources mrs)> run;
+};
+
+template <typename T>
+operator_result owned(std::unique_ptr<T> object, std::size_t bytes) {
+  return operator_result{std::shared_ptr<void>(std::move(object)), bytes};
+}
+
+std::vector<operator_case> operator_cases() {
+  std::vector<operator_case> cases;
+  cases.push_back(
+    {"copy(column)", scratch::NONE, [](table_view const& input, memory_resources mrs) {
+       auto result = copy(input.column(0), default_stream(), mrs);
+       auto bytes  = result->allocated_bytes();
+       return owned(std::move(result), bytes);
+     }});
+  cases.push_back({"copy(table)", scratch::NONE, [](table_view const& input, memory_resources mrs) {
+                     auto result =
+                       copy(slice(input, 3, input.num_rows() - 5), default_stream(), mrs);
+                     auto bytes = result->allocated_bytes();
+                     return owned(std::move(result), bytes);
+                   }});
+  cases.push_back({"concatenate", scratch::NONE, [](table_view const& input, memory_resources mrs) {
+                     std::vector<table_view> pieces{
+                       slice(input, 0, 10), slice(input, 17, input.num_rows()), input};
+                     auto result = concatenate(pieces, default_stream(), mrs);
+                     auto bytes  = result->allocated_bytes();
+                     return owned(std::move(result), bytes);
+                   }});
+  for (auto policy : {out_of_bounds_policy::FAIL, out_of_bounds_policy::NULLIFY}) {
+    cases.push_back({policy == out_of_bounds_policy::FAIL ? "gather(FAIL)" : "gather(NULLIFY)",
+                     scratch::NONE,
+                     [policy](table_view const& input, memory_resources mrs) {
+                       host_memory_resource map_memory;
+                       std::vector<std::int64_t> indices;
+                       for (std::size_t row = 0; row < input.num_rows(); row += 3) {
+                         indices.push_back(static_cast<std::int64_t>(input.num_rows() - 1 - row));
+                       }
+                       if (policy == out_of_bounds_policy::NULLIFY) {
+                         indices.push_back(static_cast<std::int64_t>(input.num_rows()) + 4);
+                       }
+                       auto map = testing::make_fixed_column(
+                         data_type{type_id::INT64}, indices, {}, map_memory);
+                       auto result = gather(input, map->view(), policy, default_stream(), mrs);
+                       auto bytes  = result->allocated_bytes();
+                       return owned(std::move(result), bytes);
+                     }});
+  }
+  cases.push_back({"pack", scratch::NONE, [](table_view const& input, memory_resources mrs) {
+                     auto packed = std::make_unique<packed_columns>(
+                       pack(slice(input, 1, input.num_rows()), default_stream(), mrs));
+                     auto bytes = packed->data.size();
+                     return owned(std::move(packed), bytes);
+                   }});
+  cases.push_back({"unpack, slice, split, estimate_size (views only)",
+                   scratch::NONE,
+                   [](table_view const& input, memory_resources) {
+                     host_memory_resource pack_memory;
+                     auto packed           = pack(input, default_stream(), pack_memory);
+                     table_view const view = unpack(packed);
+                     std::vector<std::size_t> const splits{2, 5};
+                     auto const pieces = split(slice(view, 1, view.num_rows()), splits);
+                     EXPECT_EQ(pieces.size(), 3U);
+                     EXPECT_GT(estimate_size(view), 0U);
+                     return operator_result{};
+                   }});
+  return cases;
+}
+
+class ResourceValidation : public ::testing::TestWithParam<operator_case> {};
+
+TEST_P(ResourceValidation, OutputsFromOutputScratchFromTemporaryNeverTheDefault) {
+  operator_case const& test_case = GetParam();
+  host_memory_resource input_memory;
+  auto const input = testing::random_table(testing::all_types(), 257, 42, 0.2, input_memory);
+
+  emulated_device_memory_resource device;
+  statistics_resource_adaptor output{device};
+  statistics_resource_adaptor temporary{device};
+  memory_resources const mrs =
+    memory_resources::builder{}.output(output).temporary(temporary).build();
+
+  testing::default_resource_guard const guard;
+  {
+    operator_result result = test_case.run(input->view(), mrs);
+    EXPECT_EQ(output.statistics().current_bytes, result.output_bytes)
+      << test_case.name << ": bytes outstanding on the output resource are not the output's";
+    EXPECT_EQ(temporary.statistics().current_bytes, 0U)
+      << test_case.name << ": scratch was not freed before returning";
+    if (test_case.expected_scratch == scratch::NONE) {
+      EXPECT_EQ(temporary.statistics().total_count, 0U)
+        << test_case.name << ": allocated scratch but is listed as needing none";
+    } else {
+      EXPECT_GT(temporary.statistics().total_count, 0U)
+        << test_case.name << ": listed as needing scratch but took none from temporary";
+    }
+  }
+  EXPECT_EQ(output.statistics().current_bytes, 0U) << test_case.name;
+}
+
+TEST(ResourceValidationSwitch, DefaultArgumentsThrowWhileTheSwitchIsOn) {
+  host_memory_resource memory;
+  auto const input = testing::random_table({data_type{type_id::INT32}}, 10, 1, 0.0, memory);
+  testing::default_resource_guard const guard;
+  EXPECT_THROW((void)copy(input->view()), logic_error);
+  EXPECT_THROW((void)pack(input->view()), logic_error);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryOperator,
+                         ResourceValidation,
+                         ::testing::ValuesIn(operator_cases()),
+                         [](auto const& param_info) {
+                           std::string name;
+                           for (char c : param_info.param.name) {
+                             name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           }
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace spillway
