@@ -28,7 +28,7 @@ buffer::buffer(buffer&& other) noexcept
     size_(std::exchange(other.size_, 0)),
     stream_(other.stream_),
     resource_(std::exchange(other.resource_, nullptr)),
-    kind_(other.kind_) {}
+    kind_(std::exchange(other.kind_, memory_kind::HOST)) {}
 
 buffer& buffer::operator=(buffer&& other) noexcept {
   if (this != &other) {
@@ -37,7 +37,7 @@ buffer& buffer::operator=(buffer&& other) noexcept {
     size_     = std::exchange(other.size_, 0);
     stream_   = other.stream_;
     resource_ = std::exchange(other.resource_, nullptr);
-    kind_     = other.kind_;
+    kind_     = std::exchange(other.kind_, memory_kind::HOST);
   }
   return *this;
 }

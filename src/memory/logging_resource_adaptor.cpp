@@ -1,12 +1,15 @@
 #include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
 #include <spillway/memory/logging_resource_adaptor.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <functional>
 #include <istream>
 #include <ostream>
 #include <sstream>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -74,13 +77,40 @@ void logging_resource_adaptor::do_deallocate(void* pointer,
   upstream_.deallocate(pointer, bytes, alignment, stream);
 }
 
+namespace {
+
+/// Parses all of `field` as an unsigned number; false when it is empty, signed or has trailing
+/// text.
+template <typename Unsigned>
+bool parse_unsigned(std::string const& field, Unsigned& value) noexcept {
+  char const* const end    = field.data() + field.size();
+  auto const [stop, error] = std::from_chars(field.data(), end, value);
+  return !field.empty() && error == std::errc{} && stop == end;
+}
+
+}  // namespace
+
 replay_result replay_allocation_log(std::istream& log, resource_ref resource) {
   struct live {
     void* pointer;
     std::size_t bytes;
     std::size_t alignment;
   };
-  std::unordered_map<std::uintptr_t, live> outstanding;
+  // A multimap: every zero-byte allocation is logged at pointer 0, and each of their frees must
+  // still find one.
+  using live_map = std::unordered_multimap<std::uintptr_t, live>;
+  live_map outstanding;
+  // When a malformed line throws, frees what the replay allocated before it. (The normal path
+  // frees and clears the map at the end, inside the timed part.)
+  struct release_outstanding {
+    live_map& outstanding;
+    resource_ref resource;
+    ~release_outstanding() {
+      for (auto const& [logged, allocation] : outstanding) {
+        resource.deallocate(allocation.pointer, allocation.bytes, allocation.alignment);
+      }
+    }
+  } const release{outstanding, resource};
   replay_result result;
   std::size_t current = 0;
   std::string line;
@@ -103,16 +133,20 @@ replay_result replay_allocation_log(std::istream& log, resource_ref resource) {
     std::uintptr_t logged_pointer = 0;
     std::size_t bytes             = 0;
     std::size_t alignment         = 0;
-    try {
-      logged_pointer = static_cast<std::uintptr_t>(std::stoull(fields[3]));
-      bytes          = static_cast<std::size_t>(std::stoull(fields[4]));
-      alignment      = static_cast<std::size_t>(std::stoull(fields[5]));
-    } catch (std::exception const&) {
-      SPILLWAY_FAIL("malformed number in allocation log line " + std::to_string(line_number) +
-                      ": '" + line + "'",
-                    invalid_argument);
-    }
+    bool const numbers_parsed     = parse_unsigned(fields[3], logged_pointer) &&
+                                parse_unsigned(fields[4], bytes) &&
+                                parse_unsigned(fields[5], alignment);
+    SPILLWAY_EXPECTS(
+      numbers_parsed,
+      "malformed number in allocation log line " + std::to_string(line_number) + ": '" + line + "'",
+      invalid_argument);
     if (fields[2] == "allocate") {
+      // A logged allocation succeeded, so its alignment was valid; a failure line may carry the
+      // invalid alignment that made it fail, and is not checked.
+      SPILLWAY_EXPECTS(is_power_of_two(alignment),
+                       "malformed allocation log line " + std::to_string(line_number) +
+                         ": alignment " + std::to_string(alignment) + " is not a power of two",
+                       invalid_argument);
       try {
         void* pointer = resource.allocate(bytes, alignment);
         outstanding.emplace(logged_pointer, live{pointer, bytes, alignment});
@@ -139,6 +173,7 @@ replay_result replay_allocation_log(std::istream& log, resource_ref resource) {
   for (auto const& [logged, allocation] : outstanding) {
     resource.deallocate(allocation.pointer, allocation.bytes, allocation.alignment);
   }
+  outstanding.clear();
   result.elapsed = std::chrono::steady_clock::now() - start;
   return result;
 }

@@ -67,7 +67,8 @@ class pool_impl {
       initial_size, maximum_, "pool initial size exceeds its maximum size", invalid_argument);
     if (initial_size > 0) {
       scoped_lock lock{arena_mutex_};
-      add_chunk(align_up(initial_size, GRANULE));
+      // Rounding up to whole granules must not take more than the maximum from upstream.
+      add_chunk(std::min(align_up(initial_size, GRANULE), maximum_));
     }
   }
 

@@ -60,6 +60,8 @@ column::column(data_type type,
     null_count_ == 0 || !null_mask_.empty(),
     "a column with nulls needs a null mask: null_count " + std::to_string(null_count_),
     invalid_argument);
+  SPILLWAY_EXPECTS_LE(
+    null_count_, size_, "a column cannot have more nulls than rows", invalid_argument);
 }
 
 column_view column::view() const noexcept {
@@ -93,7 +95,8 @@ buffer make_null_mask(std::size_t rows,
     return buffer{};
   }
   buffer mask{bitmask_allocation_size(rows), stream, resource};
-  if (state == mask_state::ALL_VALID || state == mask_state::ALL_NULL) {
+  // A mask for 0 rows has no bytes (and may have no address), so there is nothing to fill.
+  if (!mask.empty() && (state == mask_state::ALL_VALID || state == mask_state::ALL_NULL)) {
     // The padding past the last row is set too, so that whole-byte copies stay valid.
     std::memset(mask.data(), state == mask_state::ALL_VALID ? 0xFF : 0x00, mask.size());
   }

@@ -28,6 +28,20 @@ class index_reader {
     }
   }
 
+  /// @return the index at `row` as the map holds it (negative or above SIZE_MAX), for messages
+  [[nodiscard]] std::string to_string(std::size_t row) const {
+    switch (map_.type().id()) {
+      case type_id::INT32:
+        return std::to_string(map_.data<std::int32_t>()[row]);
+      case type_id::INT64:
+        return std::to_string(map_.data<std::int64_t>()[row]);
+      case type_id::UINT32:
+        return std::to_string(map_.data<std::uint32_t>()[row]);
+      default:
+        return std::to_string(map_.data<std::uint64_t>()[row]);
+    }
+  }
+
  private:
   static std::size_t from_signed(std::int64_t value) noexcept {
     return value < 0 ? SIZE_MAX : static_cast<std::size_t>(value);
@@ -119,12 +133,10 @@ std::unique_ptr<table> gather(table_view const& source,
   bool any_out_of_bounds        = false;
   for (std::size_t row = 0; row < rows; ++row) {
     if (indices[row] >= source_rows) {
-      SPILLWAY_EXPECTS(
-        policy == out_of_bounds_policy::NULLIFY,
-        "gather map row " + std::to_string(row) + " is out of bounds: index " +
-          (indices[row] == SIZE_MAX ? std::string{"negative"} : std::to_string(indices[row])) +
-          ", source rows " + std::to_string(source_rows),
-        invalid_argument);
+      SPILLWAY_EXPECTS(policy == out_of_bounds_policy::NULLIFY,
+                       "gather map row " + std::to_string(row) + " is out of bounds: index " +
+                         indices.to_string(row) + ", source rows " + std::to_string(source_rows),
+                       invalid_argument);
       any_out_of_bounds = true;
     }
   }

@@ -187,6 +187,12 @@ table_view unpack(std::span<std::uint8_t const> metadata,
     corrupt("metadata describes " + std::to_string(head.data_size) + " data bytes, buffer has " +
             std::to_string(data_size));
   }
+  // Every column takes at least one byte per row (strings eight), so a row count above the data
+  // size is corrupt; bounding it here also keeps the size arithmetic below from overflowing.
+  if (head.num_columns > 0 && head.num_rows > data_size) {
+    corrupt(std::to_string(head.num_rows) + " rows cannot fit in " + std::to_string(data_size) +
+            " data bytes");
+  }
   auto const* base = static_cast<std::uint8_t const*>(data);
   std::vector<column_view> columns;
   columns.reserve(head.num_columns);
@@ -197,6 +203,12 @@ table_view unpack(std::span<std::uint8_t const> metadata,
         corrupt(std::string{part} + " of column " + std::to_string(index) + " at offset " +
                 std::to_string(offset) + " (+" + std::to_string(bytes) + " bytes) exceeds " +
                 std::to_string(data_size) + " data bytes");
+      }
+      // pack() starts every part on a boundary; a view elsewhere would read misaligned values.
+      if (offset % PART_ALIGNMENT != 0) {
+        corrupt(std::string{part} + " of column " + std::to_string(index) + " at offset " +
+                std::to_string(offset) + " is not " + std::to_string(PART_ALIGNMENT) +
+                "-byte aligned");
       }
     };
   for (std::size_t index = 0; index < head.num_columns; ++index) {
@@ -229,6 +241,14 @@ table_view unpack(std::span<std::uint8_t const> metadata,
       if (offsets[0] != 0 || static_cast<std::uint64_t>(offsets[rows]) != entry.data_bytes) {
         corrupt("string offsets of column " + std::to_string(index) +
                 " do not span its characters");
+      }
+      // Ascending offsets from 0 to data_bytes keep every row inside the characters.
+      for (std::size_t row = 0; row < rows; ++row) {
+        if (offsets[row] > offsets[row + 1]) {
+          corrupt("string offsets of column " + std::to_string(index) + " descend at row " +
+                  std::to_string(row) + ": " + std::to_string(offsets[row]) + " then " +
+                  std::to_string(offsets[row + 1]));
+        }
       }
     }
     check_range(entry.data_offset, entry.data_bytes, "data", index);

@@ -28,7 +28,7 @@ constexpr std::size_t bitmask_allocation_size(std::size_t rows) noexcept {
 
 /** @return whether bit `index` of `mask` is set */
 inline bool bit_is_set(bitmask_type const* mask, std::size_t index) noexcept {
-  return (mask[index / 8] >> (index % 8)) & 1U;
+  return ((static_cast<unsigned>(mask[index / 8]) >> (index % 8)) & 1U) != 0;
 }
 
 /** @brief Sets bit `index` of `mask` to `valid`. */

@@ -1,0 +1,142 @@
+#include <spillway/core/error.hpp>
+#include <spillway/table/data_type.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <typeindex>
+#include <typeinfo>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+/// One row of expectations per type id, in `type_id` order.
+struct type_facts {
+  type_id id;
+  std::size_t size;
+  char const* name;
+  std::type_index storage;
+};
+
+std::vector<type_facts> const& every_type_id() {
+  static std::vector<type_facts> const facts{
+    {type_id::BOOL8, 1, "bool8", typeid(std::uint8_t)},
+    {type_id::INT8, 1, "int8", typeid(std::int8_t)},
+    {type_id::INT16, 2, "int16", typeid(std::int16_t)},
+    {type_id::INT32, 4, "int32", typeid(std::int32_t)},
+    {type_id::INT64, 8, "int64", typeid(std::int64_t)},
+    {type_id::UINT8, 1, "uint8", typeid(std::uint8_t)},
+    {type_id::UINT16, 2, "uint16", typeid(std::uint16_t)},
+    {type_id::UINT32, 4, "uint32", typeid(std::uint32_t)},
+    {type_id::UINT64, 8, "uint64", typeid(std::uint64_t)},
+    {type_id::FLOAT32, 4, "float32", typeid(float)},
+    {type_id::FLOAT64, 8, "float64", typeid(double)},
+    {type_id::TIMESTAMP, 8, "timestamp[ns]", typeid(std::int64_t)},
+    {type_id::STRING, 0, "string", typeid(void)},
+  };
+  return facts;
+}
+
+TEST(DataType, EveryTypeIdIsListedOnce) {
+  ASSERT_EQ(every_type_id().size(), TYPE_ID_COUNT);
+  for (std::size_t index = 0; index < TYPE_ID_COUNT; ++index) {
+    EXPECT_EQ(static_cast<std::size_t>(every_type_id()[index].id), index);
+  }
+}
+
+TEST(DataType, SizeOf) {
+  for (auto const& facts : every_type_id()) {
+    EXPECT_EQ(size_of(data_type{facts.id}), facts.size) << facts.name;
+  }
+  for (auto const unit : {time_unit::SECOND, time_unit::MILLISECOND, time_unit::NANOSECOND}) {
+    EXPECT_EQ(size_of(data_type{type_id::TIMESTAMP, unit}), 8U);
+  }
+  static_assert(size_of(data_type{type_id::INT16}) == 2);
+}
+
+TEST(DataType, IsFixedWidthForEveryTypeButString) {
+  for (auto const& facts : every_type_id()) {
+    EXPECT_EQ(is_fixed_width(data_type{facts.id}), facts.id != type_id::STRING) << facts.name;
+  }
+}
+
+TEST(DataType, ToStringNamesEveryType) {
+  for (auto const& facts : every_type_id()) {
+    EXPECT_EQ(to_string(data_type{facts.id}), facts.name);
+  }
+}
+
+TEST(DataType, ToStringNamesTimestampUnits) {
+  EXPECT_EQ(to_string(time_unit::SECOND), "s");
+  EXPECT_EQ(to_string(time_unit::MILLISECOND), "ms");
+  EXPECT_EQ(to_string(time_unit::MICROSECOND), "us");
+  EXPECT_EQ(to_string(time_unit::NANOSECOND), "ns");
+  EXPECT_EQ(to_string(data_type{type_id::TIMESTAMP, time_unit::SECOND}), "timestamp[s]");
+  EXPECT_EQ(to_string(data_type{type_id::TIMESTAMP, time_unit::MILLISECOND}), "timestamp[ms]");
+  EXPECT_EQ(to_string(data_type{type_id::TIMESTAMP, time_unit::MICROSECOND}), "timestamp[us]");
+  EXPECT_EQ(to_string(data_type{type_id::TIMESTAMP, time_unit::NANOSECOND}), "timestamp[ns]");
+  // The unit of a non-timestamp type is not part of its name.
+  EXPECT_EQ(to_string(data_type{type_id::INT64, time_unit::SECOND}), "int64");
+}
+
+TEST(DataType, DefaultIsInt8) {
+  EXPECT_EQ(data_type{}.id(), type_id::INT8);
+  EXPECT_EQ(data_type{}, data_type{type_id::INT8});
+}
+
+TEST(DataType, EqualityComparesIds) {
+  for (auto const& lhs : every_type_id()) {
+    for (auto const& rhs : every_type_id()) {
+      EXPECT_EQ(data_type{lhs.id} == data_type{rhs.id}, lhs.id == rhs.id)
+        << lhs.name << " vs " << rhs.name;
+    }
+  }
+}
+
+TEST(DataType, TimestampUnitsMatterOnlyForTimestamp) {
+  EXPECT_EQ((data_type{type_id::TIMESTAMP, time_unit::SECOND}),
+            (data_type{type_id::TIMESTAMP, time_unit::SECOND}));
+  EXPECT_NE((data_type{type_id::TIMESTAMP, time_unit::SECOND}),
+            (data_type{type_id::TIMESTAMP, time_unit::MILLISECOND}));
+  EXPECT_NE((data_type{type_id::TIMESTAMP, time_unit::NANOSECOND}),
+            (data_type{type_id::TIMESTAMP, time_unit::MICROSECOND}));
+  EXPECT_NE(data_type{type_id::TIMESTAMP}, (data_type{type_id::TIMESTAMP, time_unit::SECOND}));
+  EXPECT_EQ((data_type{type_id::INT64, time_unit::SECOND}),
+            (data_type{type_id::INT64, time_unit::NANOSECOND}));
+  EXPECT_EQ((data_type{type_id::STRING, time_unit::MILLISECOND}), data_type{type_id::STRING});
+  EXPECT_NE((data_type{type_id::INT64, time_unit::SECOND}),
+            (data_type{type_id::TIMESTAMP, time_unit::SECOND}));
+}
+
+TEST(DataType, VisitFixedWidthPassesTheStorageType) {
+  for (auto const& facts : every_type_id()) {
+    if (facts.id == type_id::STRING) {
+      continue;
+    }
+    std::type_index const visited = visit_fixed_width(
+      data_type{facts.id}, []<typename T>() { return std::type_index{typeid(T)}; });
+    EXPECT_EQ(visited, facts.storage) << facts.name;
+    std::size_t const width =
+      visit_fixed_width(data_type{facts.id}, []<typename T>() { return sizeof(T); });
+    EXPECT_EQ(width, facts.size) << facts.name;
+  }
+  static_assert(std::is_same_v<storage_type<type_id::TIMESTAMP>::type, std::int64_t>);
+  static_assert(std::is_same_v<storage_type<type_id::BOOL8>::type, std::uint8_t>);
+}
+
+TEST(DataType, VisitFixedWidthOnStringThrowsInvalidArgument) {
+  bool visited = false;
+  try {
+    visit_fixed_width(data_type{type_id::STRING}, [&]<typename T>() { visited = true; });
+    FAIL() << "expected invalid_argument";
+  } catch (invalid_argument const& error) {
+    EXPECT_NE(std::string{error.what()}.find("string"), std::string::npos) << error.what();
+  }
+  EXPECT_FALSE(visited);
+}
+
+}  // namespace
+}  // namespace spillway
