@@ -8,3 +8,9 @@ endif()
 if(SPILLWAY_BUILD_BENCHMARKS)
   find_package(benchmark REQUIRED)
 endif()
+
+# Compression and checksums of spilled data (Debian: libzstd-dev, liblz4-dev, libxxhash-dev).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+pkg_check_modules(LZ4 REQUIRED IMPORTED_TARGET liblz4)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)

@@ -11,6 +11,10 @@
 #include <spillway/memory/emulated_device_memory_resource.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/ops/bounds.hpp>
+#include <spillway/ops/merge.hpp>
+#include <spillway/ops/sample.hpp>
+#include <spillway/ops/sort.hpp>
 #include <spillway/table/concatenate.hpp>
 #include <spillway/table/copy.hpp>
 #include <spillway/table/gather.hpp>
@@ -23,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spillway {
@@ -111,6 +116,73 @@ std::vector<operator_case> operator_cases() {
                      EXPECT_GT(estimate_size(view), 0U);
                      return operator_result{};
                    }});
+  cases.push_back(
+    {"sorted_order", scratch::SOME, [](table_view const& input, memory_resources mrs) {
+       std::vector<std::size_t> const key_columns{12, 3, 10};  // STRING, INT32, FLOAT64
+       auto result = sorted_order(input.select(key_columns),
+                                  {{order::DESCENDING, null_order::AFTER}, {}, {}},
+                                  sort_stability::STABLE,
+                                  default_stream(),
+                                  mrs);
+       auto bytes  = result->allocated_bytes();
+       return owned(std::move(result), bytes);
+     }});
+  cases.push_back(
+    {"sort", scratch::SOME, [](table_view const& input, memory_resources mrs) {
+       std::vector<std::size_t> const key_columns{4, 12};
+       auto result = sort(
+         input, input.select(key_columns), {}, sort_stability::UNSTABLE, default_stream(), mrs);
+       auto bytes = result->allocated_bytes();
+       return owned(std::move(result), bytes);
+     }});
+  cases.push_back({"merge", scratch::SOME, [](table_view const& input, memory_resources mrs) {
+                     host_memory_resource piece_memory;
+                     std::vector<std::size_t> const key_columns{2, 12};
+                     std::vector<std::unique_ptr<table>> pieces;
+                     std::vector<table_view> views;
+                     for (auto const& [begin, end] :
+                          std::vector<std::pair<std::size_t, std::size_t>>{
+                            {0, 100}, {100, 100}, {100, input.num_rows()}}) {
+                       table_view const part = slice(input, begin, end);
+                       pieces.push_back(sort(part,
+                                             part.select(key_columns),
+                                             {},
+                                             sort_stability::STABLE,
+                                             default_stream(),
+                                             piece_memory));
+                       views.push_back(pieces.back()->view());
+                     }
+                     auto result = spillway::merge(views, key_columns, {}, default_stream(), mrs);
+                     auto bytes  = result->allocated_bytes();
+                     return owned(std::move(result), bytes);
+                   }});
+  for (bool const lower : {true, false}) {
+    cases.push_back(
+      {lower ? "lower_bound" : "upper_bound",
+       scratch::NONE,
+       [lower](table_view const& input, memory_resources mrs) {
+         host_memory_resource haystack_memory;
+         std::vector<std::size_t> const key_columns{1, 12};
+         table_view const keys = input.select(key_columns);
+         auto const haystack =
+           sort(keys, keys, {}, sort_stability::UNSTABLE, default_stream(), haystack_memory);
+         auto result = lower ? lower_bound(haystack->view(), keys, {}, default_stream(), mrs)
+                             : upper_bound(haystack->view(), keys, {}, default_stream(), mrs);
+         auto bytes  = result->allocated_bytes();
+         return owned(std::move(result), bytes);
+       }});
+  }
+  cases.push_back({"sample", scratch::SOME, [](table_view const& input, memory_resources mrs) {
+                     auto result = sample(input, 40, 7, default_stream(), mrs);
+                     auto bytes  = result->allocated_bytes();
+                     return owned(std::move(result), bytes);
+                   }});
+  cases.push_back(
+    {"quantile_splitters", scratch::SOME, [](table_view const& input, memory_resources mrs) {
+       auto result = quantile_splitters(input, 8, default_stream(), mrs);
+       auto bytes  = result->allocated_bytes();
+       return owned(std::move(result), bytes);
+     }});
   return cases;
 }
 

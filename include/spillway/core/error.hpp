@@ -13,6 +13,8 @@
  * | `io_error`         | `std::runtime_error` | the user: a file, a directory, a full disk      |
  * | `corruption_error` | `io_error`           | the user: data on disk is not what was written  |
  * | `not_supported`    | `std::logic_error`   | the caller: a type or backend that is absent    |
+ * | `cancelled_error`  | `std::runtime_error` | the task's owner: the task was killed           |
+ * | `timeout_error`    | `std::runtime_error` | the task's owner: an optional wait limit passed |
  */
 #pragma once
 
@@ -54,6 +56,18 @@ class io_error : public std::runtime_error {
 class corruption_error : public io_error {
  public:
   using io_error::io_error;
+};
+
+/** @brief A waiting operation was cancelled (its task was killed). */
+class cancelled_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/** @brief A waiting operation gave up after its optional timeout. */
+class timeout_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 /**

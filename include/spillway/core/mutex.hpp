@@ -89,6 +89,9 @@ class SPILLWAY_SCOPED_CAPABILITY scoped_lock {
   /** @brief Takes the mutex again after `unlock()`. */
   void lock() SPILLWAY_ACQUIRE() { lock_.lock(); }
 
+  /** @return the underlying lock, for condition variables */
+  std::unique_lock<std::mutex>& native() { return lock_; }
+
   /** @brief Waits on `condition` until `predicate()` holds, releasing the lock meanwhile. */
   template <typename Predicate>
   void wait(std::condition_variable& condition, Predicate predicate) {

@@ -1,0 +1,158 @@
+/**
+ * sorted_order throughput in rows per second: 10M INT64 keys (random, sorted, all equal), two
+ * INT64 keys (10M rows, the first with 1000 distinct values), and 1M strings of 10 to 30
+ * random lowercase letters; std::sort of the same INT64 values (a copy, sorted in place, one
+ * thread) in the same run as the baseline. Inputs are built once and kept; every iteration
+ * allocates its order and scratch from the plain host resource. Times are wall-clock
+ * (`UseRealTime`), so rows/s count the second thread's work once.
+ */
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/ops/sort.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+constexpr std::size_t INT64_ROWS  = 10'000'000;
+constexpr std::size_t STRING_ROWS = 1'000'000;
+
+host_memory_resource& host() {
+  static host_memory_resource resource;
+  return resource;
+}
+
+enum class shape : std::uint8_t { RANDOM, SORTED, ALL_EQUAL, THOUSAND_DISTINCT };
+
+std::vector<std::int64_t> const& int64_values(shape kind) {
+  static std::map<shape, std::vector<std::int64_t>> cache;
+  auto& values = cache[kind];
+  if (values.empty()) {
+    values.resize(INT64_ROWS);
+    std::mt19937_64 engine{static_cast<std::uint64_t>(kind) + 1};
+    for (std::size_t row = 0; row < INT64_ROWS; ++row) {
+      switch (kind) {
+        case shape::RANDOM:
+          values[row] = static_cast<std::int64_t>(engine());
+          break;
+        case shape::SORTED:
+          values[row] = static_cast<std::int64_t>(row);
+          break;
+        case shape::ALL_EQUAL:
+          values[row] = 7;
+          break;
+        case shape::THOUSAND_DISTINCT:
+          values[row] = static_cast<std::int64_t>(engine() % 1000);
+          break;
+      }
+    }
+  }
+  return values;
+}
+
+std::unique_ptr<column> const& int64_column(shape kind) {
+  static std::map<shape, std::unique_ptr<column>> cache;
+  auto& result = cache[kind];
+  if (!result) {
+    auto const& values = int64_values(kind);
+    result             = make_fixed_width_column(
+      type_id::INT64, values.size(), mask_state::UNALLOCATED, default_stream(), host());
+    std::memcpy(result->mutable_data<std::int64_t>(), values.data(), values.size() * 8);
+  }
+  return result;
+}
+
+std::unique_ptr<column> const& string_column() {
+  static std::unique_ptr<column> result;
+  if (!result) {
+    std::mt19937_64 engine{11};
+    std::vector<std::string> values(STRING_ROWS);
+    std::size_t chars = 0;
+    for (auto& value : values) {
+      value.resize(10 + engine() % 21);
+      for (auto& letter : value) {
+        letter = static_cast<char>('a' + engine() % 26);
+      }
+      chars += value.size();
+    }
+    result =
+      make_strings_column(STRING_ROWS, chars, mask_state::UNALLOCATED, default_stream(), host());
+    std::int64_t* offsets = result->mutable_offsets();
+    offsets[0]            = 0;
+    for (std::size_t row = 0; row < STRING_ROWS; ++row) {
+      std::memcpy(result->mutable_chars() + offsets[row], values[row].data(), values[row].size());
+      offsets[row + 1] = offsets[row] + static_cast<std::int64_t>(values[row].size());
+    }
+  }
+  return result;
+}
+
+void run_sorted_order(benchmark::State& state, table_view const& keys) {
+  for (auto _ : state) {
+    auto order =
+      sorted_order(keys, {}, sort_stability::UNSTABLE, default_stream(), memory_resources{host()});
+    benchmark::DoNotOptimize(order->mutable_data<std::uint64_t>());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(keys.num_rows()));
+}
+
+void sorted_order_int64(benchmark::State& state, shape kind) {
+  run_sorted_order(state, table_view{int64_column(kind)->view()});
+}
+
+void std_sort_int64(benchmark::State& state, shape kind) {
+  auto const& values = int64_values(kind);
+  std::vector<std::int64_t> copy(values.size());
+  for (auto _ : state) {
+    state.PauseTiming();
+    copy = values;
+    state.ResumeTiming();
+    std::sort(copy.begin(), copy.end());
+    benchmark::DoNotOptimize(copy.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(values.size()));
+}
+
+void sorted_order_two_int64(benchmark::State& state) {
+  run_sorted_order(state,
+                   table_view{int64_column(shape::THOUSAND_DISTINCT)->view(),
+                              int64_column(shape::RANDOM)->view()});
+}
+
+void sorted_order_strings(benchmark::State& state) {
+  run_sorted_order(state, table_view{string_column()->view()});
+}
+
+BENCHMARK_CAPTURE(sorted_order_int64, random, shape::RANDOM)
+  ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
+BENCHMARK_CAPTURE(std_sort_int64, random, shape::RANDOM)
+  ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
+BENCHMARK_CAPTURE(sorted_order_int64, sorted, shape::SORTED)
+  ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
+BENCHMARK_CAPTURE(std_sort_int64, sorted, shape::SORTED)
+  ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
+BENCHMARK_CAPTURE(sorted_order_int64, all_equal, shape::ALL_EQUAL)
+  ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
+BENCHMARK_CAPTURE(std_sort_int64, all_equal, shape::ALL_EQUAL)
+  ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
+BENCHMARK(sorted_order_two_int64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(sorted_order_strings)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace spillway
+
+BENCHMARK_MAIN();

@@ -1,0 +1,55 @@
+/**
+ * @file merge.hpp
+ * @brief A k-way merge of tables that are each sorted by the same keys into one sorted table.
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/memory/default_resources.hpp>
+#include <spillway/memory/memory_resources.hpp>
+#include <spillway/ops/sort_order.hpp>
+#include <spillway/table/table.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace spillway {
+
+/**
+ * @brief Merges `inputs`, each sorted by its columns `key_columns` under `orders`, into one
+ * sorted table.
+ *
+ * A loser tree over one cursor per input picks the next row with `ceil(log2(k))` comparisons.
+ * The merge is stable: rows with equal keys come in input order (every row of `inputs[0]`
+ * before those of `inputs[1]`, ...), and within one input in row order, so merging the sorted
+ * pieces of a table equals a stable sort of the whole.
+ * @param inputs the sorted tables; same column count and types; any may be empty
+ * @param key_columns indices of the key columns in every input, most significant first
+ * @param orders one entry per key column, or empty for all ASCENDING, nulls BEFORE
+ * @param stream the stream to run on
+ * @param mrs the merged table from `mrs.output()`; the merge map from `mrs.temporary()`
+ * @return a table with the rows of every input; no columns when `inputs` is empty
+ * @throws spillway::invalid_argument when the inputs differ in columns or types, a key column
+ * index is out of range, or `orders` does not match `key_columns`
+ * @note An input that is not sorted gives a permutation of the rows in an unspecified order.
+ * @note Call it as `spillway::merge` when passing a `std::vector`: unqualified, argument-dependent
+ * lookup also finds `std::merge`.
+ */
+std::unique_ptr<table> merge(std::span<table_view const> inputs,
+                             std::vector<std::size_t> const& key_columns,
+                             sort_order const& orders = {},
+                             stream_view stream       = default_stream(),
+                             memory_resources mrs     = current_resources());
+
+namespace detail {
+/** @brief `merge` without defaults: internals always pass their resources. */
+std::unique_ptr<table> merge(std::span<table_view const> inputs,
+                             std::vector<std::size_t> const& key_columns,
+                             sort_order const& orders,
+                             stream_view stream,
+                             memory_resources mrs);
+}  // namespace detail
+
+}  // namespace spillway

@@ -1,0 +1,85 @@
+/**
+ * @file sort.hpp
+ * @brief The permutation that sorts a table by its key columns, and the sorted table itself.
+ *
+ * The CPU implementation builds a binary-comparable normalized key prefix per row (see
+ * normalized_key.hpp), radix sorts (prefix, row) pairs, and resolves rows whose prefixes are
+ * equal but whose keys may differ beyond the prefix with a full row comparison. Inputs of
+ * `PARALLEL_SORT_MIN_ROWS` rows or more are sorted in two halves on two threads and merged.
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/memory/default_resources.hpp>
+#include <spillway/memory/memory_resources.hpp>
+#include <spillway/ops/sort_order.hpp>
+#include <spillway/table/column.hpp>
+#include <spillway/table/table.hpp>
+
+#include <cstddef>
+#include <memory>
+
+namespace spillway {
+
+/** @brief Inputs with at least this many rows are sorted on two threads. */
+inline constexpr std::size_t PARALLEL_SORT_MIN_ROWS = std::size_t{1} << 16;
+
+/**
+ * @brief The row indices of `keys` in sorted order.
+ *
+ * Row `i` of the result is the index of the row of `keys` that comes `i`-th in the order given
+ * by `orders`. A table without key columns is already sorted: the result is `0, 1, ...`.
+ * @param keys the key columns, most significant first; every type is supported
+ * @param orders one entry per column of `keys`, or empty for all ASCENDING, nulls BEFORE
+ * @param stability STABLE keeps rows with equal keys in input order
+ * @param stream the stream to run on
+ * @param mrs the result from `mrs.output()`; normalized keys and indices from
+ * `mrs.temporary()`, freed before returning
+ * @return a UINT64 column of `keys.num_rows()` rows without nulls
+ * @throws spillway::invalid_argument when `orders` is neither empty nor one per key column
+ * @throws spillway::out_of_memory from either resource
+ * @note Uses up to two threads; synchronous on the CPU backend.
+ */
+std::unique_ptr<column> sorted_order(table_view const& keys,
+                                     sort_order const& orders = {},
+                                     sort_stability stability = sort_stability::UNSTABLE,
+                                     stream_view stream       = default_stream(),
+                                     memory_resources mrs     = current_resources());
+
+/**
+ * @brief The rows of `values` reordered by sorting `keys`: `gather(values, sorted_order(keys))`.
+ * @param values the columns to reorder
+ * @param keys the key columns; as many rows as `values` (they may be columns of `values`)
+ * @param orders one entry per column of `keys`, or empty for all ASCENDING, nulls BEFORE
+ * @param stability STABLE keeps rows with equal keys in input order
+ * @param stream the stream to run on
+ * @param mrs the sorted table from `mrs.output()`; the order and the keys from
+ * `mrs.temporary()`, freed before returning
+ * @throws spillway::invalid_argument when the row counts differ or `orders` does not match
+ * @throws spillway::out_of_memory from either resource
+ */
+std::unique_ptr<table> sort(table_view const& values,
+                            table_view const& keys,
+                            sort_order const& orders = {},
+                            sort_stability stability = sort_stability::UNSTABLE,
+                            stream_view stream       = default_stream(),
+                            memory_resources mrs     = current_resources());
+
+namespace detail {
+/** @brief `sorted_order` without defaults: internals always pass their resources. */
+std::unique_ptr<column> sorted_order(table_view const& keys,
+                                     sort_order const& orders,
+                                     sort_stability stability,
+                                     stream_view stream,
+                                     memory_resources mrs);
+
+/** @brief `sort` without defaults. */
+std::unique_ptr<table> sort(table_view const& values,
+                            table_view const& keys,
+                            sort_order const& orders,
+                            sort_stability stability,
+                            stream_view stream,
+                            memory_resources mrs);
+}  // namespace detail
+
+}  // namespace spillway

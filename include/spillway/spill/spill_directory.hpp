@@ -1,0 +1,46 @@
+/**
+ * @file spill_directory.hpp
+ * @brief Where spill files live and how they are removed on every exit path: by the store's
+ * destructor, by a signal handler, or by the next process that finds a dead process's directory.
+ */
+#pragma once
+
+#include <spillway/spill/file_system.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace spillway {
+
+/**
+ * @return the directory under which stores create theirs: `$TMPDIR` when set, else "/tmp"
+ */
+std::string default_spill_root();
+
+/**
+ * @brief Removes every `spillway-<pid>` (or `spillway-<pid>.<n>`) directory under `root` whose
+ * process no longer exists (`kill(pid, 0)` fails with ESRCH). Directories of live processes,
+ * including this one, are kept.
+ * @return how many directories were removed
+ */
+std::size_t remove_stale_spill_directories(std::string const& root, file_system& files);
+
+/**
+ * @brief Removes the directories of every live spill store of this process, now.
+ *
+ * For the CLI's SIGINT/SIGTERM handler: it uses paths computed when the stores were built, takes
+ * no lock and allocates nothing of its own (it calls opendir/readdir/unlink/rmdir, which is
+ * async-signal-safe enough on Linux). The stores must not be used afterwards; the process is
+ * expected to exit.
+ */
+void remove_spill_directory_now() noexcept;
+
+namespace detail {
+
+/** @brief Records `path` for `remove_spill_directory_now`. @return a slot for unregistering */
+std::size_t register_spill_directory(std::string const& path) noexcept;
+/** @brief Forgets a slot from `register_spill_directory`. */
+void unregister_spill_directory(std::size_t slot) noexcept;
+
+}  // namespace detail
+}  // namespace spillway

@@ -1,0 +1,58 @@
+/**
+ * @file spill_statistics.hpp
+ * @brief What the spill store has moved between tiers, how fast, how well it compressed, and what
+ * sits on each tier now: the numbers the run report shows.
+ */
+#pragma once
+
+#include <spillway/spill/spill_tier.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace spillway {
+
+/** @brief Moves of buffers from one tier to another. */
+struct tier_transfer {
+  std::size_t count        = 0;      ///< buffers moved
+  std::size_t raw_bytes    = 0;      ///< their uncompressed (packed) size
+  std::size_t stored_bytes = 0;      ///< their size on the destination tier (compressed or not)
+  std::chrono::nanoseconds time{0};  ///< time spent moving them (copy, compression, I/O)
+};
+
+/** @brief A snapshot of a spill store's counters. */
+struct spill_statistics {
+  /** @brief `[from][to]`; DEVICE->DISK counts buffers staged on the host past its budget. */
+  std::array<std::array<tier_transfer, NUM_SPILL_TIERS>, NUM_SPILL_TIERS> transfers{};
+  std::array<std::size_t, NUM_SPILL_TIERS> bytes_on{};    ///< bytes held on each tier now
+  std::array<std::size_t, NUM_SPILL_TIERS> buffers_on{};  ///< buffers on each tier now
+  std::size_t write_errors = 0;  ///< disk writes that failed (their buffers stayed higher)
+  std::size_t read_errors  = 0;  ///< disk reads that failed (missing, truncated, corrupt)
+  std::string last_error;        ///< the message of the last write or read error
+
+  /** @return moves from `from` to `to` */
+  [[nodiscard]] tier_transfer const& between(spill_tier from, spill_tier to) const noexcept {
+    return transfers[index_of(from)][index_of(to)];
+  }
+  /** @return raw bytes over stored bytes of everything written to disk (1 when nothing was) */
+  [[nodiscard]] double disk_compression_ratio() const noexcept {
+    std::size_t raw    = 0;
+    std::size_t stored = 0;
+    for (auto from : {spill_tier::DEVICE, spill_tier::HOST}) {
+      raw += between(from, spill_tier::DISK).raw_bytes;
+      stored += between(from, spill_tier::DISK).stored_bytes;
+    }
+    return stored == 0 ? 1.0 : static_cast<double>(raw) / static_cast<double>(stored);
+  }
+  /** @return raw over stored bytes of device-to-host moves (1 when none) */
+  [[nodiscard]] double host_compression_ratio() const noexcept {
+    auto const& moved = between(spill_tier::DEVICE, spill_tier::HOST);
+    return moved.stored_bytes == 0
+             ? 1.0
+             : static_cast<double>(moved.raw_bytes) / static_cast<double>(moved.stored_bytes);
+  }
+};
+
+}  // namespace spillway

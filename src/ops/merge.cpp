@@ -1,0 +1,216 @@
+#include "ops/row_comparator.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/memory/buffer.hpp>
+#include <spillway/ops/merge.hpp>
+
+#include <bit>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace spillway {
+namespace detail {
+namespace {
+
+/// Where one output row of a merge comes from.
+struct merge_source {
+  std::uint64_t input;
+  std::uint64_t row;
+};
+
+/**
+ * A tournament tree of losers over one cursor per input: `winner()` is the input whose current
+ * row comes first; `advance()` moves its cursor and replays only its path to the root.
+ */
+class loser_tree {
+ public:
+  loser_tree(std::span<table_view const> keys, row_comparator const& comparator)
+    : keys_(keys),
+      comparator_(comparator),
+      leaves_(std::bit_ceil(std::max<std::size_t>(keys.size(), 1))),
+      cursors_(leaves_, 0),
+      losers_(leaves_, 0) {
+    std::vector<std::size_t> winners(2 * leaves_);
+    for (std::size_t leaf = 0; leaf < leaves_; ++leaf) {
+      winners[leaves_ + leaf] = leaf;
+    }
+    for (std::size_t node = leaves_ - 1; node >= 1; --node) {
+      std::size_t const left  = winners[2 * node];
+      std::size_t const right = winners[2 * node + 1];
+      bool const right_wins   = before(right, left);
+      winners[node]           = right_wins ? right : left;
+      losers_[node]           = right_wins ? left : right;
+    }
+    losers_[0] = winners[1];
+  }
+
+  /// @return the input whose current row comes next, or null when every input is exhausted
+  [[nodiscard]] bool exhausted() const noexcept { return is_exhausted(losers_[0]); }
+  [[nodiscard]] std::size_t winner() const noexcept { return losers_[0]; }
+  [[nodiscard]] std::size_t cursor(std::size_t input) const noexcept { return cursors_[input]; }
+
+  /// Moves the winner's cursor to its next row and finds the new winner.
+  void advance() noexcept {
+    std::size_t candidate = losers_[0];
+    ++cursors_[candidate];
+    for (std::size_t node = (leaves_ + candidate) / 2; node >= 1; node /= 2) {
+      if (before(losers_[node], candidate)) {
+        std::swap(losers_[node], candidate);
+      }
+    }
+    losers_[0] = candidate;
+  }
+
+ private:
+  [[nodiscard]] bool is_exhausted(std::size_t input) const noexcept {
+    return input >= keys_.size() || cursors_[input] >= keys_[input].num_rows();
+  }
+
+  /// Whether input `lhs`'s current row goes strictly before input `rhs`'s; ties by input.
+  [[nodiscard]] bool before(std::size_t lhs, std::size_t rhs) const noexcept {
+    if (is_exhausted(lhs)) {
+      return false;
+    }
+    if (is_exhausted(rhs)) {
+      return true;
+    }
+    int const result = comparator_.compare(keys_[lhs], cursors_[lhs], keys_[rhs], cursors_[rhs]);
+    return result != 0 ? result < 0 : lhs < rhs;
+  }
+
+  std::span<table_view const> keys_;
+  row_comparator const& comparator_;
+  std::size_t leaves_;
+  std::vector<std::size_t> cursors_;
+  std::vector<std::size_t> losers_;  ///< [0]: the winner; [1, leaves): the loser at each node
+};
+
+/// Column `index` of every input, gathered by `sources` into one column from `output`.
+std::unique_ptr<column> gather_from_inputs(std::span<table_view const> inputs,
+                                           std::size_t index,
+                                           merge_source const* sources,
+                                           std::size_t rows,
+                                           stream_view stream,
+                                           resource_ref output) {
+  data_type const type = inputs.front().column(index).type();
+  bool nullable        = false;
+  for (auto const& input : inputs) {
+    nullable = nullable || input.column(index).has_nulls();
+  }
+  mask_state const state   = nullable ? mask_state::ALL_VALID : mask_state::UNALLOCATED;
+  auto const source_column = [&](std::size_t row) -> column_view const& {
+    return inputs[sources[row].input].column(index);
+  };
+  std::unique_ptr<column> result;
+  if (is_fixed_width(type)) {
+    result = make_fixed_width_column(type, rows, state, stream, output);
+    visit_fixed_width(type, [&]<typename T>() {
+      T* out = result->mutable_data<T>();
+      for (std::size_t row = 0; row < rows; ++row) {
+        out[row] = source_column(row).template data<T>()[sources[row].row];
+      }
+    });
+  } else {
+    std::size_t chars = 0;
+    for (std::size_t row = 0; row < rows; ++row) {
+      chars += source_column(row).string_at(sources[row].row).size();
+    }
+    result                = make_strings_column(rows, chars, state, stream, output);
+    std::int64_t* offsets = result->mutable_offsets();
+    char* out             = result->mutable_chars();
+    std::int64_t cursor   = 0;
+    offsets[0]            = 0;
+    for (std::size_t row = 0; row < rows; ++row) {
+      std::string_view const value = source_column(row).string_at(sources[row].row);
+      if (!value.empty()) {
+        std::memcpy(out + cursor, value.data(), value.size());
+      }
+      cursor += static_cast<std::int64_t>(value.size());
+      offsets[row + 1] = cursor;
+    }
+  }
+  if (nullable) {
+    bitmask_type* mask     = result->mutable_null_mask();
+    std::size_t null_count = 0;
+    for (std::size_t row = 0; row < rows; ++row) {
+      if (source_column(row).is_null(sources[row].row)) {
+        set_bit(mask, row, false);
+        ++null_count;
+      }
+    }
+    result->set_null_count(null_count);
+  }
+  return result;
+}
+
+}  // namespace
+
+std::unique_ptr<table> merge(std::span<table_view const> inputs,
+                             std::vector<std::size_t> const& key_columns,
+                             sort_order const& orders,
+                             stream_view stream,
+                             memory_resources mrs) {
+  sort_order const resolved = resolve_orders(orders, key_columns.size());
+  if (inputs.empty()) {
+    return std::make_unique<table>();
+  }
+  table_view const& first = inputs.front();
+  for (std::size_t input = 0; input < inputs.size(); ++input) {
+    SPILLWAY_EXPECTS(inputs[input].num_columns() == first.num_columns(),
+                     "merge: input " + std::to_string(input) + " has " +
+                       std::to_string(inputs[input].num_columns()) + " columns, input 0 has " +
+                       std::to_string(first.num_columns()),
+                     invalid_argument);
+    for (std::size_t index = 0; index < first.num_columns(); ++index) {
+      SPILLWAY_EXPECTS(inputs[input].column(index).type() == first.column(index).type(),
+                       "merge: column " + std::to_string(index) + " of input " +
+                         std::to_string(input) + " is " +
+                         to_string(inputs[input].column(index).type()) + ", of input 0 " +
+                         to_string(first.column(index).type()),
+                       invalid_argument);
+    }
+  }
+  for (std::size_t const key : key_columns) {
+    SPILLWAY_EXPECTS(key < first.num_columns(),
+                     "merge: key column " + std::to_string(key) + " out of range; inputs have " +
+                       std::to_string(first.num_columns()) + " columns",
+                     invalid_argument);
+  }
+
+  std::vector<table_view> keys;
+  keys.reserve(inputs.size());
+  std::size_t rows = 0;
+  for (auto const& input : inputs) {
+    keys.push_back(input.select(key_columns));
+    rows += input.num_rows();
+  }
+  buffer sources_memory{rows * sizeof(merge_source), stream, mrs.temporary()};
+  auto* sources = static_cast<merge_source*>(sources_memory.data());
+  row_comparator const comparator{keys.front(), resolved};
+  loser_tree tree{keys, comparator};
+  for (std::size_t row = 0; row < rows; ++row) {
+    std::size_t const input = tree.winner();
+    sources[row]            = merge_source{input, tree.cursor(input)};
+    tree.advance();
+  }
+
+  std::vector<std::unique_ptr<column>> columns;
+  columns.reserve(first.num_columns());
+  for (std::size_t index = 0; index < first.num_columns(); ++index) {
+    columns.push_back(gather_from_inputs(inputs, index, sources, rows, stream, mrs.output()));
+  }
+  return std::make_unique<table>(std::move(columns));
+}
+
+}  // namespace detail
+
+std::unique_ptr<table> merge(std::span<table_view const> inputs,
+                             std::vector<std::size_t> const& key_columns,
+                             sort_order const& orders,
+                             stream_view stream,
+                             memory_resources mrs) {
+  return detail::merge(inputs, key_columns, orders, stream, mrs);
+}
+
+}  // namespace spillway

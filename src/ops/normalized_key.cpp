@@ -1,0 +1,203 @@
+#include "ops/normalized_key.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <string_view>
+#include <type_traits>
+
+namespace spillway::detail {
+namespace {
+
+/// The top `bytes` bytes set (bytes in 0..8).
+constexpr std::uint64_t high_bytes_mask(std::size_t bytes) noexcept {
+  return bytes == 0 ? 0 : ~std::uint64_t{0} << (64 - 8 * bytes);
+}
+
+/// ORs the top `count` bytes of `value` (1..8) into the prefix at byte `offset`.
+template <std::size_t Words>
+void put_bytes(key_record<Words>& record,
+               std::size_t offset,
+               std::size_t count,
+               std::uint64_t value) noexcept {
+  std::size_t const word  = offset / 8;
+  std::size_t const shift = offset % 8;
+  record.key[word] |= value >> (8 * shift);
+  if (shift + count > 8 && word + 1 < Words) {  // the layout never spills past the end
+    record.key[word + 1] |= value << (8 * (8 - shift));
+  }
+}
+
+/// The order-preserving unsigned image of `value`, left-aligned in 64 bits.
+template <typename T>
+std::uint64_t order_preserving_bits(T value) noexcept {
+  constexpr std::size_t bits = 8 * sizeof(T);
+  std::uint64_t image        = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    using bits_type = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    bits_type raw   = 0;
+    if (std::isnan(value)) {
+      value = std::numeric_limits<T>::quiet_NaN();
+      value = std::copysign(value, T{1});
+    } else if (value == T{0}) {
+      value = T{0};  // -0.0 ties with 0.0
+    }
+    std::memcpy(&raw, &value, sizeof(T));
+    constexpr bits_type sign = bits_type{1} << (bits - 1);
+    raw                      = (raw & sign) != 0 ? static_cast<bits_type>(~raw) : (raw | sign);
+    image                    = raw;
+  } else if constexpr (std::is_signed_v<T>) {
+    image = static_cast<std::uint64_t>(static_cast<std::make_unsigned_t<T>>(value)) ^
+            (std::uint64_t{1} << (bits - 1));
+    image &= bits == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << bits) - 1);
+  } else {
+    image = static_cast<std::uint64_t>(value);
+  }
+  return bits == 64 ? image : image << (64 - bits);
+}
+
+/// Bytes `[from, from + 8)` of `text`, zero-padded, big-endian in a word.
+std::uint64_t string_chunk(std::string_view text, std::size_t from) noexcept {
+  unsigned char bytes[8] = {};
+  if (from < text.size()) {
+    std::memcpy(bytes, text.data() + from, std::min<std::size_t>(8, text.size() - from));
+  }
+  std::uint64_t word = 0;
+  for (unsigned char const byte : bytes) {
+    word = (word << 8) | byte;
+  }
+  return word;
+}
+
+template <std::size_t Words>
+void encode_segment(normalized_key_layout::segment const& segment,
+                    column_view const& column,
+                    std::size_t begin,
+                    std::size_t end,
+                    key_record<Words>* records) noexcept {
+  std::size_t const value_offset = segment.offset + (segment.null_byte ? 1 : 0);
+  std::uint64_t const first_byte = std::uint64_t{segment.nulls_before ? 1U : 0U} << 56;
+  std::uint64_t const nulls_byte = std::uint64_t{segment.nulls_before ? 0U : 1U} << 56;
+  if (is_fixed_width(column.type())) {
+    std::uint64_t const invert = segment.descending ? ~std::uint64_t{0} : 0;
+    std::uint64_t const keep   = high_bytes_mask(segment.value_bytes);
+    visit_fixed_width(column.type(), [&]<typename T>() {
+      T const* values = column.data<T>();
+      for (std::size_t row = begin; row < end; ++row) {
+        key_record<Words>& record = records[row - begin];
+        bool const valid          = !segment.null_byte || column.is_valid(row);
+        if (segment.null_byte) {
+          put_bytes(record, segment.offset, 1, valid ? first_byte : nulls_byte);
+        }
+        if (valid && segment.value_bytes > 0) {
+          put_bytes(record,
+                    value_offset,
+                    segment.value_bytes,
+                    (order_preserving_bits(values[row]) ^ invert) & keep);
+        }
+      }
+    });
+    return;
+  }
+  for (std::size_t row = begin; row < end; ++row) {
+    key_record<Words>& record = records[row - begin];
+    bool const valid          = !segment.null_byte || column.is_valid(row);
+    if (segment.null_byte) {
+      put_bytes(record, segment.offset, 1, valid ? first_byte : nulls_byte);
+    }
+    if (!valid) {
+      continue;
+    }
+    std::string_view const text = column.string_at(row);
+    for (std::size_t from = 0; from < segment.value_bytes; from += 8) {
+      std::size_t const count = std::min<std::size_t>(8, segment.value_bytes - from);
+      std::uint64_t chunk     = string_chunk(text, from);
+      if (segment.descending) {
+        chunk = ~chunk;
+      }
+      put_bytes(record, value_offset + from, count, chunk & high_bytes_mask(count));
+    }
+  }
+}
+
+}  // namespace
+
+normalized_key_layout plan_normalized_keys(table_view const& keys, sort_order const& orders) {
+  normalized_key_layout layout;
+  std::size_t used = 0;
+  for (std::size_t index = 0; index < keys.num_columns(); ++index) {
+    column_view const& column = keys.column(index);
+    bool const null_byte      = column.has_nulls();
+    std::size_t const needed  = null_byte ? 1 : 0;
+    if (used + needed >= MAX_PREFIX_BYTES) {
+      layout.complete = false;
+      break;
+    }
+    std::size_t const room  = MAX_PREFIX_BYTES - used - needed;
+    std::size_t value_bytes = 0;
+    if (is_fixed_width(column.type())) {
+      value_bytes = std::min(size_of(column.type()), room);
+      if (value_bytes < size_of(column.type())) {
+        layout.complete = false;
+      }
+    } else {
+      // A string may go on beyond its prefix, and then the bytes of later keys would order
+      // rows that its unseen bytes decide: a string ends the prefix and takes all the room.
+      value_bytes     = room;
+      layout.complete = false;
+    }
+    layout.segments.push_back({index,
+                               used,
+                               null_byte,
+                               value_bytes,
+                               orders[index].direction == order::DESCENDING,
+                               orders[index].nulls == null_order::BEFORE});
+    used += needed + value_bytes;
+    if (!is_fixed_width(column.type())) {
+      break;
+    }
+    if (used == MAX_PREFIX_BYTES && index + 1 < keys.num_columns()) {
+      layout.complete = false;
+      break;
+    }
+  }
+  layout.bytes = used;
+  return layout;
+}
+
+template <std::size_t Words>
+void encode_normalized_keys(normalized_key_layout const& layout,
+                            table_view const& keys,
+                            std::size_t begin,
+                            std::size_t end,
+                            key_record<Words>* records) noexcept {
+  for (std::size_t row = begin; row < end; ++row) {
+    key_record<Words>& record = records[row - begin];
+    for (std::size_t word = 0; word < Words; ++word) {
+      record.key[word] = 0;
+    }
+    record.row = row;
+  }
+  for (auto const& segment : layout.segments) {
+    encode_segment(segment, keys.column(segment.column), begin, end, records);
+  }
+}
+
+template void encode_normalized_keys<1>(normalized_key_layout const&,
+                                        table_view const&,
+                                        std::size_t,
+                                        std::size_t,
+                                        key_record<1>*) noexcept;
+template void encode_normalized_keys<2>(normalized_key_layout const&,
+                                        table_view const&,
+                                        std::size_t,
+                                        std::size_t,
+                                        key_record<2>*) noexcept;
+template void encode_normalized_keys<3>(normalized_key_layout const&,
+                                        table_view const&,
+                                        std::size_t,
+                                        std::size_t,
+                                        key_record<3>*) noexcept;
+
+}  // namespace spillway::detail

@@ -1,0 +1,89 @@
+#include <spillway/core/error.hpp>
+#include <spillway/memory/buffer.hpp>
+#include <spillway/ops/sample.hpp>
+#include <spillway/table/gather.hpp>
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+namespace spillway {
+namespace detail {
+namespace {
+
+/// A UINT64 view of `count` indices in `memory`.
+column_view index_view(buffer const& memory, std::size_t count) {
+  return column_view{data_type{type_id::UINT64}, count, memory.data(), nullptr, 0};
+}
+
+/// A uniform integer in [0, bound) from one 64-bit draw (Lemire's multiply-shift), portable.
+std::uint64_t uniform_below(std::mt19937_64& engine, std::uint64_t bound) noexcept {
+  // The high 64 bits of the 128-bit product draw * bound, from 32-bit halves.
+  std::uint64_t const draw    = engine();
+  std::uint64_t const low     = (draw & 0xFFFFFFFFU) * (bound & 0xFFFFFFFFU);
+  std::uint64_t const middle1 = (draw >> 32) * (bound & 0xFFFFFFFFU) + (low >> 32);
+  std::uint64_t const middle2 = (draw & 0xFFFFFFFFU) * (bound >> 32) + (middle1 & 0xFFFFFFFFU);
+  return (draw >> 32) * (bound >> 32) + (middle1 >> 32) + (middle2 >> 32);
+}
+
+}  // namespace
+
+std::unique_ptr<table> sample(table_view const& input,
+                              std::size_t num_samples,
+                              std::uint64_t seed,
+                              stream_view stream,
+                              memory_resources mrs) {
+  std::size_t const rows    = input.num_rows();
+  std::size_t const samples = std::min(num_samples, rows);
+  buffer map_memory{samples * sizeof(std::uint64_t), stream, mrs.temporary()};
+  auto* map = static_cast<std::uint64_t*>(map_memory.data());
+  // Selection sampling (Knuth, TAOCP 3.4.2, algorithm S): row `row` is taken with probability
+  // needed / remaining, which makes every subset of `samples` rows equally likely.
+  std::mt19937_64 engine{seed};
+  std::size_t taken = 0;
+  for (std::size_t row = 0; row < rows && taken < samples; ++row) {
+    std::uint64_t const remaining = rows - row;
+    if (samples - taken == remaining || uniform_below(engine, remaining) < samples - taken) {
+      map[taken++] = row;
+    }
+  }
+  return detail::gather(
+    input, index_view(map_memory, samples), out_of_bounds_policy::FAIL, stream, mrs);
+}
+
+std::unique_ptr<table> quantile_splitters(table_view const& sorted,
+                                          std::size_t k,
+                                          stream_view stream,
+                                          memory_resources mrs) {
+  SPILLWAY_EXPECTS(k >= 1, "quantile_splitters: k must be at least 1, is 0", invalid_argument);
+  std::size_t const rows      = sorted.num_rows();
+  std::size_t const splitters = rows == 0 ? 0 : k - 1;
+  buffer map_memory{splitters * sizeof(std::uint64_t), stream, mrs.temporary()};
+  auto* map = static_cast<std::uint64_t*>(map_memory.data());
+  for (std::size_t index = 0; index < splitters; ++index) {
+    // (index + 1) * rows / k without overflowing: rows = quotient * k + remainder.
+    std::size_t const step = index + 1;
+    map[index]             = step * (rows / k) + (step * (rows % k)) / k;
+  }
+  return detail::gather(
+    sorted, index_view(map_memory, splitters), out_of_bounds_policy::FAIL, stream, mrs);
+}
+
+}  // namespace detail
+
+std::unique_ptr<table> sample(table_view const& input,
+                              std::size_t num_samples,
+                              std::uint64_t seed,
+                              stream_view stream,
+                              memory_resources mrs) {
+  return detail::sample(input, num_samples, seed, stream, mrs);
+}
+
+std::unique_ptr<table> quantile_splitters(table_view const& sorted,
+                                          std::size_t k,
+                                          stream_view stream,
+                                          memory_resources mrs) {
+  return detail::quantile_splitters(sorted, k, stream, mrs);
+}
+
+}  // namespace spillway

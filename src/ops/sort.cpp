@@ -1,0 +1,345 @@
+#include "ops/normalized_key.hpp"
+#include "ops/row_comparator.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/memory/buffer.hpp>
+#include <spillway/ops/sort.hpp>
+#include <spillway/table/gather.hpp>
+
+#include <algorithm>
+#include <array>
+#include <exception>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace spillway {
+namespace detail {
+namespace {
+
+/// Below this many rows a comparison sort of the records beats the radix passes.
+constexpr std::size_t RADIX_SORT_MIN_ROWS = 256;
+
+template <std::size_t Words>
+bool prefix_less(key_record<Words> const& lhs, key_record<Words> const& rhs) noexcept {
+  for (std::size_t word = 0; word < Words; ++word) {
+    if (lhs.key[word] != rhs.key[word]) {
+      return lhs.key[word] < rhs.key[word];
+    }
+  }
+  return false;
+}
+
+template <std::size_t Words>
+bool prefix_equal(key_record<Words> const& lhs, key_record<Words> const& rhs) noexcept {
+  for (std::size_t word = 0; word < Words; ++word) {
+    if (lhs.key[word] != rhs.key[word]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+template <std::size_t Words>
+unsigned digit(key_record<Words> const& record, std::size_t byte) noexcept {
+  return static_cast<unsigned>((record.key[byte / 8] >> (56 - 8 * (byte % 8))) & 0xFFU);
+}
+
+/**
+ * Sorts `records` by prefix, stably, with an LSD radix sort over the first `bytes` bytes, using
+ * `scratch` (as long as `records`). Byte positions where every record has the same digit are
+ * skipped, so all-equal and few-distinct inputs cost one counting pass.
+ * @return the array holding the sorted records: `records` or `scratch`
+ */
+template <std::size_t Words>
+key_record<Words>* radix_sort(key_record<Words>* records,
+                              key_record<Words>* scratch,
+                              std::size_t count,
+                              std::size_t bytes) {
+  if (count < RADIX_SORT_MIN_ROWS) {
+    // Rows are unique, so (prefix, row) is a total order and the result is stable.
+    std::sort(records, records + count, [](auto const& lhs, auto const& rhs) {
+      return prefix_less(lhs, rhs) || (prefix_equal(lhs, rhs) && lhs.row < rhs.row);
+    });
+    return records;
+  }
+  // Already in order (by prefix; rows ascend within equal prefixes as encoded): one pass that
+  // stops at the first descent, so unsorted inputs pay almost nothing for it.
+  if (std::is_sorted(records, records + count, [](auto const& lhs, auto const& rhs) {
+        return prefix_less(lhs, rhs);
+      })) {
+    return records;
+  }
+  std::vector<std::array<std::size_t, 256>> counts(bytes);
+  for (auto& histogram : counts) {
+    histogram.fill(0);
+  }
+  for (std::size_t index = 0; index < count; ++index) {
+    for (std::size_t byte = 0; byte < bytes; ++byte) {
+      ++counts[byte][digit(records[index], byte)];
+    }
+  }
+  key_record<Words>* source      = records;
+  key_record<Words>* destination = scratch;
+  for (std::size_t pass = 0; pass < bytes; ++pass) {
+    std::size_t const byte = bytes - 1 - pass;
+    auto& histogram        = counts[byte];
+    if (std::any_of(histogram.begin(), histogram.end(), [count](std::size_t bucket) {
+          return bucket == count;
+        })) {
+      continue;  // one digit everywhere: this pass would not move anything
+    }
+    std::size_t running = 0;
+    for (auto& bucket : histogram) {
+      std::size_t const size = bucket;
+      bucket                 = running;
+      running += size;
+    }
+    for (std::size_t index = 0; index < count; ++index) {
+      destination[histogram[digit(source[index], byte)]++] = source[index];
+    }
+    std::swap(source, destination);
+  }
+  return source;
+}
+
+/// Orders records whose prefixes are equal by their full rows.
+template <std::size_t Words>
+class tie_breaker {
+ public:
+  tie_breaker(table_view const& keys,
+              row_comparator const& comparator,
+              normalized_key_layout const& layout,
+              sort_stability stability)
+    : keys_(keys),
+      comparator_(comparator),
+      complete_(layout.complete),
+      stable_(stability == sort_stability::STABLE) {}
+
+  /// Sorts each run of equal prefixes in `records` by the full rows.
+  void resolve(key_record<Words>* records, std::size_t count) const {
+    if (complete_) {
+      return;
+    }
+    std::size_t begin = 0;
+    while (begin < count) {
+      std::size_t end = begin + 1;
+      while (end < count && prefix_equal(records[begin], records[end])) {
+        ++end;
+      }
+      if (end - begin > 1) {
+        std::sort(records + begin, records + end, [this](auto const& lhs, auto const& rhs) {
+          int const result = comparator_.compare(keys_, lhs.row, keys_, rhs.row);
+          return result != 0 ? result < 0 : (stable_ && lhs.row < rhs.row);
+        });
+      }
+      begin = end;
+    }
+  }
+
+  /// @return whether `lhs` goes strictly before `rhs` (prefix, then full rows; ties are false)
+  [[nodiscard]] bool less(key_record<Words> const& lhs,
+                          key_record<Words> const& rhs) const noexcept {
+    for (std::size_t word = 0; word < Words; ++word) {
+      if (lhs.key[word] != rhs.key[word]) {
+        return lhs.key[word] < rhs.key[word];
+      }
+    }
+    return !complete_ && comparator_.compare(keys_, lhs.row, keys_, rhs.row) < 0;
+  }
+
+ private:
+  table_view const& keys_;
+  row_comparator const& comparator_;
+  bool complete_;
+  bool stable_;
+};
+
+/**
+ * Writes the rows of the merge of the sorted runs `left` and `right` to `out`, from the front
+ * (`FRONT`: the first `produce` rows) or from the back (the last `produce` rows). Ties go to
+ * `left`, so both directions follow one total order and together write every row once.
+ */
+template <std::size_t Words, bool Front>
+void merge_rows(key_record<Words> const* left,
+                std::size_t left_count,
+                key_record<Words> const* right,
+                std::size_t right_count,
+                tie_breaker<Words> const& order,
+                std::uint64_t* out,
+                std::size_t produce) noexcept {
+  if constexpr (Front) {
+    std::size_t l = 0;
+    std::size_t r = 0;
+    for (std::size_t position = 0; position < produce; ++position) {
+      bool const take_right = l == left_count || (r < right_count && order.less(right[r], left[l]));
+      out[position]         = take_right ? right[r++].row : left[l++].row;
+    }
+  } else {
+    std::size_t l           = left_count;
+    std::size_t r           = right_count;
+    std::size_t const total = left_count + right_count;
+    for (std::size_t produced = 0; produced < produce; ++produced) {
+      // The larger tail goes last; on a tie the right one (the left one comes first).
+      bool const take_left      = r == 0 || (l > 0 && order.less(right[r - 1], left[l - 1]));
+      out[total - 1 - produced] = take_left ? left[--l].row : right[--r].row;
+    }
+  }
+}
+
+/// Runs `work(0)` here and `work(1)` on a second thread; rethrows the first failure.
+template <typename Work>
+void run_on_two_threads(Work const& work) {
+  std::exception_ptr failure;
+  std::thread helper{[&] {
+    try {
+      work(1);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }};
+  std::exception_ptr own_failure;
+  try {
+    work(0);
+  } catch (...) {
+    own_failure = std::current_exception();
+  }
+  helper.join();
+  if (own_failure) {
+    std::rethrow_exception(own_failure);
+  }
+  if (failure) {
+    std::rethrow_exception(failure);
+  }
+}
+
+template <std::size_t Words>
+void sort_rows(table_view const& keys,
+               normalized_key_layout const& layout,
+               row_comparator const& comparator,
+               sort_stability stability,
+               std::uint64_t* out,
+               stream_view stream,
+               resource_ref temporary) {
+  std::size_t const rows = keys.num_rows();
+  using record           = key_record<Words>;
+  buffer records_memory{rows * sizeof(record), stream, temporary};
+  buffer scratch_memory{rows * sizeof(record), stream, temporary};
+  auto* records = static_cast<record*>(records_memory.data());
+  auto* scratch = static_cast<record*>(scratch_memory.data());
+  tie_breaker<Words> const order{keys, comparator, layout, stability};
+
+  auto const sort_range = [&](std::size_t begin, std::size_t end) {
+    encode_normalized_keys<Words>(layout, keys, begin, end, records + begin);
+    record* sorted = radix_sort(records + begin, scratch + begin, end - begin, layout.bytes);
+    order.resolve(sorted, end - begin);
+    return sorted;
+  };
+
+  if (rows < PARALLEL_SORT_MIN_ROWS) {
+    record const* sorted = sort_range(0, rows);
+    for (std::size_t index = 0; index < rows; ++index) {
+      out[index] = sorted[index].row;
+    }
+    return;
+  }
+  // Two halves on two threads, then a merge from both ends at once.
+  std::size_t const middle = rows / 2;
+  std::array<record*, 2> halves{};
+  run_on_two_threads([&](std::size_t half) {
+    halves[half] = half == 0 ? sort_range(0, middle) : sort_range(middle, rows);
+  });
+  std::size_t const front = rows / 2;
+  run_on_two_threads([&](std::size_t half) {
+    if (half == 0) {
+      merge_rows<Words, true>(halves[0], middle, halves[1], rows - middle, order, out, front);
+    } else {
+      merge_rows<Words, false>(
+        halves[0], middle, halves[1], rows - middle, order, out, rows - front);
+    }
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<column> sorted_order(table_view const& keys,
+                                     sort_order const& orders,
+                                     sort_stability stability,
+                                     stream_view stream,
+                                     memory_resources mrs) {
+  sort_order const resolved = resolve_orders(orders, keys.num_columns());
+  std::size_t const rows    = keys.num_rows();
+  auto result =
+    make_fixed_width_column(type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.output());
+  auto* out                          = result->mutable_data<std::uint64_t>();
+  normalized_key_layout const layout = plan_normalized_keys(keys, resolved);
+  if (rows <= 1 || layout.words() == 0) {
+    // No rows to move, or no key columns: the input order is sorted.
+    for (std::size_t row = 0; row < rows; ++row) {
+      out[row] = row;
+    }
+    return result;
+  }
+  row_comparator const comparator{keys, resolved};
+  switch (layout.words()) {
+    case 1:
+      sort_rows<1>(keys, layout, comparator, stability, out, stream, mrs.temporary());
+      break;
+    case 2:
+      sort_rows<2>(keys, layout, comparator, stability, out, stream, mrs.temporary());
+      break;
+    default:
+      sort_rows<3>(keys, layout, comparator, stability, out, stream, mrs.temporary());
+      break;
+  }
+  return result;
+}
+
+std::unique_ptr<table> sort(table_view const& values,
+                            table_view const& keys,
+                            sort_order const& orders,
+                            sort_stability stability,
+                            stream_view stream,
+                            memory_resources mrs) {
+  SPILLWAY_EXPECTS(values.num_rows() == keys.num_rows() || keys.num_columns() == 0,
+                   "sort: values and keys differ in rows: " + std::to_string(values.num_rows()) +
+                     " vs " + std::to_string(keys.num_rows()),
+                   invalid_argument);
+  resolve_orders(orders, keys.num_columns());  // validate before allocating
+  memory_resources const scratch{mrs.temporary(), mrs.temporary()};
+  std::unique_ptr<column> permutation;
+  if (keys.num_columns() == 0) {
+    // No keys: every row ties, and the input order is sorted.
+    permutation = make_fixed_width_column(
+      type_id::UINT64, values.num_rows(), mask_state::UNALLOCATED, stream, mrs.temporary());
+    auto* identity = permutation->mutable_data<std::uint64_t>();
+    for (std::size_t row = 0; row < values.num_rows(); ++row) {
+      identity[row] = row;
+    }
+  } else {
+    permutation = detail::sorted_order(keys, orders, stability, stream, scratch);
+  }
+  return detail::gather(values, permutation->view(), out_of_bounds_policy::FAIL, stream, mrs);
+}
+
+}  // namespace detail
+
+std::unique_ptr<column> sorted_order(table_view const& keys,
+                                     sort_order const& orders,
+                                     sort_stability stability,
+                                     stream_view stream,
+                                     memory_resources mrs) {
+  return detail::sorted_order(keys, orders, stability, stream, mrs);
+}
+
+std::unique_ptr<table> sort(table_view const& values,
+                            table_view const& keys,
+                            sort_order const& orders,
+                            sort_stability stability,
+                            stream_view stream,
+                            memory_resources mrs) {
+  return detail::sort(values, keys, orders, stability, stream, mrs);
+}
+
+}  // namespace spillway

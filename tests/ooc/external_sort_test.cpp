@@ -1,0 +1,339 @@
+#include "testing/default_resource_guard.hpp"
+#include "testing/expect_tables_equal.hpp"
+#include "testing/table_generators.hpp"
+
+#include <spillway/memory/emulated_device_memory_resource.hpp>
+#include <spillway/memory/failure_callback_resource_adaptor.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/ooc/external_sort.hpp>
+#include <spillway/ops/sort.hpp>
+#include <spillway/table/concatenate.hpp>
+#include <spillway/table/copy.hpp>
+#include <spillway/table/size_estimate.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <random>
+
+namespace spillway {
+namespace {
+
+/// A device of `capacity` bytes that spills through the store on failure, a host tier with a
+/// budget, and a spill directory of its own.
+class sort_environment {
+ public:
+  sort_environment(std::size_t device_capacity, std::size_t host_budget)
+    : device_(device_capacity),
+      device_with_spill_(device_,
+                         [this](std::size_t bytes, std::size_t attempt) {
+                           return store_ != nullptr && callback_(bytes, attempt);
+                         }),
+      host_stats_(host_) {
+    root_ =
+      std::filesystem::temp_directory_path() / ("spillway-ooc-test-" + std::to_string(::getpid()));
+    spill_store_options options{device_with_spill_, host_stats_};
+    options.host_budget = host_budget;
+    options.spill_root  = root_.string();
+    store_              = std::make_unique<spill_store>(options);
+    callback_           = store_->make_failure_callback();
+  }
+  ~sort_environment() {
+    store_.reset();
+    std::filesystem::remove_all(root_);
+  }
+  sort_environment(sort_environment const&)            = delete;
+  sort_environment& operator=(sort_environment const&) = delete;
+  sort_environment(sort_environment&&)                 = delete;
+  sort_environment& operator=(sort_environment&&)      = delete;
+
+  spill_store& store() { return *store_; }
+  memory_resource& device() { return device_with_spill_; }
+  emulated_device_memory_resource& raw_device() { return device_; }
+  host_memory_resource& host() { return plain_host_; }
+  statistics_resource_adaptor& host_tier() { return host_stats_; }
+
+ private:
+  emulated_device_memory_resource device_;
+  failure_callback_resource_adaptor device_with_spill_;
+  host_memory_resource host_;
+  statistics_resource_adaptor host_stats_;
+  host_memory_resource plain_host_;
+  std::filesystem::path root_;
+  std::unique_ptr<spill_store> store_;
+  allocation_failure_callback callback_;
+};
+
+enum class distribution { RANDOM, SORTED, REVERSE, ALL_EQUAL, FEW_DISTINCT, SKEWED_90 };
+
+std::unique_ptr<table> make_batch(distribution kind,
+                                  std::size_t first_row,
+                                  std::size_t rows,
+                                  std::uint64_t seed,
+                                  resource_ref resource) {
+  std::mt19937_64 engine{seed};
+  std::vector<std::int64_t> keys(rows);
+  std::vector<std::int64_t> payload(rows);
+  for (std::size_t row = 0; row < rows; ++row) {
+    auto const global = static_cast<std::int64_t>(first_row + row);
+    switch (kind) {
+      case distribution::RANDOM:
+        keys[row] = static_cast<std::int64_t>(engine() >> 1);
+        break;
+      case distribution::SORTED:
+        keys[row] = global;
+        break;
+      case distribution::REVERSE:
+        keys[row] = -global;
+        break;
+      case distribution::ALL_EQUAL:
+        keys[row] = 42;
+        break;
+      case distribution::FEW_DISTINCT:
+        keys[row] = static_cast<std::int64_t>(engine() % 5);
+        break;
+      case distribution::SKEWED_90:
+        keys[row] = engine() % 10 == 0 ? static_cast<std::int64_t>(engine() % 100000) : 7;
+        break;
+    }
+    payload[row] = global;
+  }
+  std::vector<std::unique_ptr<column>> columns;
+  columns.push_back(testing::make_fixed_column(data_type{type_id::INT64}, keys, {}, resource));
+  columns.push_back(testing::make_fixed_column(data_type{type_id::INT64}, payload, {}, resource));
+  return std::make_unique<table>(std::move(columns));
+}
+
+/// Sorts `batches` out of core and checks the result against an in-memory sort: keys in order,
+/// and the same multiset of rows. Returns the sorter's statistics.
+external_sort_statistics sort_and_check(sort_environment& env,
+                                        std::vector<std::unique_ptr<table>> batches,
+                                        external_sort_options options) {
+  memory_resources const device{env.device()};
+  std::vector<table_view> inputs;
+  for (auto const& batch : batches) {
+    inputs.push_back(batch->view());
+  }
+  auto const all_input = concatenate(inputs, default_stream(), env.host());
+  external_sorter sorter{env.store(), options, default_stream(), device, env.host()};
+  for (auto& batch : batches) {
+    // Batches arrive on the device, as a reader would produce them.
+    auto on_device = spillway::copy(batch->view(), default_stream(), device);
+    batch.reset();
+    sorter.push(std::move(on_device));
+  }
+  sorter.finish();
+  std::vector<std::unique_ptr<table>> outputs;
+  auto const limit = static_cast<std::size_t>(static_cast<double>(options.output_batch_bytes) *
+                                              (1.0 + options.output_slack));
+  while (auto batch = sorter.next()) {
+    // Move each output batch off the device at once, as a writer would.
+    EXPECT_LE(estimate_size(batch->view()),
+              std::max(limit,
+                       estimate_row_size(batch->view()) > 0
+                         ? static_cast<std::size_t>(estimate_row_size(batch->view())) + 1
+                         : limit));
+    outputs.push_back(spillway::copy(batch->view(), default_stream(), env.host()));
+  }
+  std::vector<table_view> output_views;
+  for (auto const& output : outputs) {
+    output_views.push_back(output->view());
+  }
+  auto const all_output = concatenate(output_views, default_stream(), env.host());
+  EXPECT_EQ(all_output->num_rows(), all_input->num_rows());
+  // Keys are in order: equal to the keys of a stable in-memory sort.
+  auto const reference = sort(all_input->view(),
+                              all_input->view().select(options.key_columns),
+                              options.orders,
+                              sort_stability::STABLE,
+                              default_stream(),
+                              env.host());
+  SPILLWAY_EXPECT_TABLES_EQUAL(reference->view().select(options.key_columns),
+                               all_output->view().select(options.key_columns));
+  // Same rows: sort both by every column.
+  std::vector<std::size_t> every_column(all_input->num_columns());
+  std::iota(every_column.begin(), every_column.end(), 0);
+  auto const canonical_input = sort(
+    all_input->view(), all_input->view(), {}, sort_stability::STABLE, default_stream(), env.host());
+  auto const canonical_output = sort(all_output->view(),
+                                     all_output->view(),
+                                     {},
+                                     sort_stability::STABLE,
+                                     default_stream(),
+                                     env.host());
+  SPILLWAY_EXPECT_TABLES_EQUAL(canonical_input->view(), canonical_output->view());
+  EXPECT_EQ(sorter.statistics().output_rows, all_input->num_rows());
+  return sorter.statistics();
+}
+
+struct distribution_case {
+  distribution kind;
+  std::size_t batch_rows;
+  std::size_t batches;
+};
+
+class ExternalSortDistribution : public ::testing::TestWithParam<distribution_case> {};
+
+TEST_P(ExternalSortDistribution, MatchesInMemorySort) {
+  auto const [kind, batch_rows, batch_count] = GetParam();
+  sort_environment env{4_MiB, 2_MiB};
+  testing::default_resource_guard const guard;
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t index = 0; index < batch_count; ++index) {
+    batches.push_back(make_batch(kind, index * batch_rows, batch_rows, index + 1, env.host()));
+  }
+  external_sort_options options;
+  options.key_columns        = {0};
+  options.chunks_per_batch   = 4;
+  options.merge_budget_bytes = 512_KiB;
+  options.output_batch_bytes = 64_KiB;
+  auto const stats           = sort_and_check(env, std::move(batches), options);
+  EXPECT_GT(stats.rounds, 0U);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes,
+                         ExternalSortDistribution,
+                         ::testing::Values(distribution_case{distribution::RANDOM, 5000, 12},
+                                           distribution_case{distribution::SORTED, 5000, 12},
+                                           distribution_case{distribution::REVERSE, 5000, 12},
+                                           distribution_case{distribution::ALL_EQUAL, 5000, 12},
+                                           distribution_case{distribution::FEW_DISTINCT, 5000, 12},
+                                           distribution_case{distribution::SKEWED_90, 5000, 12},
+                                           distribution_case{distribution::RANDOM, 1, 200},
+                                           distribution_case{distribution::RANDOM, 7, 50},
+                                           distribution_case{distribution::RANDOM, 60000, 2}));
+
+TEST(ExternalSort, AllEqualKeysEmitWholeChunksPerRound) {
+  sort_environment env{4_MiB, 2_MiB};
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t index = 0; index < 10; ++index) {
+    batches.push_back(make_batch(distribution::ALL_EQUAL, index * 4000, 4000, index, env.host()));
+  }
+  external_sort_options options;
+  options.key_columns        = {0};
+  options.chunks_per_batch   = 4;
+  options.merge_budget_bytes = 256_KiB;
+  options.output_batch_bytes = 64_KiB;
+  auto const stats           = sort_and_check(env, std::move(batches), options);
+  // 40 chunks of 16 000 bytes; a round loads 8 and, keys being equal, empties all of them.
+  EXPECT_LE(stats.rounds, 5U);
+}
+
+TEST(ExternalSort, StringsWithLongCommonPrefixesAndMixedDirections) {
+  sort_environment env{4_MiB, 2_MiB};
+  std::mt19937_64 engine{9};
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t index = 0; index < 6; ++index) {
+    std::vector<std::optional<std::string>> names;
+    std::vector<std::int32_t> numbers;
+    std::vector<bool> valid;
+    for (std::size_t row = 0; row < 700; ++row) {
+      names.emplace_back(engine() % 17 == 0 ? std::optional<std::string>{}
+                                            : std::string(40, 'p') + std::to_string(engine() % 50));
+      numbers.push_back(static_cast<std::int32_t>(engine() % 9));
+      valid.push_back(engine() % 11 != 0);
+    }
+    std::vector<std::unique_ptr<column>> columns;
+    columns.push_back(testing::make_string_column(names, env.host()));
+    columns.push_back(
+      testing::make_fixed_column(data_type{type_id::INT32}, numbers, valid, env.host()));
+    batches.push_back(std::make_unique<table>(std::move(columns)));
+  }
+  external_sort_options options;
+  options.key_columns = {0, 1};
+  options.orders = {{order::DESCENDING, null_order::AFTER}, {order::ASCENDING, null_order::BEFORE}};
+  options.chunks_per_batch   = 3;
+  options.merge_budget_bytes = 64_KiB;
+  options.output_batch_bytes = 16_KiB;
+  sort_and_check(env, std::move(batches), options);
+}
+
+TEST(ExternalSort, EmptyInputGivesNoBatches) {
+  sort_environment env{1_MiB, 1_MiB};
+  external_sort_options options;
+  options.key_columns = {0};
+  external_sorter sorter{env.store(), options, default_stream(), env.device(), env.host()};
+  sorter.push(make_batch(distribution::RANDOM, 0, 0, 1, env.device()));
+  sorter.finish();
+  EXPECT_EQ(sorter.next(), nullptr);
+}
+
+TEST(ExternalSort, SingleRowLargerThanAChunkAndTheOutputTarget) {
+  sort_environment env{8_MiB, 4_MiB};
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t index = 0; index < 3; ++index) {
+    std::vector<std::optional<std::string>> names{
+      std::string(300000, char('a' + index)), std::string("x"), std::string(10, char('b' + index))};
+    std::vector<std::unique_ptr<column>> columns;
+    columns.push_back(testing::make_string_column(names, env.host()));
+    batches.push_back(std::make_unique<table>(std::move(columns)));
+  }
+  external_sort_options options;
+  options.key_columns        = {0};
+  options.chunks_per_batch   = 2;
+  options.merge_budget_bytes = 64_KiB;
+  options.output_batch_bytes = 1_KiB;
+  sort_and_check(env, std::move(batches), options);
+}
+
+TEST(ExternalSort, RejectsBadSchemasAndOrder) {
+  sort_environment env{1_MiB, 1_MiB};
+  external_sort_options options;
+  EXPECT_THROW((external_sorter{env.store(), options, default_stream(), env.device(), env.host()}),
+               invalid_argument);
+  options.key_columns = {3};
+  external_sorter sorter{env.store(), options, default_stream(), env.device(), env.host()};
+  EXPECT_THROW(sorter.push(make_batch(distribution::RANDOM, 0, 10, 1, env.device())),
+               invalid_argument);
+  EXPECT_THROW((void)sorter.next(), logic_error);
+}
+
+TEST(ExternalSort, BoundedMemoryAtTwentyTimesTheDeviceBudget) {
+  constexpr std::size_t device_budget = 1_MiB;
+  constexpr std::size_t host_budget   = 2_MiB;
+  sort_environment env{device_budget, host_budget};
+  testing::default_resource_guard const guard;
+  std::size_t const batch_rows = 16384;  // 256 KiB of (int64, int64)
+  std::size_t const batches    = 84;     // 21 MiB in all
+  external_sort_options options;
+  options.key_columns        = {0};
+  options.chunks_per_batch   = 4;
+  options.merge_budget_bytes = 512_KiB;
+  options.output_batch_bytes = 128_KiB;
+  external_sorter sorter{env.store(), options, default_stream(), env.device(), env.host()};
+  std::int64_t previous   = std::numeric_limits<std::int64_t>::min();
+  std::size_t output_rows = 0;
+  std::size_t input_bytes = 0;
+  for (std::size_t index = 0; index < batches; ++index) {
+    auto host_batch =
+      make_batch(distribution::RANDOM, index * batch_rows, batch_rows, index + 3, env.host());
+    input_bytes += estimate_size(host_batch->view());
+    sorter.push(spillway::copy(host_batch->view(), default_stream(), env.device()));
+  }
+  sorter.finish();
+  while (auto batch = sorter.next()) {
+    auto const* keys = batch->view().column(0).data<std::int64_t>();
+    for (std::size_t row = 0; row < batch->num_rows(); ++row) {
+      ASSERT_LE(previous, keys[row]);
+      previous = keys[row];
+    }
+    output_rows += batch->num_rows();
+  }
+  EXPECT_EQ(output_rows, batch_rows * batches);
+  EXPECT_GE(input_bytes, 20 * device_budget);
+  EXPECT_LE(env.raw_device().peak_bytes(), device_budget);
+  EXPECT_LE(env.host_tier().statistics().peak_bytes, host_budget);
+  auto const spilled = env.store().statistics();
+  EXPECT_GT(spilled.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes +
+              spilled.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes,
+            0U);
+  EXPECT_GT(spilled.between(spill_tier::HOST, spill_tier::DISK).raw_bytes +
+              spilled.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes,
+            0U);
+}
+
+}  // namespace
+}  // namespace spillway

@@ -1,0 +1,103 @@
+#include "ops/reference_order.hpp"
+#include "testing/expect_tables_equal.hpp"
+#include "testing/table_generators.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/ops/merge.hpp>
+#include <spillway/ops/sort.hpp>
+#include <spillway/table/concatenate.hpp>
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+using testing::random_column;
+
+class Merge : public testing::ops_fixture {
+ protected:
+  /**
+   * Cuts a random table into `pieces` pieces of random sizes (some empty), sorts each stably,
+   * merges them, and compares with a stable sort of the concatenated sorted pieces.
+   */
+  void check(std::size_t pieces, std::size_t rows, sort_order const& orders) {
+    SCOPED_TRACE("k = " + std::to_string(pieces));
+    // Columns: a few-distinct INT32 key, a payload, a short STRING key (many ties).
+    auto const first   = random_column(type_id::INT32, rows, pieces, 0.1, input_);
+    auto const payload = random_column(type_id::FLOAT64, rows, pieces + 1, 0.1, input_);
+    auto const second  = random_column(type_id::STRING, rows, pieces + 2, 0.1, input_, 2);
+    // Make the INT32 key few-distinct so that rows tie across inputs.
+    auto* ints = first->mutable_data<std::int32_t>();
+    for (std::size_t row = 0; row < rows; ++row) {
+      ints[row] = static_cast<std::int32_t>(static_cast<std::uint32_t>(ints[row]) % 4);
+    }
+    table_view const whole{first->view(), payload->view(), second->view()};
+    std::vector<std::size_t> const key_columns{0, 2};
+
+    std::mt19937 engine{static_cast<unsigned>(pieces)};
+    std::vector<std::size_t> cuts{0};
+    for (std::size_t piece = 1; piece < pieces; ++piece) {
+      cuts.push_back(engine() % 5 == 0 ? cuts.back() : engine() % (rows + 1));
+    }
+    cuts.push_back(rows);
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<std::unique_ptr<table>> sorted_pieces;
+    std::vector<table_view> views;
+    for (std::size_t piece = 0; piece < pieces; ++piece) {
+      table_view const part = slice(whole, cuts[piece], cuts[piece + 1]);
+      sorted_pieces.push_back(sort(
+        part, part.select(key_columns), orders, sort_stability::STABLE, default_stream(), input_));
+      views.push_back(sorted_pieces.back()->view());
+    }
+    auto const concatenated = concatenate(views, default_stream(), input_);
+    auto const expected     = sort(concatenated->view(),
+                               concatenated->view().select(key_columns),
+                               orders,
+                               sort_stability::STABLE,
+                               default_stream(),
+                               input_);
+
+    auto const merged = spillway::merge(views, key_columns, orders, default_stream(), mrs_);
+    expect_resources(merged->allocated_bytes());
+    EXPECT_GT(temporary_.statistics().total_count, 0U);
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
+  }
+};
+
+TEST_F(Merge, EqualsAStableSortOfTheConcatenation) {
+  sort_order const orders{{order::DESCENDING, null_order::AFTER},
+                          {order::ASCENDING, null_order::BEFORE}};
+  for (std::size_t const pieces : {1U, 2U, 7U, 64U}) {
+    check(pieces, 1500, orders);
+  }
+  check(3, 500, {});
+}
+
+TEST_F(Merge, AllInputsEmptyAndNoInputs) {
+  auto const key = random_column(type_id::INT64, 0, 1, 0.0, input_);
+  std::vector<table_view> const inputs{table_view{key->view()}, table_view{key->view()}};
+  auto const merged = spillway::merge(inputs, {0}, {}, default_stream(), mrs_);
+  EXPECT_EQ(merged->num_rows(), 0U);
+  EXPECT_EQ(merged->num_columns(), 1U);
+  expect_resources(merged->allocated_bytes());
+  auto const nothing = spillway::merge({}, {0}, {}, default_stream(), mrs_);
+  EXPECT_EQ(nothing->num_columns(), 0U);
+}
+
+TEST_F(Merge, RejectsMismatchedInputs) {
+  auto const ints    = random_column(type_id::INT64, 5, 1, 0.0, input_);
+  auto const strings = random_column(type_id::STRING, 5, 1, 0.0, input_);
+  std::vector<table_view> const mixed{table_view{ints->view()}, table_view{strings->view()}};
+  EXPECT_THROW((void)spillway::merge(mixed, {0}, {}, default_stream(), mrs_), invalid_argument);
+  std::vector<table_view> const same{table_view{ints->view()}, table_view{ints->view()}};
+  EXPECT_THROW((void)spillway::merge(same, {1}, {}, default_stream(), mrs_), invalid_argument);
+  EXPECT_THROW((void)spillway::merge(same, {0}, {{}, {}}, default_stream(), mrs_),
+               invalid_argument);
+  expect_resources(0);
+}
+
+}  // namespace
+}  // namespace spillway

@@ -1,0 +1,428 @@
+#include "ops/reference_order.hpp"
+#include "testing/expect_tables_equal.hpp"
+#include "testing/table_generators.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/ops/sort.hpp>
+#include <spillway/table/gather.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+using testing::make_fixed_column;
+using testing::make_string_column;
+using testing::random_column;
+using testing::reference_compare;
+using testing::reference_sorted_order;
+using testing::to_vector;
+
+/// Every combination of direction and null placement for one key.
+std::vector<column_order> every_column_order() {
+  return {{order::ASCENDING, null_order::BEFORE},
+          {order::ASCENDING, null_order::AFTER},
+          {order::DESCENDING, null_order::BEFORE},
+          {order::DESCENDING, null_order::AFTER}};
+}
+
+std::string describe(sort_order const& orders) {
+  std::string text;
+  for (auto const& key : orders) {
+    text += key.direction == order::ASCENDING ? "asc" : "desc";
+    text += key.nulls == null_order::BEFORE ? "/nulls-first " : "/nulls-last ";
+  }
+  return text;
+}
+
+class SortedOrderTest : public testing::ops_fixture {
+ public:
+  /// sorted_order under both stabilities against std::stable_sort with the reference order.
+  void check(table_view const& keys, sort_order const& orders) {
+    std::vector<std::uint64_t> const expected = reference_sorted_order(keys, orders);
+    for (auto stability : {sort_stability::STABLE, sort_stability::UNSTABLE}) {
+      SCOPED_TRACE(describe(orders) +
+                   (stability == sort_stability::STABLE ? "stable" : "unstable"));
+      auto const result = sorted_order(keys, orders, stability, default_stream(), mrs_);
+      expect_resources(result->allocated_bytes());
+      std::vector<std::uint64_t> const actual = to_vector(result->view());
+      ASSERT_EQ(actual.size(), expected.size());
+      if (stability == sort_stability::STABLE) {
+        ASSERT_EQ(actual, expected);
+        continue;
+      }
+      std::vector<bool> seen(actual.size(), false);
+      for (std::size_t position = 0; position < actual.size(); ++position) {
+        ASSERT_LT(actual[position], actual.size());
+        ASSERT_FALSE(seen[actual[position]]) << "row " << actual[position] << " twice";
+        seen[actual[position]] = true;
+        ASSERT_EQ(reference_compare(keys, actual[position], keys, expected[position], orders), 0)
+          << "position " << position << ": row " << actual[position] << " where row "
+          << expected[position] << " belongs";
+      }
+    }
+  }
+
+  /// `check` under every direction and null placement of a single key column.
+  void check_every_order(column_view const& key) {
+    for (auto const& key_order : every_column_order()) {
+      check(table_view{key}, sort_order{key_order});
+    }
+  }
+};
+
+class SortedOrder : public SortedOrderTest {};
+class ConcurrentSortedOrder : public SortedOrderTest {};
+
+TEST_F(SortedOrder, EveryTypeRandomWithNulls) {
+  for (data_type const type : testing::all_types()) {
+    SCOPED_TRACE(to_string(type));
+    auto const key = random_column(type, 1500, 7, 0.15, input_);
+    check_every_order(key->view());
+  }
+}
+
+TEST_F(SortedOrder, EveryTypeRandomWithoutNulls) {
+  for (data_type const type : testing::all_types()) {
+    SCOPED_TRACE(to_string(type));
+    auto const key = random_column(type, 1500, 11, 0.0, input_);
+    check_every_order(key->view());
+  }
+}
+
+TEST_F(SortedOrder, EveryTypeNarrowRangeManyTies) {
+  // Few distinct values (and a mask without nulls) make long runs of ties.
+  for (data_type const type : testing::all_types()) {
+    SCOPED_TRACE(to_string(type));
+    std::unique_ptr<column> key;
+    if (type.id() == type_id::STRING) {
+      key = random_column(type, 2000, 3, 0.0, input_, 1);
+    } else {
+      key = visit_fixed_width(type, [&]<typename T>() {
+        std::vector<T> values;
+        std::vector<bool> validity;
+        for (std::size_t row = 0; row < 2000; ++row) {
+          values.push_back(static_cast<T>((row * 7919) % 3));
+          validity.push_back(true);
+        }
+        return make_fixed_column<T>(type, values, validity, input_);
+      });
+    }
+    check_every_order(key->view());
+  }
+}
+
+/// INT64 keys of `rows` rows laid out by `shape`.
+std::vector<std::int64_t> int64_keys(std::string const& shape, std::size_t rows) {
+  std::mt19937_64 engine{shape.size() * 31 + rows};
+  std::vector<std::int64_t> values(rows);
+  for (std::size_t row = 0; row < rows; ++row) {
+    auto const index = static_cast<std::int64_t>(row);
+    if (shape == "random") {
+      values[row] = static_cast<std::int64_t>(engine());
+    } else if (shape == "sorted") {
+      values[row] = index * 3 - 1000;
+    } else if (shape == "reverse") {
+      values[row] = 1000 - index * 3;
+    } else if (shape == "all-equal") {
+      values[row] = 42;
+    } else if (shape == "few-distinct") {
+      values[row] = static_cast<std::int64_t>(engine() % 5) - 2;
+    } else {  // "skewed": 90% of the rows on one key
+      values[row] = engine() % 10 == 0 ? static_cast<std::int64_t>(engine()) : -7;
+    }
+  }
+  return values;
+}
+
+std::vector<std::string> const SHAPES{
+  "random", "sorted", "reverse", "all-equal", "few-distinct", "skewed"};
+
+TEST_F(SortedOrder, Int64Distributions) {
+  for (auto const& shape : SHAPES) {
+    SCOPED_TRACE(shape);
+    auto const values = int64_keys(shape, 3000);
+    auto const plain  = make_fixed_column<std::int64_t>(type_id::INT64, values, {}, input_);
+    check_every_order(plain->view());
+    std::vector<bool> validity;
+    for (std::size_t row = 0; row < values.size(); ++row) {
+      validity.push_back(row % 9 != 4);
+    }
+    auto const nullable = make_fixed_column<std::int64_t>(type_id::INT64, values, validity, input_);
+    check_every_order(nullable->view());
+  }
+}
+
+TEST_F(ConcurrentSortedOrder, Int64DistributionsAboveTheParallelThreshold) {
+  std::size_t const rows = PARALLEL_SORT_MIN_ROWS + 4321;
+  for (auto const& shape : SHAPES) {
+    SCOPED_TRACE(shape);
+    auto const values = int64_keys(shape, rows);
+    std::vector<bool> validity;
+    for (std::size_t row = 0; row < values.size(); ++row) {
+      validity.push_back(row % 13 != 0);
+    }
+    auto const key = make_fixed_column<std::int64_t>(type_id::INT64, values, validity, input_);
+    check(table_view{key->view()}, sort_order{{order::DESCENDING, null_order::AFTER}});
+  }
+}
+
+TEST_F(ConcurrentSortedOrder, StringsAndMultiKeyAboveTheParallelThreshold) {
+  std::size_t const rows = PARALLEL_SORT_MIN_ROWS + 999;
+  auto const strings     = random_column(type_id::STRING, rows, 5, 0.05, input_, 30);
+  check(table_view{strings->view()}, sort_order{{order::ASCENDING, null_order::AFTER}});
+  // A short-string key with many ties, then a float: the prefix is incomplete, so equal
+  // prefixes are resolved by full comparisons in each half and in the merge.
+  auto const short_strings = random_column(type_id::STRING, rows, 6, 0.1, input_, 2);
+  auto const floats        = random_column(type_id::FLOAT32, rows, 8, 0.1, input_);
+  check(table_view{short_strings->view(), floats->view()},
+        sort_order{{order::DESCENDING, null_order::BEFORE}, {order::ASCENDING, null_order::AFTER}});
+}
+
+TEST_F(SortedOrder, MultiKeyMixedDirectionsAndNullOrders) {
+  auto const first  = random_column(type_id::INT8, 2500, 21, 0.1, input_);
+  auto const second = random_column(type_id::STRING, 2500, 22, 0.2, input_, 1);
+  auto const third  = random_column(type_id::FLOAT64, 2500, 23, 0.1, input_);
+  auto const fourth = random_column(type_id::UINT16, 2500, 24, 0.3, input_);
+  table_view const keys{first->view(), second->view(), third->view(), fourth->view()};
+  std::mt19937 engine{99};
+  for (int trial = 0; trial < 12; ++trial) {
+    sort_order orders;
+    for (std::size_t index = 0; index < keys.num_columns(); ++index) {
+      orders.push_back(every_column_order()[engine() % 4]);
+    }
+    check(keys, orders);
+  }
+}
+
+TEST_F(SortedOrder, KeysWiderThanThePrefix) {
+  // Four 8-byte keys with nulls need 36 bytes: the last ones fall outside the 24-byte prefix.
+  std::vector<std::unique_ptr<column>> columns;
+  std::vector<column_view> views;
+  for (std::size_t index = 0; index < 4; ++index) {
+    std::vector<std::int64_t> values;
+    std::vector<bool> validity;
+    for (std::size_t row = 0; row < 3000; ++row) {
+      values.push_back(static_cast<std::int64_t>((row * (index + 3) * 2654435761U) % 3));
+      validity.push_back((row + index) % 11 != 0);
+    }
+    columns.push_back(make_fixed_column<std::int64_t>(type_id::INT64, values, validity, input_));
+    views.push_back(columns.back()->view());
+  }
+  table_view const keys{views};
+  check(keys, {});
+  check(keys,
+        {{order::DESCENDING, null_order::AFTER},
+         {order::ASCENDING, null_order::BEFORE},
+         {order::DESCENDING, null_order::BEFORE},
+         {order::ASCENDING, null_order::AFTER}});
+}
+
+TEST_F(SortedOrder, StringBeforeAnotherKeyUsesAShortPrefix) {
+  std::vector<std::optional<std::string>> values;
+  std::vector<std::int32_t> numbers;
+  for (std::size_t row = 0; row < 2000; ++row) {
+    values.emplace_back(std::string(row % 3 * 5, 'x') + std::to_string(row % 17));
+    numbers.push_back(static_cast<std::int32_t>(row % 7) - 3);
+  }
+  auto const strings = make_string_column(values, input_);
+  auto const ints    = make_fixed_column<std::int32_t>(type_id::INT32, numbers, {}, input_);
+  check(table_view{strings->view(), ints->view()}, {});
+  check(table_view{strings->view(), ints->view()},
+        {{order::DESCENDING, null_order::BEFORE}, {order::DESCENDING, null_order::AFTER}});
+}
+
+TEST_F(SortedOrder, StringsWithLongCommonPrefixesEmptyAndEmbeddedZeros) {
+  std::string const common(40, 'p');  // longer than any normalized prefix
+  std::vector<std::optional<std::string>> values;
+  std::mt19937 engine{5};
+  for (std::size_t row = 0; row < 1200; ++row) {
+    switch (row % 8) {
+      case 0:
+        values.emplace_back(common + std::to_string(engine() % 50));
+        break;
+      case 1:
+        values.emplace_back(common);
+        break;
+      case 2:
+        values.emplace_back(std::string{});
+        break;
+      case 3:
+        values.emplace_back(std::string("ab\0", 3));
+        break;
+      case 4:
+        values.emplace_back(std::string("ab"));
+        break;
+      case 5:
+        values.emplace_back(std::nullopt);
+        break;
+      case 6:
+        values.emplace_back(std::string("\xff\x80", 2) + common);
+        break;
+      default:
+        values.emplace_back(common.substr(0, engine() % 40) + std::string(1, '\0'));
+        break;
+    }
+  }
+  auto const key = make_string_column(values, input_);
+  check_every_order(key->view());
+}
+
+template <typename T>
+void float_specials_case(SortedOrderTest& test, resource_ref input) {
+  using limits = std::numeric_limits<T>;
+  std::vector<T> const specials{limits::quiet_NaN(),
+                                -limits::quiet_NaN(),
+                                T{0},
+                                T{-0.0},
+                                limits::infinity(),
+                                -limits::infinity(),
+                                T{1},
+                                T{-1},
+                                limits::max(),
+                                limits::lowest(),
+                                limits::min(),
+                                -limits::min(),
+                                limits::denorm_min(),
+                                -limits::denorm_min(),
+                                limits::signaling_NaN()};
+  std::vector<T> values;
+  std::vector<bool> validity;
+  for (std::size_t row = 0; row < 600; ++row) {
+    values.push_back(specials[(row * 7) % specials.size()]);
+    validity.push_back(row % 10 != 3);
+  }
+  auto const key = make_fixed_column<T>(
+    sizeof(T) == 4 ? type_id::FLOAT32 : type_id::FLOAT64, values, validity, input);
+  test.check_every_order(key->view());
+}
+
+TEST_F(SortedOrder, FloatNaNSignedZeroAndInfinities) {
+  float_specials_case<float>(*this, input_);
+  float_specials_case<double>(*this, input_);
+}
+
+TEST_F(SortedOrder, IntegerExtremes) {
+  std::vector<std::int64_t> int64s;
+  std::vector<std::int8_t> int8s;
+  std::vector<std::uint64_t> uint64s;
+  for (std::size_t row = 0; row < 500; ++row) {
+    int64s.push_back(row % 4 == 0   ? std::numeric_limits<std::int64_t>::min()
+                     : row % 4 == 1 ? std::numeric_limits<std::int64_t>::max()
+                                    : static_cast<std::int64_t>(row % 5) - 2);
+    int8s.push_back(static_cast<std::int8_t>(row % 3 == 0 ? -128 : (row % 3 == 1 ? 127 : 0)));
+    uint64s.push_back(row % 2 == 0 ? std::numeric_limits<std::uint64_t>::max() : row % 3);
+  }
+  auto const a = make_fixed_column<std::int64_t>(type_id::INT64, int64s, {}, input_);
+  auto const b = make_fixed_column<std::int8_t>(type_id::INT8, int8s, {}, input_);
+  auto const c = make_fixed_column<std::uint64_t>(type_id::UINT64, uint64s, {}, input_);
+  check_every_order(a->view());
+  check_every_order(b->view());
+  check_every_order(c->view());
+  check(table_view{b->view(), a->view(), c->view()}, {});
+}
+
+TEST_F(SortedOrder, EmptyOneRowAndNoKeyColumns) {
+  auto const empty = random_column(type_id::STRING, 0, 1, 0.0, input_);
+  check(table_view{empty->view()}, {});
+  auto const one = random_column(type_id::INT32, 1, 1, 0.0, input_);
+  check(table_view{one->view()}, {{order::DESCENDING, null_order::AFTER}});
+  auto const result =
+    sorted_order(table_view{}, {}, sort_stability::STABLE, default_stream(), mrs_);
+  EXPECT_EQ(result->size(), 0U);
+  expect_resources(result->allocated_bytes());
+}
+
+TEST_F(SortedOrder, SlicedInput) {
+  auto const key          = random_column(type_id::STRING, 900, 4, 0.2, input_, 10);
+  auto const number       = random_column(type_id::INT16, 900, 5, 0.2, input_);
+  table_view const whole  = table_view{key->view(), number->view()};
+  table_view const middle = slice(whole, 123, 801);
+  check(middle, {{order::ASCENDING, null_order::AFTER}, {order::DESCENDING, null_order::BEFORE}});
+}
+
+TEST_F(SortedOrder, RejectsMismatchedOrders) {
+  auto const key = random_column(type_id::INT32, 10, 1, 0.0, input_);
+  EXPECT_THROW((void)sorted_order(
+                 table_view{key->view()}, {{}, {}}, sort_stability::STABLE, default_stream(), mrs_),
+               invalid_argument);
+  expect_resources(0);
+}
+
+TEST_F(SortedOrder, PublicDefaultsUseTheCurrentResource) {
+  auto const key = random_column(type_id::INT32, 10, 1, 0.0, input_);
+  EXPECT_THROW((void)sorted_order(table_view{key->view()}), logic_error);
+}
+
+class Sort : public testing::ops_fixture {};
+
+TEST_F(Sort, StableSortKeepsInputOrderOfEqualKeys) {
+  std::vector<std::int32_t> keys;
+  std::vector<std::int64_t> payload;
+  std::vector<bool> validity;
+  for (std::size_t row = 0; row < 3000; ++row) {
+    keys.push_back(static_cast<std::int32_t>((row * 31) % 4));
+    payload.push_back(static_cast<std::int64_t>(row));
+    validity.push_back(row % 5 != 0);
+  }
+  auto const key    = make_fixed_column<std::int32_t>(type_id::INT32, keys, validity, input_);
+  auto const values = make_fixed_column<std::int64_t>(type_id::INT64, payload, {}, input_);
+  auto const words  = random_column(type_id::STRING, 3000, 12, 0.1, input_);
+  table_view const input{key->view(), values->view(), words->view()};
+  sort_order const orders{{order::DESCENDING, null_order::AFTER}};
+  auto const sorted =
+    sort(input, table_view{key->view()}, orders, sort_stability::STABLE, default_stream(), mrs_);
+  expect_resources(sorted->allocated_bytes());
+  table_view const view = sorted->view();
+  ASSERT_EQ(view.num_rows(), 3000U);
+  for (std::size_t row = 1; row < view.num_rows(); ++row) {
+    int const order_of_keys = reference_compare(view.select(std::vector<std::size_t>{0}),
+                                                row - 1,
+                                                view.select(std::vector<std::size_t>{0}),
+                                                row,
+                                                orders);
+    ASSERT_LE(order_of_keys, 0) << "row " << row;
+    if (order_of_keys == 0) {
+      ASSERT_LT(view.column(1).data<std::int64_t>()[row - 1],
+                view.column(1).data<std::int64_t>()[row])
+        << "equal keys out of input order at row " << row;
+    }
+  }
+  // The other columns moved with their keys.
+  auto const expected_map = make_fixed_column<std::uint64_t>(
+    type_id::UINT64, testing::reference_sorted_order(table_view{key->view()}, orders), {}, input_);
+  auto const expected =
+    gather(input, expected_map->view(), out_of_bounds_policy::FAIL, default_stream(), input_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), view);
+}
+
+TEST_F(Sort, ValuesWithoutKeysKeepTheirOrder) {
+  auto const values = random_column(type_id::STRING, 50, 3, 0.2, input_);
+  auto const sorted = sort(
+    table_view{values->view()}, table_view{}, {}, sort_stability::STABLE, default_stream(), mrs_);
+  expect_resources(sorted->allocated_bytes());
+  SPILLWAY_EXPECT_TABLES_EQUAL(table_view{values->view()}, sorted->view());
+}
+
+TEST_F(Sort, RejectsKeysOfAnotherLength) {
+  auto const values = random_column(type_id::INT32, 10, 1, 0.0, input_);
+  auto const keys   = random_column(type_id::INT32, 11, 1, 0.0, input_);
+  EXPECT_THROW((void)sort(table_view{values->view()},
+                          table_view{keys->view()},
+                          {},
+                          sort_stability::UNSTABLE,
+                          default_stream(),
+                          mrs_),
+               invalid_argument);
+  expect_resources(0);
+}
+
+}  // namespace
+}  // namespace spillway

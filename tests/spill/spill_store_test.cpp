@@ -1,0 +1,505 @@
+#include "spill/fault_injection_file_system.hpp"
+#include "spill/spill_test_fixture.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/memory/failure_callback_resource_adaptor.hpp>
+#include <spillway/spill/spill_file.hpp>
+#include <spillway/spill/spill_store.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <testing/expect_tables_equal.hpp>
+#include <thread>
+
+namespace spillway::testing {
+namespace {
+
+class SpillStoreTest : public spill_fixture {};
+
+struct codec_pair {
+  codec host;
+  codec disk;
+};
+
+class SpillStoreCodecTest : public spill_fixture,
+                            public ::testing::WithParamInterface<codec_pair> {};
+
+TEST_P(SpillStoreCodecTest, EveryTypeIsBitExactAfterDeviceHostDiskDevice) {
+  auto store_options       = options();
+  store_options.host_codec = GetParam().host;
+  store_options.disk_codec = GetParam().disk;
+  spill_store store(store_options);
+  auto [device_table, expected]   = make_table(300, 11);
+  std::size_t const device_before = device_.used_bytes();
+  auto handle                     = store.make_spillable(std::move(device_table), 0);
+
+  EXPECT_GT(store.spill(1, spill_tier::DEVICE), 0U);
+  EXPECT_EQ(handle.tier(), spill_tier::HOST);
+  EXPECT_LT(device_.used_bytes(), device_before);
+  EXPECT_EQ(device_.used_bytes(), 0U);
+
+  EXPECT_GT(store.spill(1, spill_tier::HOST), 0U);
+  store.wait_for_io();
+  EXPECT_EQ(handle.tier(), spill_tier::DISK);
+  EXPECT_EQ(store.bytes_on(spill_tier::HOST), 0U);
+  EXPECT_EQ(spill_files(store).size(), 1U);
+
+  {
+    auto const pinned = handle.acquire();
+    EXPECT_EQ(handle.tier(), spill_tier::DEVICE);
+    EXPECT_GT(device_.used_bytes(), 0U);
+    for (auto const& column : pinned.view()) {
+      EXPECT_EQ(column.kind(), memory_kind::DEVICE);
+    }
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), pinned.view());
+  }
+  auto const stats = store.statistics();
+  EXPECT_EQ(stats.between(spill_tier::DEVICE, spill_tier::HOST).count, 1U);
+  EXPECT_EQ(stats.between(spill_tier::HOST, spill_tier::DISK).count, 1U);
+  EXPECT_EQ(stats.between(spill_tier::DISK, spill_tier::HOST).count, 1U);
+  EXPECT_EQ(stats.between(spill_tier::HOST, spill_tier::DEVICE).count, 1U);
+  EXPECT_EQ(stats.write_errors + stats.read_errors, 0U);
+  // The disk file went with its only block.
+  EXPECT_TRUE(spill_files(store).empty());
+}
+
+TEST_P(SpillStoreCodecTest, DeviceStraightToDiskPastTheHostBudget) {
+  // The smallest budget; the table is larger than the host may hold, so it streams to disk.
+  auto store_options       = options(64_KiB);
+  store_options.host_codec = GetParam().host;
+  store_options.disk_codec = GetParam().disk;
+  spill_store store(store_options);
+  auto [device_table, expected] = make_table(3000, 12);
+  auto handle                   = store.make_spillable(std::move(device_table), 0);
+  EXPECT_GT(store.spill(1, spill_tier::DEVICE), 0U);
+  EXPECT_EQ(device_.used_bytes(), 0U);
+  store.wait_for_io();
+  EXPECT_EQ(handle.tier(), spill_tier::DISK);
+  EXPECT_EQ(store.statistics().between(spill_tier::DEVICE, spill_tier::DISK).count, 1U);
+  auto const pinned = handle.acquire();
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), pinned.view());
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs,
+                         SpillStoreCodecTest,
+                         ::testing::Values(codec_pair{codec::NONE, codec::NONE},
+                                           codec_pair{codec::NONE, codec::LZ4},
+                                           codec_pair{codec::LZ4, codec::LZ4},
+                                           codec_pair{codec::ZSTD, codec::LZ4},
+                                           codec_pair{codec::LZ4, codec::ZSTD},
+                                           codec_pair{codec::ZSTD, codec::ZSTD}),
+                         [](auto const& param_info) {
+                           return std::string(to_string(param_info.param.host)) + "_" +
+                                  std::string(to_string(param_info.param.disk));
+                         });
+
+TEST_F(SpillStoreTest, BuffersRoundTripThroughEveryTier) {
+  spill_store store(options());
+  std::vector<std::uint8_t> bytes(100000);
+  for (std::size_t index = 0; index < bytes.size(); ++index) {
+    bytes[index] = static_cast<std::uint8_t>(index % 251);
+  }
+  auto handle = store.make_spillable(
+    buffer(bytes.data(), memory_kind::HOST, bytes.size(), default_stream(), device_), 0);
+  EXPECT_EQ(store.spill(bytes.size(), spill_tier::DEVICE), bytes.size());
+  (void)store.spill(1, spill_tier::HOST);
+  store.wait_for_io();
+  EXPECT_EQ(handle.tier(), spill_tier::DISK);
+  auto const pinned = handle.acquire();
+  ASSERT_EQ(pinned.size(), bytes.size());
+  EXPECT_EQ(std::memcmp(pinned.data(), bytes.data(), bytes.size()), 0);
+}
+
+TEST_F(SpillStoreTest, VictimsByPriorityThenLeastRecentlyUsed) {
+  spill_store store(options());
+  auto high   = store.make_spillable(make_table(50, 1).first, 5);
+  auto low_a  = store.make_spillable(make_table(50, 2).first, 1);
+  auto low_b  = store.make_spillable(make_table(50, 3).first, 1);
+  auto middle = store.make_spillable(make_table(50, 4).first, 3);
+  // low_a is used after low_b, so low_b is the least recently used of the lowest priority.
+  { auto const pinned = low_a.acquire(); }
+  std::vector<spillable_table*> const expected_order{&low_b, &low_a, &middle, &high};
+  for (std::size_t step = 0; step < expected_order.size(); ++step) {
+    EXPECT_GT(store.spill(1, spill_tier::DEVICE), 0U);
+    for (std::size_t index = 0; index < expected_order.size(); ++index) {
+      EXPECT_EQ(expected_order[index]->tier(),
+                index <= step ? spill_tier::HOST : spill_tier::DEVICE)
+        << "step " << step << " handle " << index;
+    }
+  }
+  EXPECT_EQ(store.spill(1, spill_tier::DEVICE), 0U);  // nothing left
+}
+
+TEST_F(SpillStoreTest, PinnedDataIsNeverSpilled) {
+  spill_store store(options());
+  auto [device_table, expected] = make_table(100, 5);
+  auto pinned_handle            = store.make_spillable(std::move(device_table), 0);
+  auto other                    = store.make_spillable(make_table(100, 6).first, 9);
+  auto const pinned             = pinned_handle.acquire();
+  std::size_t const freed       = store.spill(1_GiB, spill_tier::DEVICE);
+  EXPECT_GT(freed, 0U);
+  EXPECT_EQ(pinned_handle.tier(), spill_tier::DEVICE);
+  EXPECT_EQ(other.tier(), spill_tier::HOST);
+  EXPECT_EQ(store.spill(1_GiB, spill_tier::DEVICE), 0U);
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), pinned.view());
+}
+
+TEST_F(SpillStoreTest, SpillTaskTouchesOnlyThatTasksBuffers) {
+  spill_store store(options());
+  auto mine   = store.make_spillable(make_table(50, 1).first, 9, task_id{1});
+  auto theirs = store.make_spillable(make_table(50, 2).first, 0, task_id{2});
+  auto hook   = store.make_spill_hook(task_id{1});
+  EXPECT_GT(hook(1_GiB), 0U);
+  EXPECT_EQ(mine.tier(), spill_tier::HOST);
+  EXPECT_EQ(theirs.tier(), spill_tier::DEVICE);
+  EXPECT_EQ(store.spill_task(task_id{1}, 1_GiB), 0U);
+  EXPECT_EQ(store.spill_task(task_id{3}, 1_GiB), 0U);
+  EXPECT_EQ(theirs.tier(), spill_tier::DEVICE);
+}
+
+TEST_F(SpillStoreTest, ReleaseFreesEveryTierAndRemovesTheFile) {
+  spill_store store(options());
+  auto on_device = store.make_spillable(make_table(100, 1).first, 2);
+  auto on_host   = store.make_spillable(make_table(100, 2).first, 1);
+  auto on_disk   = store.make_spillable(make_table(100, 3).first, 0);
+  (void)store.spill(1, spill_tier::DEVICE);  // on_disk
+  (void)store.spill(1, spill_tier::HOST);
+  store.wait_for_io();
+  (void)store.spill(1, spill_tier::DEVICE);  // on_host
+  ASSERT_EQ(on_disk.tier(), spill_tier::DISK);
+  ASSERT_EQ(on_host.tier(), spill_tier::HOST);
+  ASSERT_EQ(spill_files(store).size(), 1U);
+
+  on_disk.release();
+  EXPECT_TRUE(spill_files(store).empty());
+  EXPECT_EQ(store.bytes_on(spill_tier::DISK), 0U);
+  on_host.release();
+  EXPECT_EQ(store.bytes_on(spill_tier::HOST), 0U);
+  on_device.release();
+  EXPECT_EQ(store.bytes_on(spill_tier::DEVICE), 0U);
+  EXPECT_EQ(device_.used_bytes(), 0U);
+  EXPECT_FALSE(on_device.valid());
+}
+
+TEST_F(SpillStoreTest, PrefetchBringsDiskDataToTheHost) {
+  spill_store store(options());
+  auto [device_table, expected] = make_table(100, 9);
+  auto handle                   = store.make_spillable(std::move(device_table), 0);
+  (void)store.spill(1, spill_tier::DEVICE);
+  (void)store.spill(1, spill_tier::HOST);
+  store.wait_for_io();
+  ASSERT_EQ(handle.tier(), spill_tier::DISK);
+  store.prefetch(handle);
+  store.wait_for_io();
+  EXPECT_EQ(handle.tier(), spill_tier::HOST);
+  EXPECT_TRUE(spill_files(store).empty());
+  auto const pinned = handle.acquire();
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), pinned.view());
+  EXPECT_EQ(store.statistics().between(spill_tier::DISK, spill_tier::HOST).count, 1U);
+}
+
+TEST_F(SpillStoreTest, AcquireCancelsAQueuedWrite) {
+  auto store_options       = options();
+  store_options.io_threads = 1;
+  spill_store store(store_options);
+  auto [device_table, expected] = make_table(100, 9);
+  auto handle                   = store.make_spillable(std::move(device_table), 0);
+  (void)store.spill(1, spill_tier::DEVICE);
+  (void)store.spill(1, spill_tier::HOST);
+  {
+    auto const pinned = handle.acquire();  // whether the write ran or not, the data is right
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), pinned.view());
+  }
+  store.wait_for_io();
+  EXPECT_EQ(handle.tier(), spill_tier::DEVICE);
+}
+
+/// Spills a table to disk and returns the path of the file holding it.
+std::string spill_to_disk(spill_store& store) {
+  (void)store.spill(1_GiB, spill_tier::DEVICE);
+  (void)store.spill(1_GiB, spill_tier::HOST);
+  store.wait_for_io();
+  auto const files = spill_fixture::spill_files(store);
+  return files.size() == 1 ? files.front().string() : std::string{};
+}
+
+TEST_F(SpillStoreTest, FlippedByteInASpillFileIsDetected) {
+  auto store_options       = options();
+  store_options.disk_codec = codec::NONE;
+  spill_store store(store_options);
+  auto handle     = store.make_spillable(make_table(200, 1).first, 0);
+  auto const path = spill_to_disk(store);
+  ASSERT_FALSE(path.empty());
+  {
+    std::fstream stream(path, std::ios::in | std::ios::out | std::ios::binary);
+    stream.seekp(1000);
+    stream.put('\x7f');
+  }
+  try {
+    (void)handle.acquire();
+    FAIL() << "corrupt data was returned";
+  } catch (corruption_error const& error) {
+    EXPECT_THAT(error.what(), ::testing::HasSubstr("spill buffer " + std::to_string(handle.id())));
+    EXPECT_THAT(error.what(), ::testing::HasSubstr(path));
+  }
+  EXPECT_EQ(store.statistics().read_errors, 1U);
+  // The store still works for other buffers.
+  auto [device_table, expected] = make_table(50, 2);
+  auto other                    = store.make_spillable(std::move(device_table), 0);
+  (void)store.spill(1_GiB, spill_tier::DEVICE);
+  auto const pinned = other.acquire();
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), pinned.view());
+}
+
+TEST_F(SpillStoreTest, DeletedOrTruncatedSpillFileIsAClearError) {
+  {
+    spill_store store(options());
+    auto deleted    = store.make_spillable(make_table(200, 1).first, 0);
+    auto const path = spill_to_disk(store);
+    ASSERT_FALSE(path.empty());
+    std::filesystem::remove(path);
+    EXPECT_THROW((void)deleted.acquire(), io_error);
+    EXPECT_THROW((void)deleted.acquire(), io_error);  // stays an error, never wrong data
+    EXPECT_EQ(store.statistics().read_errors, 2U);
+  }
+  spill_store store(options());
+  auto truncated  = store.make_spillable(make_table(200, 2).first, 0);
+  auto const path = spill_to_disk(store);
+  ASSERT_FALSE(path.empty());
+  std::filesystem::resize_file(path, 100);
+  EXPECT_THROW((void)truncated.acquire(), corruption_error);
+  EXPECT_EQ(store.statistics().read_errors, 1U);
+}
+
+TEST_F(SpillStoreTest, FullDiskKeepsTheDataOnTheHostAndTheStoreUsable) {
+  fault_injection_file_system files;
+  files.fail_writes_after(1000);
+  auto store_options  = options();
+  store_options.files = &files;
+  spill_store store(store_options);
+  auto [device_table, expected] = make_table(300, 3);
+  auto handle                   = store.make_spillable(std::move(device_table), 0);
+  (void)store.spill(1_GiB, spill_tier::DEVICE);
+  (void)store.spill(1_GiB, spill_tier::HOST);
+  store.wait_for_io();
+  EXPECT_EQ(handle.tier(), spill_tier::HOST);
+  auto const stats = store.statistics();
+  EXPECT_EQ(stats.write_errors, 1U);
+  EXPECT_THAT(stats.last_error, ::testing::HasSubstr("No space left on device"));
+  EXPECT_THAT(stats.last_error,
+              ::testing::HasSubstr("spill buffer " + std::to_string(handle.id())));
+  EXPECT_EQ(files.failed_writes(), 1U);
+  {
+    auto const pinned = handle.acquire();
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), pinned.view());
+  }
+  // Space comes back: the same buffer and a new one go to disk and return intact.
+  files.heal();
+  auto [second_table, second_expected] = make_table(100, 4);
+  auto second                          = store.make_spillable(std::move(second_table), 0);
+  (void)store.spill(1_GiB, spill_tier::DEVICE);
+  (void)store.spill(1_GiB, spill_tier::HOST);
+  store.wait_for_io();
+  EXPECT_EQ(handle.tier(), spill_tier::DISK);
+  EXPECT_EQ(second.tier(), spill_tier::DISK);
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), handle.acquire().view());
+  SPILLWAY_EXPECT_TABLES_EQUAL(second_expected->view(), second.acquire().view());
+}
+
+TEST_F(SpillStoreTest, UnwritableDirectoryKeepsDataAndReportsIt) {
+  fault_injection_file_system files;
+  files.fail_create_directories(true);
+  auto store_options  = options(64_KiB);
+  store_options.files = &files;
+  spill_store store(store_options);
+  auto [device_table, expected] = make_table(3000, 3);  // more than the host may hold
+  auto handle                   = store.make_spillable(std::move(device_table), 0);
+  // Nothing is staged past the budget: the failed move leaves the table on the device.
+  EXPECT_EQ(store.spill(1_GiB, spill_tier::DEVICE), 0U);
+  store.wait_for_io();
+  EXPECT_EQ(handle.tier(), spill_tier::DEVICE);
+  EXPECT_EQ(store.statistics().write_errors, 1U);
+  EXPECT_THAT(store.statistics().last_error, ::testing::HasSubstr("Permission denied"));
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), handle.acquire().view());
+}
+
+TEST_F(SpillStoreTest, FilesAreRemovedAfterAnException) {
+  std::string directory;
+  try {
+    spill_store store(options());
+    directory   = store.directory();
+    auto handle = store.make_spillable(make_table(100, 1).first, 0);
+    ASSERT_FALSE(spill_to_disk(store).empty());
+    ASSERT_TRUE(std::filesystem::exists(directory));
+    throw std::runtime_error("operator failed");
+  } catch (std::runtime_error const&) {
+  }
+  ASSERT_FALSE(directory.empty());
+  EXPECT_FALSE(std::filesystem::exists(directory));
+}
+
+TEST_F(SpillStoreTest, FilesRollOverAtTheTargetSizeAndGoWhenEmpty) {
+  auto store_options             = options();
+  store_options.disk_codec       = codec::NONE;
+  store_options.file_target_size = 64_KiB;
+  store_options.io_threads       = 1;
+  spill_store store(store_options);
+  std::vector<spillable_buffer> handles;
+  for (int index = 0; index < 6; ++index) {
+    handles.push_back(store.make_spillable(buffer(40_KiB, default_stream(), device_), 0));
+  }
+  (void)store.spill(1_GiB, spill_tier::DEVICE);
+  (void)store.spill(1_GiB, spill_tier::HOST);
+  store.wait_for_io();
+  EXPECT_EQ(spill_files(store).size(), 6U);  // 40 KiB blocks: one per 64 KiB file
+  handles.clear();
+  EXPECT_TRUE(spill_files(store).empty());
+}
+
+TEST_F(SpillStoreTest, StatisticsReportCompressionAndBytesOnTiers) {
+  spill_store store(options());
+  std::vector<std::int64_t> sequence(100000);
+  for (std::size_t index = 0; index < sequence.size(); ++index) {
+    sequence[index] = static_cast<std::int64_t>(index / 16);
+  }
+  auto handle = store.make_spillable(
+    buffer(sequence.data(), memory_kind::HOST, sequence.size() * 8, default_stream(), device_), 0);
+  EXPECT_EQ(store.bytes_on(spill_tier::DEVICE), sequence.size() * 8);
+  (void)store.spill(1, spill_tier::DEVICE);
+  EXPECT_EQ(store.bytes_on(spill_tier::HOST), sequence.size() * 8);
+  (void)store.spill(1, spill_tier::HOST);
+  store.wait_for_io();
+  auto const stats = store.statistics();
+  EXPECT_GT(stats.disk_compression_ratio(), 2.0);  // lz4 on a sequence
+  EXPECT_EQ(stats.buffers_on[index_of(spill_tier::DISK)], 1U);
+  EXPECT_EQ(
+    stats.bytes_on[index_of(spill_tier::DISK)],
+    stats.between(spill_tier::HOST, spill_tier::DISK).stored_bytes + SPILL_BLOCK_HEADER_SIZE);
+  EXPECT_GT(stats.between(spill_tier::HOST, spill_tier::DISK).time.count(), 0);
+}
+
+TEST_F(SpillStoreTest, DeviceFailureCallbackSpillsToMakeRoom) {
+  spill_store store(options());
+  failure_callback_resource_adaptor device_with_spill(device_, store.make_failure_callback());
+  auto filler = store.make_spillable(buffer(24_MiB, default_stream(), device_), 0);
+  // 16 MiB does not fit beside 24 MiB in 32 MiB: the callback spills the filler.
+  buffer big(16_MiB, default_stream(), device_with_spill);
+  EXPECT_EQ(filler.tier(), spill_tier::HOST);
+  EXPECT_GE(device_with_spill.callback_calls(), 1U);
+}
+
+TEST_F(SpillStoreTest, UnspillingSpillsOthersThroughTheDevice) {
+  spill_store* store_pointer = nullptr;
+  failure_callback_resource_adaptor device_with_spill(device_, [&](std::size_t bytes, std::size_t) {
+    return store_pointer->spill(bytes, spill_tier::DEVICE) > 0;
+  });
+  auto store_options   = options(128_MiB);  // both 20 MiB buffers fit below the high-water mark
+  store_options.device = device_with_spill;
+  spill_store store(store_options);
+  store_pointer = &store;
+  auto first    = store.make_spillable(buffer(20_MiB, default_stream(), device_), 0);
+  (void)store.spill(1, spill_tier::DEVICE);
+  auto second = store.make_spillable(buffer(20_MiB, default_stream(), device_), 0);
+  ASSERT_EQ(first.tier(), spill_tier::HOST);
+  // Bringing "first" back needs 20 MiB of 32 MiB while "second" holds 20: its allocation fails,
+  // the callback spills "second" and the allocation is retried.
+  {
+    auto const pinned = first.acquire();
+    EXPECT_EQ(first.tier(), spill_tier::DEVICE);
+    EXPECT_EQ(second.tier(), spill_tier::HOST);
+    EXPECT_GE(device_with_spill.callback_calls(), 1U);
+    // With "first" pinned nothing can make room for "second": a clear out_of_memory, no loss.
+    EXPECT_THROW((void)second.acquire(), out_of_memory);
+    EXPECT_EQ(second.tier(), spill_tier::HOST);
+  }
+  EXPECT_NO_THROW((void)second.acquire());
+}
+
+TEST_F(SpillStoreTest, ConcurrentAcquireReleaseWhileAnotherThreadSpills) {
+  auto store_options = options(256_KiB);  // small: spills reach the disk too
+  spill_store store(store_options);
+  constexpr int THREADS    = 8;
+  constexpr int ITERATIONS = 40;
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::thread spiller([&] {
+    while (!stop.load()) {
+      (void)store.spill(1_GiB, spill_tier::DEVICE);
+      (void)store.spill(1_GiB, spill_tier::HOST);
+      std::this_thread::yield();
+    }
+  });
+  // Odd iterations park their buffer unpinned until the end: the spiller always has victims,
+  // and the parked data is checked after whatever tiers it went through.
+  std::vector<std::vector<std::pair<spillable_buffer, std::vector<std::int64_t>>>> parked(THREADS);
+  std::vector<std::thread> workers;
+  for (int thread = 0; thread < THREADS; ++thread) {
+    workers.emplace_back([&, thread] {
+      for (int iteration = 0; iteration < ITERATIONS; ++iteration) {
+        std::vector<std::int64_t> values(2000);
+        for (std::size_t index = 0; index < values.size(); ++index) {
+          values[index] = thread * 1000003 + iteration * 7919 + static_cast<std::int64_t>(index);
+        }
+        std::size_t const bytes = values.size() * sizeof(std::int64_t);
+        auto handle             = store.make_spillable(
+          buffer(values.data(), memory_kind::HOST, bytes, default_stream(), device_),
+          iteration % 3,
+          task_id{static_cast<std::uint64_t>(thread)});
+        for (int round = 0; round < 3; ++round) {
+          auto const pinned = handle.acquire();
+          for (int check = 0; check < 3; ++check) {
+            // Pinned: stays on the device and unchanged while the spiller runs.
+            if (handle.tier() != spill_tier::DEVICE ||
+                std::memcmp(pinned.data(), values.data(), bytes) != 0) {
+              ++failures;
+            }
+            std::this_thread::yield();
+          }
+        }
+        if (iteration % 2 == 0) {
+          handle.release();
+        } else {
+          parked[static_cast<std::size_t>(thread)].emplace_back(std::move(handle),
+                                                                std::move(values));
+        }
+      }
+    });
+  }
+  for (auto& worker : workers) {
+    worker.join();
+  }
+  // The parked buffers are unpinned device buffers: the spiller moves them sooner or later.
+  while (true) {
+    auto const moved = store.statistics();
+    if (moved.between(spill_tier::DEVICE, spill_tier::HOST).count +
+          moved.between(spill_tier::DEVICE, spill_tier::DISK).count >
+        0) {
+      break;
+    }
+    std::this_thread::yield();
+  }
+  stop = true;
+  spiller.join();
+  store.wait_for_io();
+  for (auto& thread_parked : parked) {
+    for (auto& [handle, values] : thread_parked) {
+      auto const pinned = handle.acquire();
+      if (std::memcmp(pinned.data(), values.data(), values.size() * sizeof(std::int64_t)) != 0) {
+        ++failures;
+      }
+    }
+  }
+  EXPECT_EQ(failures.load(), 0);
+  auto const stats = store.statistics();
+  EXPECT_EQ(stats.write_errors + stats.read_errors, 0U) << stats.last_error;
+  EXPECT_GT(stats.between(spill_tier::DEVICE, spill_tier::HOST).count +
+              stats.between(spill_tier::DEVICE, spill_tier::DISK).count,
+            0U);
+}
+
+}  // namespace
+}  // namespace spillway::testing
