@@ -61,7 +61,7 @@ def run_duckdb(args, temp_dir, budget):
     if budget:
         connection.execute(f"SET memory_limit='{budget // (1 << 20)}MB'")
     start = time.perf_counter()
-    reader = connection.execute("SELECT key, payload FROM t ORDER BY key").fetch_record_batch(
+    reader = connection.execute("SELECT key, payload FROM t ORDER BY key").to_arrow_reader(
         1 << 20)
     rows = 0
     previous = None

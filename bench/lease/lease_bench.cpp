@@ -17,8 +17,7 @@ namespace {
 
 constexpr std::size_t LEASE_BYTES = 1_MiB;
 
-void uncontended_request_close(benchmark::State& state)
-{
+void uncontended_request_close(benchmark::State& state) {
   lease_arbiter arbiter{1_GiB};
   task_context task{arbiter, task_id{1}};
   for (auto _ : state) {
@@ -31,8 +30,7 @@ BENCHMARK(uncontended_request_close);
 
 /// One arbiter shared by every thread of a run; capacity per thread as given.
 template <std::size_t CapacityTenthsPerThread>
-void threads_request_close(benchmark::State& state)
-{
+void threads_request_close(benchmark::State& state) {
   static std::unique_ptr<lease_arbiter> arbiter;
   if (state.thread_index() == 0) {
     arbiter = std::make_unique<lease_arbiter>(static_cast<std::size_t>(state.threads()) *
@@ -46,11 +44,20 @@ void threads_request_close(benchmark::State& state)
   }
   state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(threads_request_close<40>)->Name("ample_capacity")->Threads(2)->Threads(8)->Threads(32)->UseRealTime();
-BENCHMARK(threads_request_close<5>)->Name("half_capacity_waits")->Threads(2)->Threads(8)->Threads(32)->UseRealTime();
+BENCHMARK(threads_request_close<40>)
+  ->Name("ample_capacity")
+  ->Threads(2)
+  ->Threads(8)
+  ->Threads(32)
+  ->UseRealTime();
+BENCHMARK(threads_request_close<5>)
+  ->Name("half_capacity_waits")
+  ->Threads(2)
+  ->Threads(8)
+  ->Threads(32)
+  ->UseRealTime();
 
-void semaphore_acquire_release(benchmark::State& state)
-{
+void semaphore_acquire_release(benchmark::State& state) {
   static std::unique_ptr<lease_arbiter> arbiter;
   static std::unique_ptr<device_semaphore> semaphore;
   if (state.thread_index() == 0) {

@@ -19,6 +19,7 @@
 #include <spillway/ooc/external_sort.hpp>
 #include <spillway/table/column.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -33,12 +34,14 @@ __extension__ using uint128 = unsigned __int128;
 constexpr std::uint64_t MODULUS    = 9223372036854775783ULL;  // a prime below 2^63
 constexpr std::uint64_t MULTIPLIER = 6364136223846793005ULL;
 
-std::int64_t key_of(std::uint64_t row, std::string const& distribution)
-{
-  if (distribution == "equal") { return 42; }
-  auto const uniform = static_cast<std::int64_t>(
-    static_cast<uint128>(row) * MULTIPLIER % MODULUS);
-  if (distribution == "skewed") { return row % 10 == 0 ? uniform : 0; }
+std::int64_t key_of(std::uint64_t row, std::string const& distribution) {
+  if (distribution == "equal") {
+    return 42;
+  }
+  auto const uniform = static_cast<std::int64_t>(static_cast<uint128>(row) * MULTIPLIER % MODULUS);
+  if (distribution == "skewed") {
+    return row % 10 == 0 ? uniform : 0;
+  }
   return uniform;
 }
 
@@ -46,14 +49,13 @@ struct arguments {
   std::size_t rows          = 10'000'000;
   std::size_t device_memory = 256_MiB;
   std::size_t host_memory   = 256_MiB;
-  std::size_t batch_rows    = 1 << 20;
+  std::size_t batch_rows    = 0;  ///< 0: batches of an eighth of the device budget
   std::size_t chunks        = 8;
   std::string distribution  = "uniform";
   std::string spill_root;
 };
 
-arguments parse(int argc, char** argv)
-{
+arguments parse(int argc, char** argv) {
   arguments out;
   for (int index = 1; index + 1 < argc; index += 2) {
     std::string const flag  = argv[index];
@@ -77,18 +79,22 @@ arguments parse(int argc, char** argv)
       std::exit(2);
     }
   }
+  if (out.batch_rows == 0) {
+    // A reader hands over batches of a target size: an eighth of the device, at most 1 Mi rows.
+    out.batch_rows = std::clamp<std::size_t>(out.device_memory / 8 / 16, 1, std::size_t{1} << 20);
+  }
   return out;
 }
 
-int run(arguments const& args)
-{
+int run(arguments const& args) {
   host_memory_resource host;
   statistics_resource_adaptor host_tier{host};
   emulated_device_memory_resource device{args.device_memory};
   spill_store* store_pointer = nullptr;
-  failure_callback_resource_adaptor device_with_spill{device, [&](std::size_t bytes, std::size_t) {
-    return store_pointer != nullptr && store_pointer->spill(bytes, spill_tier::DEVICE) > 0;
-  }};
+  failure_callback_resource_adaptor device_with_spill{
+    device, [&](std::size_t bytes, std::size_t) {
+      return store_pointer != nullptr && store_pointer->spill(bytes, spill_tier::DEVICE) > 0;
+    }};
   spill_store_options store_options{device_with_spill, host_tier};
   store_options.host_budget = args.host_memory;
   store_options.spill_root  = args.spill_root;
@@ -108,10 +114,16 @@ int run(arguments const& args)
     auto const generate_start = std::chrono::steady_clock::now();
     std::size_t const rows    = std::min(args.batch_rows, args.rows - first);
     std::vector<std::unique_ptr<column>> columns;
-    columns.push_back(make_fixed_width_column(
-      data_type{type_id::INT64}, rows, mask_state::UNALLOCATED, default_stream(), device_with_spill));
-    columns.push_back(make_fixed_width_column(
-      data_type{type_id::INT64}, rows, mask_state::UNALLOCATED, default_stream(), device_with_spill));
+    columns.push_back(make_fixed_width_column(data_type{type_id::INT64},
+                                              rows,
+                                              mask_state::UNALLOCATED,
+                                              default_stream(),
+                                              device_with_spill));
+    columns.push_back(make_fixed_width_column(data_type{type_id::INT64},
+                                              rows,
+                                              mask_state::UNALLOCATED,
+                                              default_stream(),
+                                              device_with_spill));
     auto* keys    = columns[0]->mutable_data<std::int64_t>();
     auto* payload = columns[1]->mutable_data<std::int64_t>();
     for (std::size_t row = 0; row < rows; ++row) {
@@ -125,7 +137,7 @@ int run(arguments const& args)
   std::size_t output_rows = 0;
   std::int64_t previous   = std::numeric_limits<std::int64_t>::min();
   bool ordered            = true;
-  uint128 payload_sum = 0;
+  uint128 payload_sum     = 0;
   while (auto batch = sorter.next()) {
     auto const* keys    = batch->view().column(0).data<std::int64_t>();
     auto const* payload = batch->view().column(1).data<std::int64_t>();
@@ -136,21 +148,29 @@ int run(arguments const& args)
     }
     output_rows += batch->num_rows();
   }
-  auto const elapsed = std::chrono::steady_clock::now() - start - generate;
+  auto const elapsed   = std::chrono::steady_clock::now() - start - generate;
   double const seconds = std::chrono::duration<double>(elapsed).count();
   auto const expected_sum =
     static_cast<uint128>(args.rows) * (args.rows == 0 ? 0 : args.rows - 1) / 2;
   bool const complete = output_rows == args.rows && payload_sum == expected_sum;
-  auto const stats       = sorter.statistics();
-  auto const spilled     = store.statistics();
+  auto const stats    = sorter.statistics();
+  auto const spilled  = store.statistics();
   std::printf(
     "{\"engine\":\"spillway\",\"rows\":%zu,\"distribution\":\"%s\",\"device_memory\":%zu,"
     "\"host_memory\":%zu,\"seconds\":%.3f,\"rows_per_second\":%.0f,\"verified\":%s,"
     "\"rounds\":%zu,\"copies_per_input_byte\":%.2f,\"device_peak\":%zu,\"host_peak\":%zu,"
     "\"to_disk_bytes\":%zu,\"disk_compression\":%.2f}\n",
-    args.rows, args.distribution.c_str(), args.device_memory, args.host_memory, seconds,
-    static_cast<double>(args.rows) / seconds, ordered && complete ? "true" : "false", stats.rounds,
-    stats.copies_per_input_byte(), device.peak_bytes(), host_tier.statistics().peak_bytes,
+    args.rows,
+    args.distribution.c_str(),
+    args.device_memory,
+    args.host_memory,
+    seconds,
+    static_cast<double>(args.rows) / seconds,
+    ordered && complete ? "true" : "false",
+    stats.rounds,
+    stats.copies_per_input_byte(),
+    device.peak_bytes(),
+    host_tier.statistics().peak_bytes,
     spilled.between(spill_tier::HOST, spill_tier::DISK).raw_bytes +
       spilled.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes,
     spilled.disk_compression_ratio());

@@ -10,8 +10,8 @@
  * - raw_sequential_write: write + fdatasync of a 256 MiB file in 8 MiB chunks in the spill root.
  * - device_to_host/<codec>: `spill(DEVICE)` with the host codec; host_to_device: `acquire()`.
  * - host_to_disk/<codec>: `spill(HOST)` + wait for the write + fdatasync of the spill file (so the
- *   bytes are on the device, as in the raw write); disk_to_device: `acquire()` after the file's pages were dropped
- *   from the page cache (posix_fadvise DONTNEED), so the read comes from the disk.
+ *   bytes are on the device, as in the raw write); disk_to_device: `acquire()` after the file's
+ * pages were dropped from the page cache (posix_fadvise DONTNEED), so the read comes from the disk.
  */
 #include <spillway/core/units.hpp>
 #include <spillway/memory/emulated_device_memory_resource.hpp>
@@ -78,8 +78,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 /// fdatasync of every spill file (as the raw write does for its file), not a whole-fs syncfs.
-void sync_directory(std::string const& directory)
-{
+void sync_directory(std::string const& directory) {
   std::error_code error;
   for (std::filesystem::directory_iterator it(directory, error), end; !error && it != end;
        it.increment(error)) {
@@ -176,7 +175,8 @@ void device_host(benchmark::State& state, codec host_codec, bool unspill) {
   state.counters["ratio"] = stats.host_compression_ratio();
 }
 
-/// Times host -> disk (`unspill` false, includes fdatasync) or disk -> device (`unspill` true, cold).
+/// Times host -> disk (`unspill` false, includes fdatasync) or disk -> device (`unspill` true,
+/// cold).
 void host_disk(benchmark::State& state, codec disk_codec, bool unspill) {
   spill_store store(bench_options(codec::NONE, disk_codec));
   std::size_t raw = 0;

@@ -2,46 +2,61 @@
 
 namespace spillway {
 
-std::string_view to_string(event_kind kind) noexcept
-{
+std::string_view to_string(event_kind kind) noexcept {
   switch (kind) {
-    case event_kind::LEASE_GRANTED: return "lease_granted";
-    case event_kind::LEASE_RETURNED: return "lease_returned";
-    case event_kind::LEASE_WAIT_BEGIN: return "lease_wait_begin";
-    case event_kind::LEASE_LENT: return "lease_lent";
-    case event_kind::LEASE_RECLAIMED: return "lease_reclaimed";
-    case event_kind::LEASE_WHOLE_DEVICE: return "lease_whole_device";
-    case event_kind::LEASE_CANCELLED: return "lease_cancelled";
-    case event_kind::LEASE_TIMED_OUT: return "lease_timed_out";
-    case event_kind::SEMAPHORE_ACQUIRED: return "semaphore_acquired";
-    case event_kind::SEMAPHORE_RELEASED: return "semaphore_released";
-    case event_kind::OOM_SPILLED: return "oom_spilled";
-    case event_kind::OOM_BLOCKED: return "oom_blocked";
-    case event_kind::OOM_RETRY: return "oom_retry";
-    case event_kind::OOM_SPLIT: return "oom_split";
-    case event_kind::OOM_INJECTED: return "oom_injected";
-    case event_kind::SPILLED: return "spilled";
-    case event_kind::UNSPILLED: return "unspilled";
-    case event_kind::SPILL_WRITE_FAILED: return "spill_write_failed";
-    case event_kind::SPILL_READ_FAILED: return "spill_read_failed";
+    case event_kind::LEASE_GRANTED:
+      return "lease_granted";
+    case event_kind::LEASE_RETURNED:
+      return "lease_returned";
+    case event_kind::LEASE_WAIT_BEGIN:
+      return "lease_wait_begin";
+    case event_kind::LEASE_LENT:
+      return "lease_lent";
+    case event_kind::LEASE_RECLAIMED:
+      return "lease_reclaimed";
+    case event_kind::LEASE_WHOLE_DEVICE:
+      return "lease_whole_device";
+    case event_kind::LEASE_CANCELLED:
+      return "lease_cancelled";
+    case event_kind::LEASE_TIMED_OUT:
+      return "lease_timed_out";
+    case event_kind::SEMAPHORE_ACQUIRED:
+      return "semaphore_acquired";
+    case event_kind::SEMAPHORE_RELEASED:
+      return "semaphore_released";
+    case event_kind::OOM_SPILLED:
+      return "oom_spilled";
+    case event_kind::OOM_BLOCKED:
+      return "oom_blocked";
+    case event_kind::OOM_RETRY:
+      return "oom_retry";
+    case event_kind::OOM_SPLIT:
+      return "oom_split";
+    case event_kind::OOM_INJECTED:
+      return "oom_injected";
+    case event_kind::SPILLED:
+      return "spilled";
+    case event_kind::UNSPILLED:
+      return "unspilled";
+    case event_kind::SPILL_WRITE_FAILED:
+      return "spill_write_failed";
+    case event_kind::SPILL_READ_FAILED:
+      return "spill_read_failed";
   }
   return "unknown";
 }
 
-void event_log::record(event const& e)
-{
+void event_log::record(event const& e) {
   scoped_lock lock{mutex_};
   events_.push_back(e);
 }
 
-std::vector<event> event_log::events() const
-{
+std::vector<event> event_log::events() const {
   scoped_lock lock{mutex_};
   return events_;
 }
 
-std::size_t event_log::count(event_kind kind) const
-{
+std::size_t event_log::count(event_kind kind) const {
   scoped_lock lock{mutex_};
   std::size_t total = 0;
   for (auto const& e : events_) {
@@ -50,8 +65,7 @@ std::size_t event_log::count(event_kind kind) const
   return total;
 }
 
-std::size_t event_log::total_bytes(event_kind kind) const
-{
+std::size_t event_log::total_bytes(event_kind kind) const {
   scoped_lock lock{mutex_};
   std::size_t total = 0;
   for (auto const& e : events_) {
@@ -60,8 +74,7 @@ std::size_t event_log::total_bytes(event_kind kind) const
   return total;
 }
 
-void event_log::clear()
-{
+void event_log::clear() {
   scoped_lock lock{mutex_};
   events_.clear();
 }

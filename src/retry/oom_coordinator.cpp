@@ -6,15 +6,20 @@
 
 namespace spillway {
 
-char const* to_string(oom_state state) noexcept
-{
+char const* to_string(oom_state state) noexcept {
   switch (state) {
-    case oom_state::RUNNING: return "running";
-    case oom_state::BLOCKED: return "blocked";
-    case oom_state::BUFN_THROW: return "bufn_throw";
-    case oom_state::BUFN_WAIT: return "bufn_wait";
-    case oom_state::RETRYING: return "retrying";
-    case oom_state::SPLIT_THROW: return "split_throw";
+    case oom_state::RUNNING:
+      return "running";
+    case oom_state::BLOCKED:
+      return "blocked";
+    case oom_state::BUFN_THROW:
+      return "bufn_throw";
+    case oom_state::BUFN_WAIT:
+      return "bufn_wait";
+    case oom_state::RETRYING:
+      return "retrying";
+    case oom_state::SPLIT_THROW:
+      return "split_throw";
   }
   return "unknown";
 }
@@ -23,79 +28,81 @@ oom_coordinator::oom_coordinator(event_sink* events) : events_(events) {}
 
 oom_coordinator::~oom_coordinator() = default;
 
-void oom_coordinator::set_spill_function(spill_function spill)
-{
+void oom_coordinator::set_spill_function(spill_function spill) {
   scoped_lock lock{mutex_};
   spill_ = std::move(spill);
 }
 
 oom_coordinator::registration::registration(oom_coordinator& coordinator, task_context& task)
-  : coordinator_(coordinator), task_(task)
-{
+  : coordinator_(coordinator), task_(task) {
   coordinator_.register_task(task_);
   observer_ = task_.add_blocking_observer(
     [this](bool waiting) { coordinator_.set_waiting_elsewhere(task_.id(), waiting); });
 }
 
-oom_coordinator::registration::~registration()
-{
+oom_coordinator::registration::~registration() {
   task_.remove_blocking_observer(observer_);
   coordinator_.unregister_task(task_.id());
 }
 
-void oom_coordinator::register_task(task_context& task)
-{
+void oom_coordinator::register_task(task_context& task) {
   scoped_lock lock{mutex_};
   task_entry entry;
-  entry.priority       = task.priority();
-  tasks_[task.id()]    = entry;
+  entry.priority    = task.priority();
+  tasks_[task.id()] = entry;
 }
 
-void oom_coordinator::unregister_task(task_id task)
-{
+void oom_coordinator::unregister_task(task_id task) {
   scoped_lock lock{mutex_};
   tasks_.erase(task);
   resolve_deadlock();
   changed_.notify_all();
 }
 
-void oom_coordinator::set_waiting_elsewhere(task_id task, bool waiting)
-{
+void oom_coordinator::set_waiting_elsewhere(task_id task, bool waiting) {
   scoped_lock lock{mutex_};
   auto found = tasks_.find(task);
-  if (found == tasks_.end()) { return; }
+  if (found == tasks_.end()) {
+    return;
+  }
   found->second.waiting_elsewhere = waiting;
-  if (waiting) { resolve_deadlock(); }
+  if (waiting) {
+    resolve_deadlock();
+  }
 }
 
-void oom_coordinator::record(event_kind kind, task_id task, std::size_t bytes)
-{
+void oom_coordinator::record(event_kind kind, task_id task, std::size_t bytes) {
   record_event(events_,
                event{std::chrono::steady_clock::now(), kind, task, task_id{}, bytes, 0, {}});
 }
 
-bool oom_coordinator::others_running(task_id task) const
-{
+bool oom_coordinator::others_running(task_id task) const {
   for (auto const& [id, entry] : tasks_) {
-    if (id == task || entry.waiting_elsewhere) { continue; }
-    if (entry.state != oom_state::BLOCKED && entry.state != oom_state::BUFN_WAIT) { return true; }
+    if (id == task || entry.waiting_elsewhere) {
+      continue;
+    }
+    if (entry.state != oom_state::BLOCKED && entry.state != oom_state::BUFN_WAIT) {
+      return true;
+    }
   }
   return false;
 }
 
-bool oom_coordinator::any_blocked_other_than(task_id task) const
-{
+bool oom_coordinator::any_blocked_other_than(task_id task) const {
   for (auto const& [id, entry] : tasks_) {
-    if (id != task && entry.state == oom_state::BLOCKED) { return true; }
+    if (id != task && entry.state == oom_state::BLOCKED) {
+      return true;
+    }
   }
   return false;
 }
 
-bool oom_coordinator::is_highest_priority(task_id task) const
-{
+bool oom_coordinator::is_highest_priority(task_id task) const {
   auto const& mine = tasks_.at(task);
   for (auto const& [id, entry] : tasks_) {
-    if (id == task || entry.waiting_elsewhere) { continue; }
+    if (id == task || entry.waiting_elsewhere) {
+      continue;
+    }
     if (entry.priority > mine.priority || (entry.priority == mine.priority && id < task)) {
       return false;
     }
@@ -103,17 +110,22 @@ bool oom_coordinator::is_highest_priority(task_id task) const
   return true;
 }
 
-void oom_coordinator::resolve_deadlock()
-{
+void oom_coordinator::resolve_deadlock() {
   task_id chosen{};
   task_entry* victim = nullptr;
   for (auto& [id, entry] : tasks_) {
-    if (entry.waiting_elsewhere) { continue; }
-    if (entry.state != oom_state::BLOCKED && entry.state != oom_state::BUFN_WAIT) { return; }
+    if (entry.waiting_elsewhere) {
+      continue;
+    }
+    if (entry.state != oom_state::BLOCKED && entry.state != oom_state::BUFN_WAIT) {
+      return;
+    }
   }
   // Every task is BLOCKED, BUFN_WAIT or waiting elsewhere: nobody will free memory on their own.
   for (auto& [id, entry] : tasks_) {
-    if (entry.state != oom_state::BLOCKED) { continue; }
+    if (entry.state != oom_state::BLOCKED) {
+      continue;
+    }
     // The lowest priority, then the newest (largest id), rolls back.
     if (victim == nullptr || entry.priority < victim->priority ||
         (entry.priority == victim->priority && id > chosen)) {
@@ -125,8 +137,7 @@ void oom_coordinator::resolve_deadlock()
     // Rolling back lets the victim's input spill. A victim that already rolled back with no
     // success anywhere since, with nobody of higher priority left to run, gains nothing from
     // another roll back: like a failing task holding unspillable bytes, it splits.
-    bool const split = victim->rolled_back &&
-                       victim->success_epoch_at_rollback == success_epoch_ &&
+    bool const split = victim->rolled_back && victim->success_epoch_at_rollback == success_epoch_ &&
                        is_highest_priority(chosen);
     victim->state = split ? oom_state::SPLIT_THROW : oom_state::BUFN_THROW;
     ++stats_.deadlocks;
@@ -134,7 +145,9 @@ void oom_coordinator::resolve_deadlock()
     return;
   }
   for (auto& [id, entry] : tasks_) {
-    if (entry.state != oom_state::BUFN_WAIT) { continue; }
+    if (entry.state != oom_state::BUFN_WAIT) {
+      continue;
+    }
     // Everyone rolled back: the highest priority, then the oldest (smallest id), splits.
     if (victim == nullptr || entry.priority > victim->priority ||
         (entry.priority == victim->priority && id < chosen)) {
@@ -155,8 +168,7 @@ bool oom_coordinator::on_allocation_failure(task_context const* task,
                                             std::size_t unspillable_bytes,
                                             std::size_t available_bytes,
                                             std::size_t capacity_bytes,
-                                            std::optional<std::uint64_t> frees_before_attempt)
-{
+                                            std::optional<std::uint64_t> frees_before_attempt) {
   spill_function spill;
   {
     scoped_lock lock{mutex_};
@@ -174,10 +186,14 @@ bool oom_coordinator::on_allocation_failure(task_context const* task,
       return true;
     }
   }
-  if (task == nullptr) { return false; }
+  if (task == nullptr) {
+    return false;
+  }
   scoped_lock lock{mutex_};
   auto found = tasks_.find(id);
-  if (found == tasks_.end()) { return false; }
+  if (found == tasks_.end()) {
+    return false;
+  }
   if (frees_before_attempt && frees_.load() != *frees_before_attempt) {
     // Memory was freed after the failed attempt started (while it failed, or while we spilled):
     // that free's wake-up is already gone, so retry now rather than block or roll back for it.
@@ -194,16 +210,23 @@ bool oom_coordinator::on_allocation_failure(task_context const* task,
     ++stats_.retries;
     record(event_kind::OOM_RETRY, id, bytes);
     throw retry_oom(to_string(id) + ": out of device memory, roll back and retry: " + sizes(),
-                    id, bytes, available_bytes, capacity_bytes, attempt);
+                    id,
+                    bytes,
+                    available_bytes,
+                    capacity_bytes,
+                    attempt);
   };
   auto const throw_split = [&](task_entry& entry) {
     entry.state         = oom_state::RUNNING;
     entry.foreign_frees = 0;
     ++stats_.splits;
     record(event_kind::OOM_SPLIT, id, bytes);
-    throw split_and_retry_oom(to_string(id) + ": out of device memory, split the input: " +
-                                sizes(),
-                              id, bytes, available_bytes, capacity_bytes, attempt);
+    throw split_and_retry_oom(to_string(id) + ": out of device memory, split the input: " + sizes(),
+                              id,
+                              bytes,
+                              available_bytes,
+                              capacity_bytes,
+                              attempt);
   };
   task_entry& entry = found->second;
   if (unspillable_bytes > 0) {
@@ -214,36 +237,45 @@ bool oom_coordinator::on_allocation_failure(task_context const* task,
     }
     throw_retry(entry);
   }
-  entry.resume_state = entry.state == oom_state::RETRYING ? oom_state::RETRYING
-                                                         : oom_state::RUNNING;
-  entry.state        = oom_state::BLOCKED;
+  entry.resume_state =
+    entry.state == oom_state::RETRYING ? oom_state::RETRYING : oom_state::RUNNING;
+  entry.state         = oom_state::BLOCKED;
   entry.foreign_frees = 0;
   ++stats_.blocks;
   record(event_kind::OOM_BLOCKED, id, bytes);
   resolve_deadlock();
   while (true) {
     task_entry& current = tasks_.at(id);
-    if (current.state == oom_state::BUFN_THROW) { throw_retry(current); }
-    if (current.state == oom_state::SPLIT_THROW) { throw_split(current); }
+    if (current.state == oom_state::BUFN_THROW) {
+      throw_retry(current);
+    }
+    if (current.state == oom_state::SPLIT_THROW) {
+      throw_split(current);
+    }
     // Woken (back to RUNNING or RETRYING) by a free or a roll back: retry the allocation.
-    if (current.state != oom_state::BLOCKED) { return true; }
+    if (current.state != oom_state::BLOCKED) {
+      return true;
+    }
     ++sleepers_;
     changed_.wait(lock.native());
     --sleepers_;
   }
 }
 
-void oom_coordinator::on_deallocation(std::size_t, task_context const* freer)
-{
+void oom_coordinator::on_deallocation(std::size_t, task_context const* freer) {
   scoped_lock lock{mutex_};
   frees_.fetch_add(1);
-  if (tasks_.empty()) { return; }
+  if (tasks_.empty()) {
+    return;
+  }
   task_id const freer_id = freer != nullptr ? freer->id() : task_id{};
   bool any_blocked       = false;
   task_entry* best       = nullptr;
   task_id best_id{};
   for (auto& [id, entry] : tasks_) {
-    if (freer != nullptr && id == freer_id) { continue; }
+    if (freer != nullptr && id == freer_id) {
+      continue;
+    }
     ++entry.foreign_frees;
     if (entry.state == oom_state::BLOCKED) {
       // Woken now, not when its thread runs: until then no deadlock may pick it as a victim.
@@ -257,15 +289,20 @@ void oom_coordinator::on_deallocation(std::size_t, task_context const* freer)
       best_id = id;
     }
   }
-  if (!any_blocked && best != nullptr) { best->state = oom_state::RETRYING; }
-  if (sleepers_ > 0 && (any_blocked || best != nullptr)) { changed_.notify_all(); }
+  if (!any_blocked && best != nullptr) {
+    best->state = oom_state::RETRYING;
+  }
+  if (sleepers_ > 0 && (any_blocked || best != nullptr)) {
+    changed_.notify_all();
+  }
 }
 
-resume_action oom_coordinator::wait_after_rollback(task_id task)
-{
+resume_action oom_coordinator::wait_after_rollback(task_id task) {
   scoped_lock lock{mutex_};
   auto found = tasks_.find(task);
-  if (found == tasks_.end()) { return resume_action::RETRY; }
+  if (found == tasks_.end()) {
+    return resume_action::RETRY;
+  }
   task_entry& entry               = found->second;
   entry.rolled_back               = true;
   entry.success_epoch_at_rollback = success_epoch_;
@@ -278,7 +315,9 @@ resume_action oom_coordinator::wait_after_rollback(task_id task)
       woke        = true;
     }
   }
-  if (woke) { changed_.notify_all(); }
+  if (woke) {
+    changed_.notify_all();
+  }
   if (entry.foreign_frees > 0) {
     // Another task freed memory since this one failed: try again at once.
     entry.state = oom_state::RETRYING;
@@ -288,7 +327,9 @@ resume_action oom_coordinator::wait_after_rollback(task_id task)
   resolve_deadlock();
   while (true) {
     task_entry& current = tasks_.at(task);
-    if (current.state == oom_state::RETRYING) { return resume_action::RETRY; }
+    if (current.state == oom_state::RETRYING) {
+      return resume_action::RETRY;
+    }
     if (current.state == oom_state::SPLIT_THROW) {
       current.state = oom_state::RUNNING;
       ++stats_.splits;
@@ -301,18 +342,18 @@ resume_action oom_coordinator::wait_after_rollback(task_id task)
   }
 }
 
-void oom_coordinator::attempt_succeeded(task_id task)
-{
+void oom_coordinator::attempt_succeeded(task_id task) {
   scoped_lock lock{mutex_};
   ++success_epoch_;
   auto found = tasks_.find(task);
-  if (found == tasks_.end()) { return; }
+  if (found == tasks_.end()) {
+    return;
+  }
   found->second.rolled_back = false;
   found->second.state       = oom_state::RUNNING;
 }
 
-oom_state oom_coordinator::state(task_id task) const
-{
+oom_state oom_coordinator::state(task_id task) const {
   scoped_lock lock{mutex_};
   auto found = tasks_.find(task);
   return found == tasks_.end() ? oom_state::RUNNING : found->second.state;
@@ -320,18 +361,18 @@ oom_state oom_coordinator::state(task_id task) const
 
 std::uint64_t oom_coordinator::free_count() const noexcept { return frees_.load(); }
 
-oom_statistics oom_coordinator::statistics() const
-{
+oom_statistics oom_coordinator::statistics() const {
   scoped_lock lock{mutex_};
   return stats_;
 }
 
-void oom_coordinator::testing_wait_for_state(task_id task, oom_state wanted) const
-{
+void oom_coordinator::testing_wait_for_state(task_id task, oom_state wanted) const {
   scoped_lock lock{mutex_};
   while (true) {
     auto found = tasks_.find(task);
-    if (found != tasks_.end() && found->second.state == wanted) { return; }
+    if (found != tasks_.end() && found->second.state == wanted) {
+      return;
+    }
     ++sleepers_;
     changed_.wait_for(lock.native(), std::chrono::milliseconds{5});
     --sleepers_;

@@ -7,9 +7,8 @@
 namespace spillway {
 namespace {
 
-std::size_t parse_count(std::string_view field, std::string_view value, std::string_view text)
-{
-  std::size_t result = 0;
+std::size_t parse_count(std::string_view field, std::string_view value, std::string_view text) {
+  std::size_t result      = 0;
   auto const [end, error] = std::from_chars(value.data(), value.data() + value.size(), result);
   SPILLWAY_EXPECTS(error == std::errc{} && end == value.data() + value.size(),
                    "OOM injection '" + std::string{text} + "': " + std::string{field} +
@@ -20,15 +19,16 @@ std::size_t parse_count(std::string_view field, std::string_view value, std::str
 
 }  // namespace
 
-oom_injection parse_oom_injection(std::string_view text)
-{
+oom_injection parse_oom_injection(std::string_view text) {
   oom_injection result;
   std::string_view rest = text;
   while (!rest.empty()) {
     auto const comma       = rest.find(',');
     std::string_view field = rest.substr(0, comma);
     rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    if (field.empty()) { continue; }
+    if (field.empty()) {
+      continue;
+    }
     auto const equals = field.find('=');
     SPILLWAY_EXPECTS(equals != std::string_view::npos,
                      "OOM injection '" + std::string{text} + "': expected key=value, got '" +
@@ -67,8 +67,7 @@ oom_injection parse_oom_injection(std::string_view text)
   return result;
 }
 
-std::string to_string(oom_injection const& injection)
-{
+std::string to_string(oom_injection const& injection) {
   std::string const kind = injection.kind == injected_oom_kind::RETRY   ? "retry"
                            : injection.kind == injected_oom_kind::SPLIT ? "split"
                                                                         : "oom";

@@ -24,20 +24,19 @@ thread_local std::uint64_t frees_before_attempt = 0;
 class retry_resource_adaptor::injecting_upstream final : public memory_resource {
  public:
   injecting_upstream(resource_ref upstream, oom_coordinator& coordinator, std::size_t capacity)
-    : upstream_(upstream), coordinator_(coordinator), capacity_(capacity)
-  {
-  }
+    : upstream_(upstream), coordinator_(coordinator), capacity_(capacity) {}
 
  private:
-  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_view stream) override
-  {
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_view stream) override {
     frees_before_attempt = coordinator_.free_count();
     if (fail_next_upstream_attempt) {
       fail_next_upstream_attempt = false;
       last_available             = 0;
       last_capacity              = capacity_;
       throw out_of_memory("injected out of memory: requested " + std::to_string(bytes) + " bytes",
-                          bytes, 0, capacity_);
+                          bytes,
+                          0,
+                          capacity_);
     }
     try {
       return upstream_.allocate(bytes, alignment, stream);
@@ -50,8 +49,7 @@ class retry_resource_adaptor::injecting_upstream final : public memory_resource 
   void do_deallocate(void* pointer,
                      std::size_t bytes,
                      std::size_t alignment,
-                     stream_view stream) noexcept override
-  {
+                     stream_view stream) noexcept override {
     upstream_.deallocate(pointer, bytes, alignment, stream);
   }
   [[nodiscard]] memory_kind do_kind() const noexcept override { return upstream_.kind(); }
@@ -67,8 +65,7 @@ retry_resource_adaptor::retry_resource_adaptor(resource_ref upstream,
   : upstream_(upstream),
     coordinator_(coordinator),
     capacity_(capacity_bytes),
-    injector_(std::make_unique<injecting_upstream>(upstream, coordinator, capacity_bytes))
-{
+    injector_(std::make_unique<injecting_upstream>(upstream, coordinator, capacity_bytes)) {
   failure_path_ = std::make_unique<failure_callback_resource_adaptor>(
     *injector_, [this](std::size_t bytes, std::size_t attempt) {
       task_context const* task = task_context::current();
@@ -84,12 +81,15 @@ retry_resource_adaptor::retry_resource_adaptor(resource_ref upstream,
 
 retry_resource_adaptor::~retry_resource_adaptor() = default;
 
-std::optional<injected_oom_kind> retry_resource_adaptor::take_injection(task_context const* task)
-{
+std::optional<injected_oom_kind> retry_resource_adaptor::take_injection(task_context const* task) {
   scoped_lock lock{mutex_};
-  if (!injection_) { return std::nullopt; }
+  if (!injection_) {
+    return std::nullopt;
+  }
   task_id const id = task != nullptr ? task->id() : task_id{};
-  if (injection_->task && *injection_->task != id) { return std::nullopt; }
+  if (injection_->task && *injection_->task != id) {
+    return std::nullopt;
+  }
   std::size_t const index = injection_seen_[id]++;
   if (index < injection_->skip || index >= injection_->skip + injection_->count) {
     return std::nullopt;
@@ -100,22 +100,33 @@ std::optional<injected_oom_kind> retry_resource_adaptor::take_injection(task_con
 
 void* retry_resource_adaptor::do_allocate(std::size_t bytes,
                                           std::size_t alignment,
-                                          stream_view stream)
-{
+                                          stream_view stream) {
   task_context const* task = task_context::current();
   task_id const id         = task != nullptr ? task->id() : task_id{};
-  if (task != nullptr) { detail::note_allocation_for_coverage(id, bytes); }
+  if (task != nullptr) {
+    detail::note_allocation_for_coverage(id, bytes);
+  }
   if (auto const injected = take_injection(task)) {
     switch (*injected) {
       case injected_oom_kind::RETRY:
         throw retry_oom("injected retry_oom for " + to_string(id) + ": requested " +
                           std::to_string(bytes) + " bytes",
-                        id, bytes, 0, capacity_, 1);
+                        id,
+                        bytes,
+                        0,
+                        capacity_,
+                        1);
       case injected_oom_kind::SPLIT:
         throw split_and_retry_oom("injected split_and_retry_oom for " + to_string(id) +
                                     ": requested " + std::to_string(bytes) + " bytes",
-                                  id, bytes, 0, capacity_, 1);
-      case injected_oom_kind::OOM: fail_next_upstream_attempt = true; break;
+                                  id,
+                                  bytes,
+                                  0,
+                                  capacity_,
+                                  1);
+      case injected_oom_kind::OOM:
+        fail_next_upstream_attempt = true;
+        break;
     }
   }
   void* pointer = nullptr;
@@ -141,8 +152,7 @@ void* retry_resource_adaptor::do_allocate(std::size_t bytes,
 void retry_resource_adaptor::do_deallocate(void* pointer,
                                            std::size_t bytes,
                                            std::size_t alignment,
-                                           stream_view stream) noexcept
-{
+                                           stream_view stream) noexcept {
   if (pointer != nullptr) {
     // Forget the owner before the memory goes back: once it is back, another thread may be
     // handed the same address, and its record must not meet (or be erased as) this stale one.
@@ -163,28 +173,29 @@ void retry_resource_adaptor::do_deallocate(void* pointer,
   }
 }
 
-std::size_t retry_resource_adaptor::unspillable_bytes(task_id task) const
-{
+std::size_t retry_resource_adaptor::unspillable_bytes(task_id task) const {
   scoped_lock lock{mutex_};
   auto found = unspillable_.find(task);
   return found == unspillable_.end() ? 0 : found->second;
 }
 
-void retry_resource_adaptor::release_ownership(void* pointer) noexcept
-{
+void retry_resource_adaptor::release_ownership(void* pointer) noexcept {
   scoped_lock lock{mutex_};
   auto found = owners_.find(pointer);
-  if (found == owners_.end() || !found->second.owned) { return; }
+  if (found == owners_.end() || !found->second.owned) {
+    return;
+  }
   auto& held = unspillable_[found->second.task];
   held -= std::min(held, found->second.bytes);
   found->second.owned = false;
 }
 
-void retry_resource_adaptor::take_ownership(void* pointer, task_id task) noexcept
-{
+void retry_resource_adaptor::take_ownership(void* pointer, task_id task) noexcept {
   scoped_lock lock{mutex_};
   auto found = owners_.find(pointer);
-  if (found == owners_.end()) { return; }
+  if (found == owners_.end()) {
+    return;
+  }
   if (found->second.owned) {
     auto& held = unspillable_[found->second.task];
     held -= std::min(held, found->second.bytes);
@@ -194,15 +205,13 @@ void retry_resource_adaptor::take_ownership(void* pointer, task_id task) noexcep
   unspillable_[task] += found->second.bytes;
 }
 
-void retry_resource_adaptor::testing_inject_oom(std::optional<oom_injection> injection)
-{
+void retry_resource_adaptor::testing_inject_oom(std::optional<oom_injection> injection) {
   scoped_lock lock{mutex_};
   injection_ = injection;
   injection_seen_.clear();
 }
 
-std::size_t retry_resource_adaptor::injected_failures() const
-{
+std::size_t retry_resource_adaptor::injected_failures() const {
   scoped_lock lock{mutex_};
   return injected_;
 }

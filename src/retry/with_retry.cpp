@@ -6,12 +6,10 @@ namespace spillway::detail {
 void throw_cannot_split(task_id task,
                         std::size_t rows,
                         out_of_memory const& cause,
-                        bool splitting_allowed)
-{
+                        bool splitting_allowed) {
   std::string const why =
-    splitting_allowed
-      ? "cannot split an input of " + std::to_string(rows) + " row(s) any further"
-      : "the step cannot split its input of " + std::to_string(rows) + " row(s)";
+    splitting_allowed ? "cannot split an input of " + std::to_string(rows) + " row(s) any further"
+                      : "the step cannot split its input of " + std::to_string(rows) + " row(s)";
   throw out_of_memory(to_string(task) + ": " + why + " and it still does not fit: requested " +
                         std::to_string(cause.requested_bytes()) + " bytes (" +
                         format_bytes(cause.requested_bytes()) + "), available " +

@@ -20,12 +20,17 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace spillway {
+
+/// gtest prints task ids in failures as "task 3" (found by argument-dependent lookup).
+inline void PrintTo(task_id id, std::ostream* out) { *out << to_string(id); }
+
 namespace {
 
 using test::run_with_watchdog;

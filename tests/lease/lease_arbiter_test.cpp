@@ -27,6 +27,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -37,6 +38,10 @@
 #include <vector>
 
 namespace spillway {
+
+/// gtest prints task ids in failures as "task 3" (found by argument-dependent lookup).
+inline void PrintTo(task_id id, std::ostream* out) { *out << to_string(id); }
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -675,6 +680,72 @@ TEST(LeaseArbiter, ConcurrentLenderWhoseRequestTimesOutTakesItsLentBytesBackFirs
   });
 }
 
+/*
+ * As above, but B's timeout passes while B's spill hook is still running for A (spilling can take
+ * long: it may write to disk). What the hook frees is lent when it returns, so B must not leave
+ * before then: it would run on with bytes lent behind its back. The wait for B's deadline below
+ * only gives B the chance to time out during the hook; the verdict does not depend on it.
+ */
+TEST(LeaseArbiter, ConcurrentLenderTimingOutWhileItsHookRunsStillTakesItsBytesBack) {
+  run_with_watchdog([] {
+    event_log events;
+    lease_arbiter arbiter{100, &events};
+    std::promise<void> hook_may_return;
+    std::shared_future<void> const hook_released = hook_may_return.get_future().share();
+    std::atomic<bool> hook_entered{false};
+    std::chrono::steady_clock::time_point entered_at;
+    arbiter.register_task(TASK_B, 0, [&](std::size_t bytes) {
+      entered_at   = std::chrono::steady_clock::now();
+      hook_entered = true;
+      hook_released.wait();
+      return bytes;
+    });
+    memory_lease b_held = arbiter.request_lease(TASK_B, 60);
+    std::promise<void> release_a;
+    std::thread a = test::checked_thread([&] {
+      memory_lease const lease = arbiter.request_lease(TASK_A, 50);
+      release_a.get_future().wait();
+    });
+    wait_until([&] { return arbiter.waiting_requests() == 1; });
+    std::atomic<bool> b_threw{false};
+    std::size_t lent_at_failure = 99;
+    std::thread b               = test::checked_thread([&] {
+      lease_request_options options;
+      options.timeout = 100ms;
+      try {
+        static_cast<void>(arbiter.request_lease(TASK_B, 30, options));
+        ADD_FAILURE() << "B was granted while A held its lease";
+      } catch (timeout_error const&) {
+        lent_at_failure = arbiter.lent_bytes(TASK_B);
+        b_threw         = true;
+      }
+    });
+    wait_until(
+      [&] { return hook_entered.load() || events.count(event_kind::LEASE_TIMED_OUT) == 1; });
+    if (!hook_entered.load()) {
+      // B timed out before A could borrow from it: this machine did not reach the scenario.
+      hook_may_return.set_value();
+      b.join();
+      b_held.close();
+      release_a.set_value();
+      a.join();
+      GTEST_SKIP() << "B timed out before its hook was called";
+    }
+    wait_until(
+      [&] { return b_threw.load() || std::chrono::steady_clock::now() >= entered_at + 300ms; });
+    hook_may_return.set_value();
+    wait_until([&] { return arbiter.total_lease(TASK_A) == 50; });
+    release_a.set_value();
+    a.join();
+    b.join();
+    EXPECT_EQ(lent_at_failure, 0U);
+    EXPECT_EQ(arbiter.lent_bytes(TASK_B), 0U) << "B's bytes were lent after B stopped waiting";
+    EXPECT_EQ(arbiter.used_bytes(), 60U);
+    b_held.close();
+    EXPECT_EQ(arbiter.used_bytes(), 0U);
+  });
+}
+
 TEST(LeaseArbiter, ConcurrentStatisticsCountWaitsAndWaitTimePerTaskAndInTotal) {
   run_with_watchdog([] {
     event_log events;
@@ -711,7 +782,8 @@ TEST(LeaseArbiter, ConcurrentStatisticsCountWaitsAndWaitTimePerTaskAndInTotal) {
  * Stress: 16 tasks, each on its own thread, request and return leases at random (1 to
  * capacity/4 bytes, priorities 0..2) against a small capacity. Even tasks hold up to three leases
  * and have a spill hook (so a task that waits while holding can lend, which is what keeps tasks
- * that hold and wait from deadlocking); odd tasks have no hook and hold one lease at a time.
+ * that hold and wait from deadlocking), and now and then wait in a blocking scope; odd tasks have
+ * no hook and hold one lease at a time.
  *
  * Checks:
  * - it finishes (watchdog);
@@ -723,8 +795,9 @@ TEST(LeaseArbiter, ConcurrentStatisticsCountWaitsAndWaitTimePerTaskAndInTotal) {
  *   request. (Each task makes one request at a time, so a task's grant after its wait begin is
  *   the grant of that request.)
  * - the capacity is never exceeded: the arbiter's used and peak bytes, and an outside tracker
- *   incremented after a grant (by the bytes granted plus any bytes the task had lent, which the
- *   grant took back) and decremented before a return or by a hook when it "spills".
+ *   incremented after a grant or a blocking scope (by the bytes granted plus any bytes the task
+ *   had lent, which the grant or the end of the scope took back) and decremented before a return
+ *   or by a hook when it "spills".
  * - every byte is returned at the end.
  */
 TEST(LeaseArbiter, ConcurrentStressKeepsFifoOrderAndTheCapacityAndReturnsEveryByte) {
@@ -741,6 +814,7 @@ TEST(LeaseArbiter, ConcurrentStressKeepsFifoOrderAndTheCapacityAndReturnsEveryBy
     std::atomic<std::size_t> arbiter_over{0};
     std::atomic<std::size_t> requested_bytes{0};
     std::atomic<std::size_t> requests{0};
+    std::atomic<std::size_t> scopes{0};
     std::vector<int> priority_of(THREADS + 1);
     std::mt19937_64 seeds{20240611};
     for (std::size_t t = 1; t <= THREADS; ++t) {
@@ -774,6 +848,18 @@ TEST(LeaseArbiter, ConcurrentStressKeepsFifoOrderAndTheCapacityAndReturnsEveryBy
         std::vector<memory_lease> held;
         start.arrive_and_wait();  // all at once, for contention
         for (std::size_t op = 0; op < OPERATIONS; ++op) {
+          if (lends && !held.empty() && random() % 32 == 0) {
+            // Wait on "another task" for a moment: the held leases may be lent meanwhile, and
+            // leaving the scope takes them back before the task goes on.
+            {
+              auto const scope = task.blocked();
+              std::this_thread::yield();
+            }
+            raise_peak(outside.fetch_add(spilled.load()) + spilled.load());
+            spilled.store(0);
+            scopes.fetch_add(1);
+            continue;
+          }
           bool const request = held.empty() || (held.size() < max_held && random() % 2 == 0);
           if (request) {
             std::size_t const bytes = 1 + random() % (CAPACITY / 4);
@@ -859,6 +945,7 @@ TEST(LeaseArbiter, ConcurrentStressKeepsFifoOrderAndTheCapacityAndReturnsEveryBy
     EXPECT_EQ(violations, 0U) << first_violation;
     EXPECT_TRUE(queue.empty());
     EXPECT_GT(waited, 0U) << "the stress never made a request wait";
+    EXPECT_GT(scopes.load(), 0U);
     waits_seen = waited;
     lent_seen  = totals.lent_bytes;
   });

@@ -22,12 +22,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <typeinfo>
@@ -35,6 +37,10 @@
 #include <vector>
 
 namespace spillway {
+
+/// gtest prints task ids in failures as "task 3" (found by argument-dependent lookup).
+inline void PrintTo(task_id id, std::ostream* out) { *out << to_string(id); }
+
 namespace {
 
 using test::device_allocation;
@@ -448,10 +454,13 @@ TEST(OomCoordinator, ConcurrentRolledBackInputOfTheVictimSpillsForTheBlockedTask
     a_thread.join();
     b_thread.join();
     EXPECT_EQ(a_calls.load(), 1) << "A was rolled back although B's roll back made room for it";
-    EXPECT_EQ(tasks_of(d.events, event_kind::OOM_RETRY), (std::vector<task_id>{TASK_B}));
+    // B may roll back more than once (its input comes back while A still runs); A never does.
+    auto const retries = tasks_of(d.events, event_kind::OOM_RETRY);
+    EXPECT_FALSE(retries.empty());
+    EXPECT_EQ(std::count(retries.begin(), retries.end(), TASK_A), 0);
     EXPECT_GE(d.coordinator.statistics().spills, 1U);
     EXPECT_EQ(d.coordinator.statistics().splits, 0U);
-    EXPECT_EQ(b_calls.load(), 2);
+    EXPECT_EQ(static_cast<std::size_t>(b_calls.load()), retries.size() + 1);
   });
 }
 

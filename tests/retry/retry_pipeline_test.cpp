@@ -79,7 +79,8 @@ class RetryPipeline : public ::testing::Test {
   std::shared_ptr<table const> source_;
 };
 
-TEST_F(RetryPipeline, ConcurrentOomInjectedAtEveryAllocationGivesTheSameOutput) {
+TEST_F(RetryPipeline, OomInjectedAtEveryAllocationGivesTheSameOutput) {
+  std::size_t allocations_seen = 0;
   test::run_with_watchdog([&] {
     std::unique_ptr<table> baseline;
     std::size_t allocations = 0;
@@ -93,6 +94,7 @@ TEST_F(RetryPipeline, ConcurrentOomInjectedAtEveryAllocationGivesTheSameOutput) 
       EXPECT_EQ(d.device.used_bytes(), 0U);
     }
     ASSERT_GT(allocations, 0U);
+    allocations_seen = allocations;
     {
       // The pipeline is what it claims to be: every row twice, in order.
       std::vector<std::int32_t> indices;
@@ -125,9 +127,10 @@ TEST_F(RetryPipeline, ConcurrentOomInjectedAtEveryAllocationGivesTheSameOutput) 
       }
     }
   });
+  RecordProperty("allocations", static_cast<int>(allocations_seen));
 }
 
-TEST_F(RetryPipeline, ConcurrentRetryAndSplitInjectedOutsideTheProtocolGiveTheSameOutput) {
+TEST_F(RetryPipeline, RetryAndSplitInjectedOutsideTheProtocolGiveTheSameOutput) {
   // A task not registered with the coordinator retries the same input at once after a roll back.
   test::run_with_watchdog([&] {
     test::oom_test_device reference{CAPACITY};

@@ -20,25 +20,25 @@ namespace spillway {
 
 /** @brief What happened. */
 enum class event_kind : std::uint8_t {
-  LEASE_GRANTED,        ///< bytes: granted; duration: time waited (0 when immediate)
-  LEASE_RETURNED,       ///< bytes: returned to the arbiter
-  LEASE_WAIT_BEGIN,     ///< bytes: requested
-  LEASE_LENT,           ///< task: lender; other_task: borrower; bytes: lent
-  LEASE_RECLAIMED,      ///< bytes: taken back by a lender after its wait
-  LEASE_WHOLE_DEVICE,   ///< bytes: requested; value: granted
-  LEASE_CANCELLED,      ///< bytes: requested
-  LEASE_TIMED_OUT,      ///< bytes: requested
-  SEMAPHORE_ACQUIRED,   ///< duration: time waited
-  SEMAPHORE_RELEASED,   ///<
-  OOM_SPILLED,          ///< bytes: freed by spilling on an allocation failure
-  OOM_BLOCKED,          ///< bytes: the failed request
-  OOM_RETRY,            ///< retry_oom thrown; bytes: the failed request
-  OOM_SPLIT,            ///< split_and_retry_oom thrown; bytes: the failed request
-  OOM_INJECTED,         ///< an injected failure; bytes: the request
-  SPILLED,              ///< bytes: raw bytes moved down; value: from * 4 + to tier; duration
-  UNSPILLED,            ///< bytes: raw bytes moved up; value: from * 4 + to tier; duration
-  SPILL_WRITE_FAILED,   ///< bytes: the buffer that stayed on its tier
-  SPILL_READ_FAILED,    ///< bytes: the buffer whose block could not be read
+  LEASE_GRANTED,       ///< bytes: granted; duration: time waited (0 when immediate)
+  LEASE_RETURNED,      ///< bytes: returned to the arbiter
+  LEASE_WAIT_BEGIN,    ///< bytes: requested
+  LEASE_LENT,          ///< task: lender; other_task: borrower; bytes: lent
+  LEASE_RECLAIMED,     ///< bytes: taken back by a lender after its wait
+  LEASE_WHOLE_DEVICE,  ///< bytes: requested; value: granted
+  LEASE_CANCELLED,     ///< bytes: requested
+  LEASE_TIMED_OUT,     ///< bytes: requested
+  SEMAPHORE_ACQUIRED,  ///< duration: time waited
+  SEMAPHORE_RELEASED,  ///<
+  OOM_SPILLED,         ///< bytes: freed by spilling on an allocation failure
+  OOM_BLOCKED,         ///< bytes: the failed request
+  OOM_RETRY,           ///< retry_oom thrown; bytes: the failed request
+  OOM_SPLIT,           ///< split_and_retry_oom thrown; bytes: the failed request
+  OOM_INJECTED,        ///< an injected failure; bytes: the request
+  SPILLED,             ///< bytes: raw bytes moved down; value: from * 4 + to tier; duration
+  UNSPILLED,           ///< bytes: raw bytes moved up; value: from * 4 + to tier; duration
+  SPILL_WRITE_FAILED,  ///< bytes: the buffer that stayed on its tier
+  SPILL_READ_FAILED,   ///< bytes: the buffer whose block could not be read
 };
 
 /** @return "lease_granted", ... */
@@ -50,7 +50,7 @@ struct event {
   event_kind kind;
   task_id task;
   task_id other_task;
-  std::size_t bytes = 0;
+  std::size_t bytes  = 0;
   std::int64_t value = 0;
   std::chrono::nanoseconds duration{0};
 };
@@ -69,9 +69,10 @@ class event_sink {
 };
 
 /** @brief Records `e` into `sink` when `sink` is not null. */
-inline void record_event(event_sink* sink, event const& e)
-{
-  if (sink != nullptr) { sink->record(e); }
+inline void record_event(event_sink* sink, event const& e) {
+  if (sink != nullptr) {
+    sink->record(e);
+  }
 }
 
 /** @brief Keeps every event in memory, in recording order. */

@@ -28,8 +28,7 @@ inline std::string to_string(task_id id) { return "task " + std::to_string(id.va
 
 template <>
 struct std::hash<spillway::task_id> {
-  std::size_t operator()(spillway::task_id id) const noexcept
-  {
+  std::size_t operator()(spillway::task_id id) const noexcept {
     return std::hash<std::uint64_t>{}(id.value);
   }
 };

@@ -50,8 +50,7 @@ class device_semaphore {
   /** @brief Holds the semaphore for a scope. */
   class guard {
    public:
-    guard(device_semaphore& semaphore, task_context& task) : semaphore_(semaphore), task_(task)
-    {
+    guard(device_semaphore& semaphore, task_context& task) : semaphore_(semaphore), task_(task) {
       semaphore_.acquire(task_);
     }
     ~guard() { semaphore_.release(task_); }

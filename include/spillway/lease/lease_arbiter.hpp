@@ -20,8 +20,9 @@
  *   naming the task, the requested and the granted bytes, and is granted when the device is
  *   otherwise free of leases (the task ends up holding exactly the capacity).
  * - A waiting request wakes with `cancelled_error` when its task is cancelled, or
- *   `timeout_error` after its optional timeout. Timeouts never decide progress: lending and
- *   FIFO order do.
+ *   `timeout_error` after its optional timeout; a task that lent bytes while it waited takes them
+ *   back first (its timeout never lets it run on with lent bytes, nor leave while its spill hook
+ *   runs). Timeouts never decide progress: lending and FIFO order do.
  *
  * The arbiter never allocates; resources never arbitrate.
  * @note Thread-safe. The arbiter must outlive every lease and task context that uses it.
@@ -61,15 +62,15 @@ struct lease_request_options {
 
 /** @brief Counters of one task or of the whole arbiter. */
 struct lease_statistics {
-  std::size_t granted_bytes   = 0;  ///< bytes ever granted
-  std::size_t grants          = 0;  ///< leases ever granted
-  std::size_t waits           = 0;  ///< requests that had to wait
+  std::size_t granted_bytes = 0;  ///< bytes ever granted
+  std::size_t grants        = 0;  ///< leases ever granted
+  std::size_t waits         = 0;  ///< requests that had to wait
   std::chrono::nanoseconds wait_time{0};
-  std::size_t lent_bytes      = 0;  ///< bytes lent (by this task, or by all)
-  std::size_t borrowed_bytes  = 0;  ///< bytes borrowed (by this task, or by all)
-  std::size_t whole_device    = 0;  ///< requests turned into whole-device requests
-  std::size_t cancelled       = 0;
-  std::size_t timed_out       = 0;
+  std::size_t lent_bytes     = 0;  ///< bytes lent (by this task, or by all)
+  std::size_t borrowed_bytes = 0;  ///< bytes borrowed (by this task, or by all)
+  std::size_t whole_device   = 0;  ///< requests turned into whole-device requests
+  std::size_t cancelled      = 0;
+  std::size_t timed_out      = 0;
 };
 
 class lease_arbiter {
@@ -150,14 +151,14 @@ class lease_arbiter {
   friend class memory_lease;
 
   struct task_state {
-    int priority            = 0;
-    std::size_t leased      = 0;  ///< bytes of open leases
-    std::size_t lent        = 0;  ///< part of `leased` lent to others
-    std::size_t base        = 0;  ///< part of `leased` that is the base lease
-    std::uint64_t epoch     = 0;  ///< unique; renewed by return_all_leases: older leases are inert
-    int waiting             = 0;  ///< arbiter waits plus blocking scopes now
-    bool draining           = false;
-    bool cancelled          = false;
+    int priority        = 0;
+    std::size_t leased  = 0;  ///< bytes of open leases
+    std::size_t lent    = 0;  ///< part of `leased` lent to others
+    std::size_t base    = 0;  ///< part of `leased` that is the base lease
+    std::uint64_t epoch = 0;  ///< unique; renewed by return_all_leases: older leases are inert
+    int waiting         = 0;  ///< arbiter waits plus blocking scopes now
+    bool draining       = false;
+    bool cancelled      = false;
     spill_hook hook;
     lease_statistics stats;
   };
@@ -177,16 +178,22 @@ class lease_arbiter {
 
   void release(task_id task, std::size_t bytes, std::uint64_t epoch, bool is_base) noexcept;
   task_state& state_of(task_id task) SPILLWAY_REQUIRES(mutex_);
-  memory_lease grant(task_id task, task_state& state, std::size_t bytes, bool is_base,
+  memory_lease grant(task_id task,
+                     task_state& state,
+                     std::size_t bytes,
+                     bool is_base,
                      std::chrono::nanoseconds waited) SPILLWAY_REQUIRES(mutex_);
   bool can_bypass_queue(int priority) const SPILLWAY_REQUIRES(mutex_);
   /// Lends spilled bytes of waiting tasks other than `borrower` to cover `shortfall`.
   /// Drops the lock while spill hooks run. Returns true if anything was lent.
   bool lend_to(task_id borrower, std::size_t shortfall, scoped_lock& lock)
     SPILLWAY_REQUIRES(mutex_);
-  void wait_in_queue(task_id task, queue_key key, std::size_t need,
+  void wait_in_queue(task_id task,
+                     queue_key key,
+                     std::size_t need,
                      std::optional<std::chrono::steady_clock::time_point> deadline,
-                     std::size_t requested, scoped_lock& lock) SPILLWAY_REQUIRES(mutex_);
+                     std::size_t requested,
+                     scoped_lock& lock) SPILLWAY_REQUIRES(mutex_);
   /// Takes `task`'s lent bytes back (a reclaim, ahead of every request), waiting if needed; a
   /// cancelled task gives up instead. Called when the task's waiting ends.
   void reclaim_lent(task_id task, scoped_lock& lock) SPILLWAY_REQUIRES(mutex_);

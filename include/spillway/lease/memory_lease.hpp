@@ -17,8 +17,9 @@ class lease_arbiter;
  * @brief The right to use `bytes()` bytes of the device, held by one task.
  *
  * Only a `lease_arbiter` makes leases. Closing (or destroying) a lease returns its bytes. After
- * `lease_arbiter::return_all_leases(task)` a still-living lease of that task is inert: closing it
- * returns nothing a second time.
+ * `lease_arbiter::return_all_leases(task)`, or once the task is unregistered, a still-living
+ * lease of that task is inert: closing it returns nothing a second time, even to a later task
+ * that reuses the id.
  * @note Move-only. Not thread-safe: one owner at a time. The arbiter must outlive the lease.
  */
 class memory_lease {
@@ -51,15 +52,13 @@ class memory_lease {
                std::size_t bytes,
                std::uint64_t epoch,
                bool is_base) noexcept
-    : arbiter_(arbiter), task_(task), bytes_(bytes), epoch_(epoch), is_base_(is_base)
-  {
-  }
+    : arbiter_(arbiter), task_(task), bytes_(bytes), epoch_(epoch), is_base_(is_base) {}
 
   lease_arbiter* arbiter_ = nullptr;
   task_id task_{};
-  std::size_t bytes_    = 0;
-  std::uint64_t epoch_  = 0;
-  bool is_base_         = false;
+  std::size_t bytes_   = 0;
+  std::uint64_t epoch_ = 0;
+  bool is_base_        = false;
 };
 
 }  // namespace spillway

@@ -118,8 +118,8 @@ class task_context {
   int const priority_;
   std::mutex observers_mutex_;
   std::vector<std::pair<std::size_t, blocking_observer>> observers_;
-  std::size_t next_observer_ = 0;
-  int blocking_depth_        = 0;
+  std::size_t next_observer_   = 0;
+  int blocking_depth_          = 0;
   device_semaphore* semaphore_ = nullptr;  ///< set while the task holds the semaphore
 };
 

@@ -31,9 +31,9 @@
  * back lets its input spill; BLOCKED tasks then retry their allocations first) — unless it already
  * rolled back with no success anywhere since and is the highest priority: another roll back
  * cannot help it, so it splits (BLOCKED -> SPLIT_THROW). Otherwise every task has rolled back and
- * still cannot proceed, so the highest-priority BUFN_WAIT task splits its input. Every step either frees memory, lets a
- * task run, or shrinks an input; an input of one row that still fails is a final error. No
- * timeout decides anything.
+ * still cannot proceed, so the highest-priority BUFN_WAIT task splits its input. Every step either
+ * frees memory, lets a task run, or shrinks an input; an input of one row that still fails is a
+ * final error. No timeout decides anything.
  *
  * A task whose memory is not all spillable never blocks (it would hold memory hostage): it
  * rolls back at once. A BLOCKED task is woken (back to RUNNING or RETRYING) the moment memory is
@@ -75,13 +75,13 @@ enum class resume_action : std::uint8_t { RETRY, SPLIT };
 
 /** @brief Counters of the protocol. */
 struct oom_statistics {
-  std::size_t failures     = 0;  ///< allocation failures seen
-  std::size_t spills       = 0;  ///< failures resolved by spilling
+  std::size_t failures      = 0;  ///< allocation failures seen
+  std::size_t spills        = 0;  ///< failures resolved by spilling
   std::size_t spilled_bytes = 0;
-  std::size_t blocks       = 0;  ///< times a task blocked
-  std::size_t retries      = 0;  ///< retry_oom thrown
-  std::size_t splits       = 0;  ///< split_and_retry_oom thrown
-  std::size_t deadlocks    = 0;  ///< deadlocks broken
+  std::size_t blocks        = 0;  ///< times a task blocked
+  std::size_t retries       = 0;  ///< retry_oom thrown
+  std::size_t splits        = 0;  ///< split_and_retry_oom thrown
+  std::size_t deadlocks     = 0;  ///< deadlocks broken
 };
 
 class oom_coordinator {
@@ -159,10 +159,10 @@ class oom_coordinator {
 
  private:
   struct task_entry {
-    int priority                       = 0;
-    oom_state state                    = oom_state::RUNNING;
-    bool waiting_elsewhere             = false;
-    bool rolled_back                   = false;  ///< rolled back with no success since
+    int priority                            = 0;
+    oom_state state                         = oom_state::RUNNING;
+    bool waiting_elsewhere                  = false;
+    bool rolled_back                        = false;  ///< rolled back with no success since
     std::uint64_t success_epoch_at_rollback = 0;
     std::size_t foreign_frees = 0;  ///< frees by other tasks since this task's last failure
     oom_state resume_state    = oom_state::RUNNING;  ///< what a BLOCKED task returns to

@@ -29,9 +29,7 @@ class retry_oom : public out_of_memory {
             std::size_t attempt)
     : out_of_memory(std::move(message), requested_bytes, available_bytes, capacity_bytes),
       task_(task),
-      attempt_(attempt)
-  {
-  }
+      attempt_(attempt) {}
   [[nodiscard]] task_id task() const noexcept { return task_; }
   /** @return the allocation attempt that failed (from 1) */
   [[nodiscard]] std::size_t attempt() const noexcept { return attempt_; }
@@ -52,9 +50,7 @@ class split_and_retry_oom : public out_of_memory {
                       std::size_t attempt)
     : out_of_memory(std::move(message), requested_bytes, available_bytes, capacity_bytes),
       task_(task),
-      attempt_(attempt)
-  {
-  }
+      attempt_(attempt) {}
   [[nodiscard]] task_id task() const noexcept { return task_; }
   [[nodiscard]] std::size_t attempt() const noexcept { return attempt_; }
 

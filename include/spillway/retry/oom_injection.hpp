@@ -27,8 +27,8 @@ enum class injected_oom_kind : std::uint8_t { RETRY, SPLIT, OOM };
 struct oom_injection {
   std::optional<task_id> task;  ///< empty: every task (and allocations outside tasks)
   injected_oom_kind kind = injected_oom_kind::RETRY;
-  std::size_t skip       = 0;   ///< matching allocations let through first
-  std::size_t count      = 1;   ///< matching allocations that fail after those
+  std::size_t skip       = 0;  ///< matching allocations let through first
+  std::size_t count      = 1;  ///< matching allocations that fail after those
 };
 
 /**

@@ -34,8 +34,7 @@ using split_policy = std::function<std::pair<Input, Input>(Input& input)>;
 
 /** @brief The default policy: halve by rows. */
 template <retryable_input Input>
-std::pair<Input, Input> split_in_half(Input& input)
-{
+std::pair<Input, Input> split_in_half(Input& input) {
   return input.split_at(input.rows() / 2);
 }
 

@@ -23,9 +23,7 @@ namespace spillway {
 class table_input {
  public:
   explicit table_input(std::shared_ptr<table const> source)
-    : source_(std::move(source)), begin_(0), end_(source_->num_rows())
-  {
-  }
+    : source_(std::move(source)), begin_(0), end_(source_->num_rows()) {}
 
   [[nodiscard]] std::size_t rows() const noexcept { return end_ - begin_; }
   [[nodiscard]] std::size_t begin() const noexcept { return begin_; }
@@ -36,8 +34,7 @@ class table_input {
   /** @return how many times this piece was made spillable */
   [[nodiscard]] std::size_t spillable_calls() const noexcept { return spillable_calls_; }
 
-  [[nodiscard]] std::pair<table_input, table_input> split_at(std::size_t row) const
-  {
+  [[nodiscard]] std::pair<table_input, table_input> split_at(std::size_t row) const {
     SPILLWAY_EXPECTS(row > 0 && row < rows(),
                      "table_input::split_at(" + std::to_string(row) + ") of " +
                        std::to_string(rows()) + " rows must leave two non-empty pieces",
@@ -47,9 +44,7 @@ class table_input {
 
  private:
   table_input(std::shared_ptr<table const> source, std::size_t begin, std::size_t end)
-    : source_(std::move(source)), begin_(begin), end_(end)
-  {
-  }
+    : source_(std::move(source)), begin_(begin), end_(end) {}
 
   std::shared_ptr<table const> source_;
   std::size_t begin_;

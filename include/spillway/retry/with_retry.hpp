@@ -49,8 +49,7 @@ attempt_outcome run_attempt(oom_coordinator& coordinator,
                             Input& piece,
                             Fn& fn,
                             Sink&& sink,
-                            std::optional<out_of_memory>& cause)
-{
+                            std::optional<out_of_memory>& cause) {
   try {
     retry_block_marker const marker;
     task_context::thread_binding const binding{task};
@@ -91,13 +90,13 @@ auto with_retry(oom_coordinator& coordinator,
                 task_context& task,
                 Input input,
                 Fn&& fn,
-                split_policy<Input> policy = split_in_half<Input>)
-{
-  using result_type = std::invoke_result_t<Fn&, Input&>;
+                split_policy<Input> policy = split_in_half<Input>) {
+  using result_type           = std::invoke_result_t<Fn&, Input&>;
   constexpr bool returns_void = std::is_void_v<result_type>;
   using results_type =
-    std::conditional_t<returns_void, std::size_t, std::vector<std::conditional_t<returns_void, int,
-                                                                                  result_type>>>;
+    std::conditional_t<returns_void,
+                       std::size_t,
+                       std::vector<std::conditional_t<returns_void, int, result_type>>>;
   results_type results{};
   std::deque<Input> pending;
   pending.push_back(std::move(input));
@@ -116,19 +115,31 @@ auto with_retry(oom_coordinator& coordinator,
           coordinator, task, piece, call, [&](int) { ++results; }, cause);
       } else {
         outcome = detail::run_attempt(
-          coordinator, task, piece, fn, [&](result_type&& r) { results.push_back(std::move(r)); },
+          coordinator,
+          task,
+          piece,
+          fn,
+          [&](result_type&& r) { results.push_back(std::move(r)); },
           cause);
       }
-      if (outcome == detail::attempt_outcome::DONE) { break; }
-      if (outcome == detail::attempt_outcome::RETRY) { continue; }
-      if (piece.rows() <= 1) { detail::throw_cannot_split(task.id(), piece.rows(), *cause, true); }
+      if (outcome == detail::attempt_outcome::DONE) {
+        break;
+      }
+      if (outcome == detail::attempt_outcome::RETRY) {
+        continue;
+      }
+      if (piece.rows() <= 1) {
+        detail::throw_cannot_split(task.id(), piece.rows(), *cause, true);
+      }
       auto [first, second] = policy(piece);
       pending.push_front(std::move(second));
       pending.push_front(std::move(first));
       break;
     }
   }
-  if constexpr (!returns_void) { return results; }
+  if constexpr (!returns_void) {
+    return results;
+  }
 }
 
 /**
@@ -137,8 +148,7 @@ auto with_retry(oom_coordinator& coordinator,
  * @return the result of `fn`
  */
 template <retryable_input Input, typename Fn>
-auto with_retry_no_split(oom_coordinator& coordinator, task_context& task, Input input, Fn&& fn)
-{
+auto with_retry_no_split(oom_coordinator& coordinator, task_context& task, Input input, Fn&& fn) {
   using result_type = std::invoke_result_t<Fn&, Input&>;
   while (true) {
     std::optional<out_of_memory> cause;
@@ -148,14 +158,23 @@ auto with_retry_no_split(oom_coordinator& coordinator, task_context& task, Input
         fn(in);
         return 0;
       };
-      outcome = detail::run_attempt(coordinator, task, input, call, [](int) {}, cause);
-      if (outcome == detail::attempt_outcome::DONE) { return; }
+      outcome = detail::run_attempt(
+        coordinator, task, input, call, [](int) {}, cause);
+      if (outcome == detail::attempt_outcome::DONE) {
+        return;
+      }
     } else {
       std::optional<result_type> result;
       outcome = detail::run_attempt(
-        coordinator, task, input, fn, [&](result_type&& r) { result.emplace(std::move(r)); },
+        coordinator,
+        task,
+        input,
+        fn,
+        [&](result_type&& r) { result.emplace(std::move(r)); },
         cause);
-      if (outcome == detail::attempt_outcome::DONE) { return std::move(*result); }
+      if (outcome == detail::attempt_outcome::DONE) {
+        return std::move(*result);
+      }
     }
     if (outcome == detail::attempt_outcome::SPLIT) {
       detail::throw_cannot_split(task.id(), input.rows(), *cause, false);
