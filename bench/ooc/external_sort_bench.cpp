@@ -4,7 +4,7 @@
  *
  *   spillway_external_sort_bench --rows N --device-memory 256MiB --host-memory 256MiB
  *       [--distribution uniform|skewed|equal] [--batch-rows R] [--chunks-per-batch C]
- *       [--spill-root DIR]
+ *       [--strategy merge|sample|auto] [--spill-root DIR]
  *
  * Keys follow the formula used by bench/compare/sort_vs_peers.py for DuckDB and Polars, so all
  * engines sort the same values: uniform: (i * 6364136223846793005) mod 9223372036854775783;
@@ -52,6 +52,7 @@ struct arguments {
   std::size_t batch_rows    = 0;  ///< 0: batches of an eighth of the device budget
   std::size_t chunks        = 8;
   std::string distribution  = "uniform";
+  sort_strategy strategy    = sort_strategy::AUTO;
   std::string spill_root;
 };
 
@@ -72,6 +73,17 @@ arguments parse(int argc, char** argv) {
       out.chunks = std::stoull(value);
     } else if (flag == "--distribution") {
       out.distribution = value;
+    } else if (flag == "--strategy") {
+      if (value == "merge") {
+        out.strategy = sort_strategy::MERGE;
+      } else if (value == "sample") {
+        out.strategy = sort_strategy::SAMPLE;
+      } else if (value == "auto") {
+        out.strategy = sort_strategy::AUTO;
+      } else {
+        std::fprintf(stderr, "unknown strategy %s (merge, sample or auto)\n", value.c_str());
+        std::exit(2);
+      }
     } else if (flag == "--spill-root") {
       out.spill_root = value;
     } else {
@@ -106,6 +118,7 @@ int run(arguments const& args) {
   options.chunks_per_batch   = args.chunks;
   options.merge_budget_bytes = args.device_memory / 2;
   options.output_batch_bytes = std::min<std::size_t>(args.device_memory / 8, 64_MiB);
+  options.strategy           = args.strategy;
   external_sorter sorter{store, options, default_stream(), device_with_spill, host};
 
   std::chrono::nanoseconds generate{0};
@@ -158,6 +171,7 @@ int run(arguments const& args) {
   std::printf(
     "{\"engine\":\"spillway\",\"rows\":%zu,\"distribution\":\"%s\",\"device_memory\":%zu,"
     "\"host_memory\":%zu,\"seconds\":%.3f,\"rows_per_second\":%.0f,\"verified\":%s,"
+    "\"strategy\":\"%s\",\"ranges\":%zu,\"ranges_unmerged\":%zu,\"ranges_in_rounds\":%zu,"
     "\"rounds\":%zu,\"copies_per_input_byte\":%.2f,\"device_peak\":%zu,\"host_peak\":%zu,"
     "\"to_disk_bytes\":%zu,\"disk_compression\":%.2f}\n",
     args.rows,
@@ -167,6 +181,10 @@ int run(arguments const& args) {
     seconds,
     static_cast<double>(args.rows) / seconds,
     ordered && complete ? "true" : "false",
+    to_string(stats.strategy_used),
+    stats.ranges,
+    stats.ranges_unmerged,
+    stats.ranges_in_rounds,
     stats.rounds,
     stats.copies_per_input_byte(),
     device.peak_bytes(),

@@ -2,6 +2,7 @@
 #include <spillway/ooc/external_sort.hpp>
 #include <spillway/ops/bounds.hpp>
 #include <spillway/ops/merge.hpp>
+#include <spillway/ops/sample.hpp>
 #include <spillway/ops/sort.hpp>
 #include <spillway/retry/oom_errors.hpp>
 #include <spillway/retry/retry_coverage.hpp>
@@ -11,15 +12,29 @@
 #include <spillway/table/size_estimate.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <optional>
 #include <string>
 
 namespace spillway {
 
+char const* to_string(sort_strategy strategy) noexcept {
+  switch (strategy) {
+    case sort_strategy::MERGE:
+      return "MERGE";
+    case sort_strategy::SAMPLE:
+      return "SAMPLE";
+    case sort_strategy::AUTO:
+      return "AUTO";
+  }
+  return "UNKNOWN";
+}
+
 struct external_sorter::chunk {
   spillable_table handle;
   std::unique_ptr<table> min_key;  ///< the first row's keys, on the host
+  std::unique_ptr<table> max_key;  ///< the last row's keys, on the host (null after a split)
   std::size_t rows  = 0;
   std::size_t bytes = 0;
 };
@@ -46,6 +61,15 @@ external_sorter::external_sorter(spill_store& store,
                      std::to_string(options_.merge_budget_bytes) + ", output_batch_bytes " +
                      std::to_string(options_.output_batch_bytes),
                    invalid_argument);
+  SPILLWAY_EXPECTS(options_.samples_per_batch > 0 && options_.max_samples > 1 &&
+                     options_.range_fill > 0.0 && options_.range_fill <= 1.0,
+                   "external sort sample settings: samples_per_batch " +
+                     std::to_string(options_.samples_per_batch) + ", max_samples " +
+                     std::to_string(options_.max_samples) + ", range_fill " +
+                     std::to_string(options_.range_fill),
+                   invalid_argument);
+  stats_.strategy_used =
+    options_.strategy == sort_strategy::SAMPLE ? sort_strategy::SAMPLE : sort_strategy::MERGE;
   if (!options_.orders.empty()) {
     SPILLWAY_EXPECTS_EQ(options_.orders.size(),
                         options_.key_columns.size(),
@@ -123,6 +147,9 @@ void external_sorter::push(std::unique_ptr<table> batch) {
   stats_.input_bytes += bytes;
   target_chunk_bytes_ =
     std::max(target_chunk_bytes_, bytes / std::min(options_.chunks_per_batch, rows));
+  if (options_.strategy != sort_strategy::MERGE) {
+    sample_batch(view);
+  }
 
   // The batch waits in the store (it may spill) while pieces of it are sorted.
   std::deque<spillable_table> pieces;
@@ -167,19 +194,271 @@ void external_sorter::sort_into_chunks(table_view const& batch,
   }
 }
 
-void external_sorter::add_chunk(std::unique_ptr<table> rows) {
+external_sorter::chunk external_sorter::make_chunk(std::unique_ptr<table> rows) {
   table_view const view = rows->view();
+  table_view const keys = view.select(options_.key_columns);
   chunk entry;
-  entry.rows  = view.num_rows();
-  entry.bytes = estimate_size(view);
-  entry.min_key =
-    detail::copy(slice(view.select(options_.key_columns), 0, 1), stream_, memory_resources{host_});
+  entry.rows    = view.num_rows();
+  entry.bytes   = estimate_size(view);
+  entry.min_key = detail::copy(slice(keys, 0, 1), stream_, memory_resources{host_});
+  entry.max_key =
+    detail::copy(slice(keys, entry.rows - 1, entry.rows), stream_, memory_resources{host_});
   entry.handle = store_.make_spillable(std::move(rows), options_.chunk_priority);
-  chunks_.push_back(std::move(entry));
   ++stats_.chunks_created;
+  return entry;
 }
 
-void external_sorter::finish() { finished_ = true; }
+void external_sorter::add_chunk(std::unique_ptr<table> rows) {
+  chunks_.push_back(make_chunk(std::move(rows)));
+}
+
+void external_sorter::sample_batch(table_view const& batch) {
+  // Sampling reads the batch and writes only host memory: nothing here needs the OOM protocol.
+  std::size_t const rows = batch.num_rows();
+  if (sample_rate_ == 0.0) {
+    sample_rate_ =
+      std::min(1.0, static_cast<double>(options_.samples_per_batch) / static_cast<double>(rows));
+  }
+  sample_credit_ += static_cast<double>(rows) * sample_rate_;
+  auto const owed        = static_cast<std::size_t>(sample_credit_);
+  std::size_t const take = std::min(owed, rows);
+  sample_credit_ -= static_cast<double>(owed);
+  if (take == 0) {
+    return;
+  }
+  memory_resources const host{host_};
+  samples_.push_back(detail::sample(batch.select(options_.key_columns),
+                                    take,
+                                    options_.sample_seed + samples_taken_++,
+                                    stream_,
+                                    host));
+  sample_rows_ += take;
+  if (sample_rows_ > options_.max_samples) {
+    // Keep a uniform half, and sample later rows at half the rate.
+    std::vector<table_view> views;
+    for (auto const& part : samples_) {
+      views.push_back(part->view());
+    }
+    auto const all = detail::concatenate(views, stream_, host);
+    auto half      = detail::sample(
+      all->view(), sample_rows_ / 2, options_.sample_seed + samples_taken_++, stream_, host);
+    samples_.clear();
+    sample_rows_ = half->num_rows();
+    samples_.push_back(std::move(half));
+    sample_rate_ /= 2.0;
+  }
+}
+
+void external_sorter::finish() {
+  if (finished_) {
+    return;
+  }
+  finished_ = true;
+  if (options_.strategy == sort_strategy::MERGE) {
+    return;
+  }
+  stats_.sampled_rows = sample_rows_;
+  // AUTO: a whole input that fits one merge gets it (the sample strategy would make one range
+  // and the same merge, after a cutting pass); so does one whose sample shows no heavy key,
+  // where the merge strategy measured faster. Heavy keys make the sample strategy faster
+  // (docs/BENCHMARKS.md, "Merge vs sample strategy"); partition_into_ranges decides.
+  if (options_.strategy == sort_strategy::AUTO &&
+      2 * stats_.input_bytes <= options_.merge_budget_bytes) {
+    stats_.strategy_used = sort_strategy::MERGE;
+    samples_.clear();
+    return;
+  }
+  partition_into_ranges();
+}
+
+void external_sorter::partition_into_ranges() {
+  memory_resources const host{host_};
+  bool const automatic = options_.strategy == sort_strategy::AUTO;
+  stats_.strategy_used = automatic ? sort_strategy::MERGE : sort_strategy::SAMPLE;
+  if (chunks_.empty()) {
+    samples_.clear();
+    return;
+  }
+  std::vector<table_view> views;
+  for (auto const& part : samples_) {
+    views.push_back(part->view());
+  }
+  auto const sample = detail::concatenate(views, stream_, host);
+  samples_.clear();
+  auto const sorted = detail::sort(
+    sample->view(), sample->view(), options_.orders, sort_stability::UNSTABLE, stream_, host);
+  std::size_t const sample_rows = sorted->num_rows();
+  // k ranges, each with its merged output within range_fill of the merge budget.
+  auto const range_bytes = std::max<std::size_t>(
+    1,
+    static_cast<std::size_t>(options_.range_fill *
+                             static_cast<double>(options_.merge_budget_bytes) / 2.0));
+  std::size_t const ranges = std::clamp<std::size_t>(
+    (stats_.input_bytes + range_bytes - 1) / range_bytes, 1, std::max<std::size_t>(sample_rows, 1));
+  if (ranges == 1 || sample_rows == 0) {
+    if (automatic) {
+      return;  // one range is one merge: the merge strategy's chunks are ready
+    }
+    ranges_.emplace_back(std::move(chunks_));
+    chunks_.clear();
+    stats_.ranges = 1;
+    return;
+  }
+  auto const splitters = detail::quantile_splitters(sorted->view(), ranges, stream_, host);
+  table_view const splitter_view = splitters->view();
+  std::size_t const count        = splitter_view.num_rows();
+  // Distinct splitters get a boundary at their lower bound; heavy ones (at least half a range
+  // of the sample equals them) also one at their upper bound, so that they get a range alone.
+  auto const first_equal =
+    detail::lower_bound(splitter_view, splitter_view, options_.orders, stream_, host);
+  auto const in_sample_low =
+    detail::lower_bound(sorted->view(), splitter_view, options_.orders, stream_, host);
+  auto const in_sample_high =
+    detail::upper_bound(sorted->view(), splitter_view, options_.orders, stream_, host);
+  auto const* first = first_equal->view().data<std::uint64_t>();
+  auto const* low   = in_sample_low->view().data<std::uint64_t>();
+  auto const* high  = in_sample_high->view().data<std::uint64_t>();
+  std::vector<table_view> lower_rows;
+  std::vector<table_view> upper_rows;
+  std::vector<bool> heavy;
+  for (std::size_t row = 0; row < count; ++row) {
+    if (first[row] != row) {
+      continue;
+    }
+    lower_rows.push_back(slice(splitter_view, row, row + 1));
+    heavy.push_back(2 * ranges * (high[row] - low[row]) >= sample_rows);
+    if (heavy.back()) {
+      upper_rows.push_back(slice(splitter_view, row, row + 1));
+    }
+  }
+  if (automatic && upper_rows.empty()) {
+    return;  // no heavy key: the merge strategy, whose chunks are ready
+  }
+  stats_.strategy_used = sort_strategy::SAMPLE;
+  auto const lower     = detail::concatenate(lower_rows, stream_, host);
+  auto const upper = upper_rows.empty() ? detail::copy(slice(splitter_view, 0, 0), stream_, host)
+                                        : detail::concatenate(upper_rows, stream_, host);
+  ranges_.resize(lower->num_rows() + upper->num_rows() + 1);
+  stats_.ranges = ranges_.size();
+
+  // A chunk's range from its first and last keys: ranges before a key x are the distinct
+  // splitters <= x plus the heavy ones < x.
+  std::vector<table_view> minimums;
+  std::vector<table_view> maximums;
+  for (auto const& entry : chunks_) {
+    minimums.push_back(entry.min_key->view());
+    maximums.push_back(entry.max_key->view());
+  }
+  auto const range_of = [&](std::vector<table_view> const& keys) {
+    auto const all = detail::concatenate(keys, stream_, host);
+    auto const before =
+      detail::upper_bound(lower->view(), all->view(), options_.orders, stream_, host);
+    auto const heavy_before =
+      detail::lower_bound(upper->view(), all->view(), options_.orders, stream_, host);
+    std::vector<std::size_t> out(keys.size());
+    for (std::size_t index = 0; index < out.size(); ++index) {
+      out[index] = static_cast<std::size_t>(before->view().data<std::uint64_t>()[index] +
+                                            heavy_before->view().data<std::uint64_t>()[index]);
+    }
+    return out;
+  };
+  std::vector<std::size_t> const first_range = range_of(minimums);
+  std::vector<std::size_t> const last_range  = range_of(maximums);
+  std::deque<chunk> to_cut;
+  for (std::size_t index = 0; index < chunks_.size(); ++index) {
+    if (first_range[index] == last_range[index]) {
+      ranges_[first_range[index]].push_back(std::move(chunks_[index]));
+    } else {
+      to_cut.push_back(std::move(chunks_[index]));
+    }
+  }
+  chunks_.clear();
+  cut_chunks(std::move(to_cut), lower->view(), upper->view(), heavy);
+}
+
+void external_sorter::cut_chunks(std::deque<chunk> pending,
+                                 table_view const& lower,
+                                 table_view const& upper,
+                                 std::vector<bool> const& heavy) {
+  memory_resources const host{host_};
+  memory_resources const scratch = mrs_.with_output(mrs_.temporary());
+  std::size_t const ranges       = ranges_.size();
+  while (!pending.empty()) {
+    chunk entry = std::move(pending.front());
+    pending.pop_front();
+    std::vector<std::pair<std::size_t, std::unique_ptr<table>>> pieces;
+    std::optional<std::size_t> whole;  ///< the one range every row of the chunk is in
+    std::size_t copied = 0;
+    bool const done    = run_protected([&] {
+      pieces.clear();
+      whole.reset();
+      copied                    = 0;
+      pinned_table const pinned = entry.handle.acquire();
+      table_view const view     = pinned.view();
+      table_view const keys     = view.select(options_.key_columns);
+      auto const low            = detail::lower_bound(keys, lower, options_.orders, stream_, host);
+      auto const high           = detail::upper_bound(keys, upper, options_.orders, stream_, host);
+      auto const* low_rows      = low->view().data<std::uint64_t>();
+      auto const* high_rows     = high->view().data<std::uint64_t>();
+      // Boundaries in key order: each distinct splitter's lower bound, then (when heavy) its
+      // upper bound; `upper` holds the heavy splitters in the same order.
+      std::vector<std::size_t> bounds;
+      std::size_t next_heavy = 0;
+      for (std::size_t row = 0; row < lower.num_rows(); ++row) {
+        bounds.push_back(static_cast<std::size_t>(low_rows[row]));
+        if (heavy[row]) {
+          bounds.push_back(static_cast<std::size_t>(high_rows[next_heavy++]));
+        }
+      }
+      bounds.push_back(entry.rows);
+      std::size_t begin = 0;
+      for (std::size_t range = 0; range < ranges; ++range) {
+        std::size_t const end = bounds[range];
+        if (end > begin) {
+          if (begin == 0 && end == entry.rows) {
+            whole = range;
+            if (entry.min_key == nullptr || entry.max_key == nullptr) {
+              // A half of a split chunk: its first and last keys, for the range's planning.
+              entry.min_key = detail::copy(slice(keys, 0, 1), stream_, host);
+              entry.max_key = detail::copy(slice(keys, end - 1, end), stream_, host);
+            }
+            return;
+          }
+          pieces.emplace_back(range, detail::copy(slice(view, begin, end), stream_, scratch));
+          copied += estimate_size(view, begin, end);
+        }
+        begin = std::max(begin, end);
+      }
+    });
+    if (done) {
+      stats_.bytes_copied += copied;
+      if (whole) {
+        ranges_[*whole].push_back(std::move(entry));
+        continue;
+      }
+      entry.handle.release();
+      for (auto& [range, rows] : pieces) {
+        ranges_[range].push_back(make_chunk(std::move(rows)));
+      }
+      continue;
+    }
+    SPILLWAY_EXPECTS(entry.rows > 1,
+                     "external sort: a chunk of one row does not fit the device even alone",
+                     out_of_memory);
+    auto [first, second]         = entry.handle.split_at(entry.rows / 2);
+    std::size_t const first_rows = entry.rows / 2;
+    chunk head;
+    head.handle = std::move(first);
+    head.rows   = first_rows;
+    head.bytes  = entry.bytes / 2;
+    chunk tail;
+    tail.handle = std::move(second);
+    tail.rows   = entry.rows - first_rows;
+    tail.bytes  = entry.bytes - head.bytes;
+    pending.push_front(std::move(tail));
+    pending.push_front(std::move(head));
+  }
+}
 
 external_sorter::round_result external_sorter::merge_attempt(std::vector<std::size_t> const& loaded,
                                                              std::optional<std::size_t> bound_row,
@@ -327,6 +606,77 @@ void external_sorter::merge_round() {
   }
 }
 
+bool external_sorter::in_key_order(std::vector<chunk>& pieces) {
+  if (pieces.size() <= 1) {
+    return true;
+  }
+  memory_resources const host{host_};
+  std::vector<table_view> minimums;
+  for (auto const& piece : pieces) {
+    minimums.push_back(piece.min_key->view());
+  }
+  auto const all_minimums = detail::concatenate(minimums, stream_, host);
+  auto const by_minimum   = detail::sorted_order(
+    all_minimums->view(), options_.orders, sort_stability::STABLE, stream_, host);
+  auto const* order = by_minimum->view().data<std::uint64_t>();
+  // The pieces do not overlap iff first, last, first, last, ... in minimum order is sorted,
+  // that is iff its stable sorted order is the identity.
+  std::vector<table_view> ends;
+  for (std::size_t index = 0; index < pieces.size(); ++index) {
+    auto const& piece = pieces[static_cast<std::size_t>(order[index])];
+    ends.push_back(piece.min_key->view());
+    ends.push_back(piece.max_key->view());
+  }
+  auto const all_ends = detail::concatenate(ends, stream_, host);
+  auto const by_end =
+    detail::sorted_order(all_ends->view(), options_.orders, sort_stability::STABLE, stream_, host);
+  auto const* end_order = by_end->view().data<std::uint64_t>();
+  for (std::size_t index = 0; index < ends.size(); ++index) {
+    if (end_order[index] != index) {
+      return false;
+    }
+  }
+  std::vector<chunk> ordered;
+  ordered.reserve(pieces.size());
+  for (std::size_t index = 0; index < pieces.size(); ++index) {
+    ordered.push_back(std::move(pieces[static_cast<std::size_t>(order[index])]));
+  }
+  pieces = std::move(ordered);
+  return true;
+}
+
+void external_sorter::start_range(std::vector<chunk> pieces) {
+  if (pieces.empty()) {
+    return;
+  }
+  if (in_key_order(pieces)) {
+    ++stats_.ranges_unmerged;
+    for (auto& piece : pieces) {
+      emit_stored(std::move(piece));
+    }
+    return;
+  }
+  std::size_t bytes = 0;
+  for (auto const& piece : pieces) {
+    bytes += piece.bytes;
+  }
+  if (2 * bytes > options_.merge_budget_bytes) {
+    // The sample misjudged this range: the merge strategy's rounds take it.
+    ++stats_.ranges_in_rounds;
+  }
+  chunks_ = std::move(pieces);
+}
+
+void external_sorter::emit_stored(chunk piece) {
+  // Already sorted and stored: it joins the pending output as it is, without a copy.
+  pending_piece out;
+  out.rows   = piece.rows;
+  out.bytes  = piece.bytes;
+  out.handle = std::move(piece.handle);
+  pending_bytes_ += out.bytes;
+  pending_.push_back(std::move(out));
+}
+
 void external_sorter::emit(std::unique_ptr<table> rows) {
   pending_piece piece;
   piece.rows  = rows->num_rows();
@@ -419,11 +769,18 @@ std::unique_ptr<table> external_sorter::take_pending() {
 std::unique_ptr<table> external_sorter::next() {
   SPILLWAY_EXPECTS(finished_, "external_sorter::next before finish()", logic_error);
   while (true) {
-    if (pending_bytes_ >= options_.output_batch_bytes || (chunks_.empty() && !pending_.empty())) {
+    bool const ranges_left = next_range_ < ranges_.size();
+    if (pending_bytes_ >= options_.output_batch_bytes ||
+        (chunks_.empty() && !ranges_left && !pending_.empty())) {
       return take_pending();
     }
     if (chunks_.empty()) {
-      return nullptr;
+      if (!ranges_left) {
+        return nullptr;
+      }
+      // The next range: its pieces are released as they are consumed.
+      start_range(std::move(ranges_[next_range_++]));
+      continue;
     }
     merge_round();
   }

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <random>
+#include <string>
 
 namespace spillway {
 namespace {
@@ -61,7 +62,7 @@ host_memory_resource& output_memory() {
   return resource;
 }
 
-sort_run run_sort(std::optional<oom_injection> injection) {
+sort_run run_sort(std::optional<oom_injection> injection, sort_strategy strategy) {
   host_memory_resource& host = output_memory();
   emulated_device_memory_resource device{DEVICE_CAPACITY};
   statistics_resource_adaptor counted{device};
@@ -85,6 +86,7 @@ sort_run run_sort(std::optional<oom_injection> injection) {
     options.chunks_per_batch   = 3;
     options.merge_budget_bytes = 48_KiB;
     options.output_batch_bytes = 8_KiB;
+    options.strategy           = strategy;
     options.coordinator        = &coordinator;
     options.task               = &task;
     external_sorter sorter{store, options, default_stream(), protected_device, host};
@@ -125,9 +127,19 @@ std::unique_ptr<table> canonical(table_view const& rows, host_memory_resource& h
   return sort(rows, rows, {}, sort_stability::STABLE, default_stream(), host);
 }
 
-TEST(ExternalSortRetry, InjectedOomAtEveryAllocationGivesTheSameRows) {
+class ExternalSortRetry : public ::testing::TestWithParam<sort_strategy> {};
+
+INSTANTIATE_TEST_SUITE_P(Strategies,
+                         ExternalSortRetry,
+                         ::testing::Values(sort_strategy::MERGE, sort_strategy::SAMPLE),
+                         [](auto const& test_info) {
+                           return std::string{to_string(test_info.param)};
+                         });
+
+TEST_P(ExternalSortRetry, InjectedOomAtEveryAllocationGivesTheSameRows) {
   host_memory_resource host;
-  sort_run const reference = run_sort(std::nullopt);
+  sort_run const reference = run_sort(std::nullopt, GetParam());
+  EXPECT_EQ(reference.statistics.strategy_used, GetParam());
   ASSERT_EQ(reference.output->num_rows(), 2400U);
   auto const expected           = canonical(reference.output->view(), host);
   std::size_t const allocations = reference.device_allocations;
@@ -141,7 +153,7 @@ TEST(ExternalSortRetry, InjectedOomAtEveryAllocationGivesTheSameRows) {
       injection.kind     = kind;
       injection.skip     = index;
       injection.count    = 1;
-      sort_run const run = run_sort(injection);
+      sort_run const run = run_sort(injection, GetParam());
       if (run.injected == 0) {
         break;
       }

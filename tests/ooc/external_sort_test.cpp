@@ -15,9 +15,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <numeric>
 #include <random>
+#include <string>
+#include <tuple>
 
 namespace spillway {
 namespace {
@@ -175,10 +178,17 @@ struct distribution_case {
   std::size_t batches;
 };
 
-class ExternalSortDistribution : public ::testing::TestWithParam<distribution_case> {};
+constexpr std::array<sort_strategy, 3> ALL_STRATEGIES{
+  sort_strategy::MERGE, sort_strategy::SAMPLE, sort_strategy::AUTO};
+
+std::string strategy_name(sort_strategy strategy) { return to_string(strategy); }
+
+class ExternalSortDistribution
+  : public ::testing::TestWithParam<std::tuple<distribution_case, sort_strategy>> {};
 
 TEST_P(ExternalSortDistribution, MatchesInMemorySort) {
-  auto const [kind, batch_rows, batch_count] = GetParam();
+  auto const [shape, strategy]               = GetParam();
+  auto const [kind, batch_rows, batch_count] = shape;
   sort_environment env{4_MiB, 2_MiB};
   testing::default_resource_guard const guard;
   std::vector<std::unique_ptr<table>> batches;
@@ -190,21 +200,75 @@ TEST_P(ExternalSortDistribution, MatchesInMemorySort) {
   options.chunks_per_batch   = 4;
   options.merge_budget_bytes = 512_KiB;
   options.output_batch_bytes = 64_KiB;
+  options.strategy           = strategy;
   auto const stats           = sort_and_check(env, std::move(batches), options);
-  EXPECT_GT(stats.rounds, 0U);
+  bool const fits_one_merge  = 2 * stats.input_bytes <= options.merge_budget_bytes;
+  // AUTO takes the sample strategy only past one merge and with a heavy key in the sample.
+  bool const heavy_key = kind == distribution::ALL_EQUAL || kind == distribution::FEW_DISTINCT ||
+                         kind == distribution::SKEWED_90;
+  sort_strategy const expected =
+    strategy == sort_strategy::AUTO
+      ? (!fits_one_merge && heavy_key ? sort_strategy::SAMPLE : sort_strategy::MERGE)
+      : strategy;
+  EXPECT_EQ(stats.strategy_used, expected);
+  if (expected == sort_strategy::MERGE) {
+    EXPECT_GT(stats.rounds, 0U);
+  } else {
+    EXPECT_GT(stats.sampled_rows, 0U);
+    EXPECT_GE(stats.ranges, 1U);
+    // Every range is merged in one round or handed out without a merge, unless it overflowed.
+    EXPECT_LE(stats.rounds + stats.ranges_unmerged, stats.ranges + 8 * stats.ranges_in_rounds);
+  }
+  if (kind == distribution::RANDOM && expected == sort_strategy::SAMPLE) {
+    EXPECT_EQ(stats.ranges_in_rounds, 0U);
+  }
+  if (kind == distribution::ALL_EQUAL && expected == sort_strategy::SAMPLE) {
+    // One heavy key: its range is handed out without merging.
+    EXPECT_EQ(stats.rounds, 0U);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes,
-                         ExternalSortDistribution,
-                         ::testing::Values(distribution_case{distribution::RANDOM, 5000, 12},
-                                           distribution_case{distribution::SORTED, 5000, 12},
-                                           distribution_case{distribution::REVERSE, 5000, 12},
-                                           distribution_case{distribution::ALL_EQUAL, 5000, 12},
-                                           distribution_case{distribution::FEW_DISTINCT, 5000, 12},
-                                           distribution_case{distribution::SKEWED_90, 5000, 12},
-                                           distribution_case{distribution::RANDOM, 1, 200},
-                                           distribution_case{distribution::RANDOM, 7, 50},
-                                           distribution_case{distribution::RANDOM, 60000, 2}));
+INSTANTIATE_TEST_SUITE_P(
+  Shapes,
+  ExternalSortDistribution,
+  ::testing::Combine(::testing::Values(distribution_case{distribution::RANDOM, 5000, 12},
+                                       distribution_case{distribution::SORTED, 5000, 12},
+                                       distribution_case{distribution::REVERSE, 5000, 12},
+                                       distribution_case{distribution::ALL_EQUAL, 5000, 12},
+                                       distribution_case{distribution::FEW_DISTINCT, 5000, 12},
+                                       distribution_case{distribution::SKEWED_90, 5000, 12},
+                                       distribution_case{distribution::RANDOM, 1, 200},
+                                       distribution_case{distribution::RANDOM, 7, 50},
+                                       distribution_case{distribution::RANDOM, 60000, 2}),
+                     ::testing::ValuesIn(ALL_STRATEGIES)));
+
+class ExternalSortStrategy : public ::testing::TestWithParam<sort_strategy> {};
+
+INSTANTIATE_TEST_SUITE_P(Strategies,
+                         ExternalSortStrategy,
+                         ::testing::ValuesIn(ALL_STRATEGIES),
+                         [](auto const& test_info) { return strategy_name(test_info.param); });
+
+TEST_P(ExternalSortStrategy, OneRowBatchesOverTheBudget) {
+  sort_environment env{4_MiB, 2_MiB};
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t index = 0; index < 3000; ++index) {
+    batches.push_back(make_batch(distribution::RANDOM, index, 1, index + 1, env.host()));
+  }
+  external_sort_options options;
+  options.key_columns        = {0};
+  options.chunks_per_batch   = 4;
+  options.merge_budget_bytes = 16_KiB;
+  options.output_batch_bytes = 4_KiB;
+  options.strategy           = GetParam();
+  auto const stats           = sort_and_check(env, std::move(batches), options);
+  if (GetParam() == sort_strategy::SAMPLE) {
+    EXPECT_GT(stats.ranges, 1U);
+  }
+  // Uniform keys: AUTO takes the merge strategy.
+  EXPECT_EQ(stats.strategy_used,
+            GetParam() == sort_strategy::SAMPLE ? sort_strategy::SAMPLE : sort_strategy::MERGE);
+}
 
 TEST(ExternalSort, AllEqualKeysEmitWholeChunksPerRound) {
   sort_environment env{4_MiB, 2_MiB};
@@ -217,12 +281,13 @@ TEST(ExternalSort, AllEqualKeysEmitWholeChunksPerRound) {
   options.chunks_per_batch   = 4;
   options.merge_budget_bytes = 256_KiB;
   options.output_batch_bytes = 64_KiB;
+  options.strategy           = sort_strategy::MERGE;
   auto const stats           = sort_and_check(env, std::move(batches), options);
   // 40 chunks of 16 000 bytes; a round loads 8 and, keys being equal, empties all of them.
   EXPECT_LE(stats.rounds, 5U);
 }
 
-TEST(ExternalSort, StringsWithLongCommonPrefixesAndMixedDirections) {
+TEST_P(ExternalSortStrategy, StringsWithLongCommonPrefixesAndMixedDirections) {
   sort_environment env{4_MiB, 2_MiB};
   std::mt19937_64 engine{9};
   std::vector<std::unique_ptr<table>> batches;
@@ -248,20 +313,22 @@ TEST(ExternalSort, StringsWithLongCommonPrefixesAndMixedDirections) {
   options.chunks_per_batch   = 3;
   options.merge_budget_bytes = 64_KiB;
   options.output_batch_bytes = 16_KiB;
+  options.strategy           = GetParam();
   sort_and_check(env, std::move(batches), options);
 }
 
-TEST(ExternalSort, EmptyInputGivesNoBatches) {
+TEST_P(ExternalSortStrategy, EmptyInputGivesNoBatches) {
   sort_environment env{1_MiB, 1_MiB};
   external_sort_options options;
   options.key_columns = {0};
+  options.strategy    = GetParam();
   external_sorter sorter{env.store(), options, default_stream(), env.device(), env.host()};
   sorter.push(make_batch(distribution::RANDOM, 0, 0, 1, env.device()));
   sorter.finish();
   EXPECT_EQ(sorter.next(), nullptr);
 }
 
-TEST(ExternalSort, SingleRowLargerThanAChunkAndTheOutputTarget) {
+TEST_P(ExternalSortStrategy, SingleRowLargerThanAChunkAndTheOutputTarget) {
   sort_environment env{8_MiB, 4_MiB};
   std::vector<std::unique_ptr<table>> batches;
   for (std::size_t index = 0; index < 3; ++index) {
@@ -276,7 +343,21 @@ TEST(ExternalSort, SingleRowLargerThanAChunkAndTheOutputTarget) {
   options.chunks_per_batch   = 2;
   options.merge_budget_bytes = 64_KiB;
   options.output_batch_bytes = 1_KiB;
+  options.strategy           = GetParam();
   sort_and_check(env, std::move(batches), options);
+}
+
+TEST(ExternalSort, RejectsBadSampleSettings) {
+  sort_environment env{1_MiB, 1_MiB};
+  external_sort_options options;
+  options.key_columns = {0};
+  options.range_fill  = 0.0;
+  EXPECT_THROW((external_sorter{env.store(), options, default_stream(), env.device(), env.host()}),
+               invalid_argument);
+  options.range_fill  = 0.75;
+  options.max_samples = 1;
+  EXPECT_THROW((external_sorter{env.store(), options, default_stream(), env.device(), env.host()}),
+               invalid_argument);
 }
 
 TEST(ExternalSort, RejectsBadSchemasAndOrder) {
@@ -291,7 +372,15 @@ TEST(ExternalSort, RejectsBadSchemasAndOrder) {
   EXPECT_THROW((void)sorter.next(), logic_error);
 }
 
-TEST(ExternalSort, BoundedMemoryAtTwentyTimesTheDeviceBudget) {
+/// AUTO picks MERGE on these uniform keys, so the bounded-memory case runs each strategy by name.
+class ExternalSortBoundedMemory : public ExternalSortStrategy {};
+
+INSTANTIATE_TEST_SUITE_P(Strategies,
+                         ExternalSortBoundedMemory,
+                         ::testing::Values(sort_strategy::MERGE, sort_strategy::SAMPLE),
+                         [](auto const& test_info) { return strategy_name(test_info.param); });
+
+TEST_P(ExternalSortBoundedMemory, AtTwentyTimesTheDeviceBudget) {
   constexpr std::size_t device_budget = 1_MiB;
   constexpr std::size_t host_budget   = 2_MiB;
   sort_environment env{device_budget, host_budget};
@@ -303,6 +392,7 @@ TEST(ExternalSort, BoundedMemoryAtTwentyTimesTheDeviceBudget) {
   options.chunks_per_batch   = 4;
   options.merge_budget_bytes = 512_KiB;
   options.output_batch_bytes = 128_KiB;
+  options.strategy           = GetParam();
   external_sorter sorter{env.store(), options, default_stream(), env.device(), env.host()};
   std::int64_t previous   = std::numeric_limits<std::int64_t>::min();
   std::size_t output_rows = 0;
@@ -323,6 +413,7 @@ TEST(ExternalSort, BoundedMemoryAtTwentyTimesTheDeviceBudget) {
     output_rows += batch->num_rows();
   }
   EXPECT_EQ(output_rows, batch_rows * batches);
+  EXPECT_EQ(sorter.statistics().strategy_used, GetParam());
   EXPECT_GE(input_bytes, 20 * device_budget);
   EXPECT_LE(env.raw_device().peak_bytes(), device_budget);
   EXPECT_LE(env.host_tier().statistics().peak_bytes, host_budget);

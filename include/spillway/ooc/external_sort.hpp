@@ -18,6 +18,28 @@
  * Equal keys are emitted together (the bound is inclusive), so the all-equal case empties the
  * loaded chunks in one round instead of one row per round.
  *
+ * ## Algorithm (sample strategy)
+ * 1. As in the merge strategy, each pushed batch is sorted and cut into chunks; each chunk keeps
+ *    its first and last keys on the host. Besides, a uniform sample of each batch's keys is kept
+ *    on the host (`samples_per_batch` rows for a batch the size of the first one, the same rate
+ *    for the others; halved whenever the sample passes `max_samples` rows).
+ * 2. `finish()` sorts the sample and picks `k - 1` quantile splitters, `k` chosen so that one
+ *    range and its merged output fill `range_fill` of the merge budget. A splitter that covers
+ *    at least half a range of the sample (a heavy key) gets a range of its own: rows equal to it
+ *    are cut off by both `lower_bound` and `upper_bound`. Every chunk whose first and last keys
+ *    fall in one range is moved to that range as it is (no copy); the others are cut by the
+ *    splitters (positions from `lower_bound`/`upper_bound` of the splitters in the chunk) into
+ *    one piece per range, each stored spillable.
+ * 3. Ranges are emitted in order. A range whose pieces do not overlap (a single piece, equal
+ *    keys, presorted input) hands its pieces to the output without a merge. Otherwise its
+ *    pieces become the chunks of the merge strategy above: one round when they fit the merge
+ *    budget, as many rounds as needed when the sample misjudged the range (skew).
+ * `sort_strategy::AUTO` samples like the sample strategy and decides at `finish()`: the sample
+ * strategy when the input exceeds one merge and the sample shows a heavy key (one that gets a
+ * range of its own: at least half a range's share of the sample), the merge strategy otherwise.
+ * Either way the chunks of step 1 are the same, so deciding late costs nothing but the sample.
+ * docs/BENCHMARKS.md ("Merge vs sample strategy") has the measurements behind the rule.
+ *
  * Everything not being computed on lives in the spill store: when an output batch is handed
  * to the caller, every other row of the sort is spillable.
  * @note Not thread-safe: one task drives a sorter.
@@ -42,6 +64,16 @@
 
 namespace spillway {
 
+/** @brief How an external sort orders its chunks into output; see the file comment. */
+enum class sort_strategy : std::uint8_t {
+  MERGE,   ///< rounds of k-way merges bounded by the smallest unloaded minimum
+  SAMPLE,  ///< sample-based range partitioning, then one merge per range
+  AUTO,    ///< chosen at `finish()` from the input size and the sample
+};
+
+/** @return "MERGE", "SAMPLE" or "AUTO" */
+[[nodiscard]] char const* to_string(sort_strategy strategy) noexcept;
+
 /** @brief How an external sort is configured. */
 struct external_sort_options {
   std::vector<std::size_t> key_columns;  ///< columns of each batch that form the key, in order
@@ -54,6 +86,18 @@ struct external_sort_options {
   std::size_t output_batch_bytes = 32_MiB;
   /// An output batch may exceed `output_batch_bytes` by at most this fraction.
   double output_slack = 0.25;
+  /// The strategy; AUTO decides at `finish()`.
+  sort_strategy strategy = sort_strategy::AUTO;
+  /// Sample strategy: key rows sampled from a batch the size of the first batch (others at the
+  /// same rate).
+  std::size_t samples_per_batch = 256;
+  /// Sample strategy: the most sampled rows kept; beyond it the sample is halved at random.
+  std::size_t max_samples = 65536;
+  /// Sample strategy: the fraction of the merge budget one range (its pieces plus their merged
+  /// output) aims at; the rest absorbs the sample's error.
+  double range_fill = 0.75;
+  /// Sample strategy: the seed of the samples.
+  std::uint64_t sample_seed = 0x5eed;
   /// Spill priority of chunks (pending output gets one more, so it spills after chunks).
   int chunk_priority = 0;
   /// When set (with `task`), every device step runs under the OOM protocol: a step that gets
@@ -76,6 +120,12 @@ struct external_sort_statistics {
   std::size_t chunks_created = 0;
   /// Payload bytes written by sort/merge/gather/copy/concatenate on the device.
   std::size_t bytes_copied = 0;
+  /// The strategy that ran (AUTO resolved at `finish()`).
+  sort_strategy strategy_used  = sort_strategy::MERGE;
+  std::size_t sampled_rows     = 0;  ///< sample strategy: key rows sampled
+  std::size_t ranges           = 0;  ///< sample strategy: ranges the input was cut into
+  std::size_t ranges_in_rounds = 0;  ///< ranges that exceeded the merge budget (merge rounds)
+  std::size_t ranges_unmerged  = 0;  ///< ranges handed to the output without a merge
   /// bytes_copied / input_bytes (0 for an empty input).
   [[nodiscard]] double copies_per_input_byte() const noexcept {
     return input_bytes == 0 ? 0.0
@@ -117,7 +167,10 @@ class external_sorter {
    * @throws spillway::logic_error after `finish()`
    */
   void push(std::unique_ptr<table> batch);
-  /** @brief No more input. */
+  /**
+   * @brief No more input. With the sample strategy, chooses the splitters and cuts the chunks
+   * into ranges (device work, under the OOM protocol when configured).
+   */
   void finish();
   /**
    * @return the next sorted output batch (on the device), or null when all rows were returned
@@ -132,7 +185,17 @@ class external_sorter {
   struct pending_piece;
 
   struct round_result;
+  chunk make_chunk(std::unique_ptr<table> rows);
   void add_chunk(std::unique_ptr<table> rows);
+  void sample_batch(table_view const& batch);
+  void partition_into_ranges();
+  void cut_chunks(std::deque<chunk> pending,
+                  table_view const& lower,
+                  table_view const& upper,
+                  std::vector<bool> const& heavy);
+  void start_range(std::vector<chunk> pieces);
+  bool in_key_order(std::vector<chunk>& pieces);
+  void emit_stored(chunk piece);
   void sort_into_chunks(table_view const& batch, std::vector<std::unique_ptr<table>>& out);
   void merge_round();
   round_result merge_attempt(std::vector<std::size_t> const& loaded,
@@ -150,6 +213,13 @@ class external_sorter {
   memory_resources mrs_;
   resource_ref host_;
   std::vector<chunk> chunks_;
+  std::vector<std::vector<chunk>> ranges_;  ///< sample strategy: pieces of each range
+  std::size_t next_range_ = 0;
+  std::vector<std::unique_ptr<table>> samples_;  ///< sampled key rows, on the host
+  std::size_t sample_rows_     = 0;
+  double sample_rate_          = 0.0;  ///< sampled rows per input row; set by the first batch
+  double sample_credit_        = 0.0;  ///< fractional rows owed to the sample
+  std::uint64_t samples_taken_ = 0;
   std::deque<pending_piece> pending_;
   std::size_t pending_bytes_      = 0;
   std::size_t target_chunk_bytes_ = 0;
