@@ -1,0 +1,100 @@
+/**
+ * @file cuda_memory_resource.hpp
+ * @brief The CUDA backend's device and pinned host resources, and an owning CUDA stream.
+ *
+ * Declared in every build so that code can name them; built only when SPILLWAY_ENABLE_CUDA is
+ * on (`cuda_backend_available()` says whether it was). Without the backend, or without a GPU,
+ * constructing one throws `not_supported` naming the reason. The header does not include CUDA
+ * headers: streams travel as `stream_view` (a `cudaStream_t` inside).
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/memory/memory_resource.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace spillway {
+
+/** @return true when this build contains the CUDA backend */
+bool cuda_backend_available() noexcept;
+
+/**
+ * @return the number of CUDA devices visible to the process (0 without the backend, without a
+ * driver or without a GPU)
+ */
+int cuda_device_count() noexcept;
+
+/** @return why CUDA cannot be used here ("" when it can): no backend, no driver, no device */
+std::string cuda_unavailable_reason();
+
+/** @brief Bytes free and in total on the current device, from cudaMemGetInfo. */
+struct cuda_memory_info {
+  std::size_t free_bytes  = 0;
+  std::size_t total_bytes = 0;
+};
+
+/** @return the current device's memory, @throws not_supported without a usable device */
+cuda_memory_info cuda_device_memory();
+
+/**
+ * @brief Stream-ordered device memory (cudaMallocAsync / cudaFreeAsync on the given stream).
+ * @note Thread-safe. An allocation that fails throws `out_of_memory` naming the requested bytes
+ * and the device's free and total bytes.
+ */
+class cuda_async_memory_resource final : public memory_resource {
+ public:
+  /** @throws not_supported when CUDA cannot be used here, naming why */
+  cuda_async_memory_resource();
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_view stream) override;
+  void do_deallocate(void* pointer,
+                     std::size_t bytes,
+                     std::size_t alignment,
+                     stream_view stream) noexcept override;
+  [[nodiscard]] memory_kind do_kind() const noexcept override { return memory_kind::DEVICE; }
+};
+
+/**
+ * @brief Page-locked host memory (cudaHostAlloc), the fast staging area for device copies and
+ * the host tier of the spill store on the CUDA backend.
+ */
+class pinned_host_memory_resource final : public memory_resource {
+ public:
+  /** @throws not_supported when CUDA cannot be used here, naming why */
+  pinned_host_memory_resource();
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_view stream) override;
+  void do_deallocate(void* pointer,
+                     std::size_t bytes,
+                     std::size_t alignment,
+                     stream_view stream) noexcept override;
+  [[nodiscard]] memory_kind do_kind() const noexcept override { return memory_kind::PINNED_HOST; }
+};
+
+/**
+ * @brief Owns a non-blocking CUDA stream; `view()` is what operators take.
+ * @note Move-only. Destroying it synchronizes the stream first.
+ */
+class cuda_stream {
+ public:
+  /** @throws not_supported when CUDA cannot be used here */
+  cuda_stream();
+  ~cuda_stream();
+  cuda_stream(cuda_stream&& other) noexcept;
+  cuda_stream& operator=(cuda_stream&& other) noexcept;
+  cuda_stream(cuda_stream const&)            = delete;
+  cuda_stream& operator=(cuda_stream const&) = delete;
+
+  [[nodiscard]] stream_view view() const noexcept { return stream_view{handle_}; }
+  /** @brief Waits for everything queued on the stream. */
+  void synchronize() const;
+
+ private:
+  void* handle_ = nullptr;
+};
+
+}  // namespace spillway

@@ -1,0 +1,169 @@
+#include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
+#include <spillway/memory/cuda_memory_resource.hpp>
+
+#include <cuda_runtime_api.h>
+#include <string>
+#include <utility>
+
+namespace spillway {
+namespace {
+
+cudaStream_t native(stream_view stream) noexcept {
+  return static_cast<cudaStream_t>(stream.value());
+}
+
+[[noreturn]] void throw_unavailable() {
+  throw not_supported("CUDA backend unavailable: " + cuda_unavailable_reason());
+}
+
+void require_device() {
+  if (cuda_device_count() == 0) {
+    throw_unavailable();
+  }
+}
+
+void check(cudaError_t status, char const* what) {
+  if (status != cudaSuccess) {
+    throw logic_error(std::string{what} + " failed: " + cudaGetErrorName(status) + ": " +
+                      cudaGetErrorString(status));
+  }
+}
+
+}  // namespace
+
+bool cuda_backend_available() noexcept { return true; }
+
+int cuda_device_count() noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky error of a machine without a driver
+    return 0;
+  }
+  return count;
+}
+
+std::string cuda_unavailable_reason() {
+  int count                = 0;
+  cudaError_t const status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::string{"no usable CUDA driver or device ("} + cudaGetErrorName(status) + ": " +
+           cudaGetErrorString(status) + ")";
+  }
+  return count == 0 ? "no CUDA device is visible" : "";
+}
+
+cuda_memory_info cuda_device_memory() {
+  require_device();
+  cuda_memory_info info;
+  check(cudaMemGetInfo(&info.free_bytes, &info.total_bytes), "cudaMemGetInfo");
+  return info;
+}
+
+cuda_async_memory_resource::cuda_async_memory_resource() { require_device(); }
+
+void* cuda_async_memory_resource::do_allocate(std::size_t bytes,
+                                              std::size_t alignment,
+                                              stream_view stream) {
+  SPILLWAY_EXPECTS(is_power_of_two(alignment) && alignment <= 256,
+                   "CUDA allocations are 256-byte aligned; alignment " + std::to_string(alignment) +
+                     " cannot be served",
+                   invalid_argument);
+  if (bytes == 0) {
+    return nullptr;
+  }
+  void* pointer            = nullptr;
+  cudaError_t const status = cudaMallocAsync(&pointer, bytes, native(stream));
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    std::size_t free_bytes  = 0;
+    std::size_t total_bytes = 0;
+    (void)cudaMemGetInfo(&free_bytes, &total_bytes);
+    throw out_of_memory("CUDA device out of memory: requested " + std::to_string(bytes) +
+                          " bytes (" + format_bytes(bytes) + "), free " +
+                          std::to_string(free_bytes) + " bytes, total " +
+                          std::to_string(total_bytes) + " bytes",
+                        bytes,
+                        free_bytes,
+                        total_bytes);
+  }
+  check(status, "cudaMallocAsync");
+  return pointer;
+}
+
+void cuda_async_memory_resource::do_deallocate(void* pointer,
+                                               std::size_t,
+                                               std::size_t,
+                                               stream_view stream) noexcept {
+  if (pointer != nullptr) {
+    (void)cudaFreeAsync(pointer, native(stream));
+  }
+}
+
+pinned_host_memory_resource::pinned_host_memory_resource() { require_device(); }
+
+void* pinned_host_memory_resource::do_allocate(std::size_t bytes,
+                                               std::size_t alignment,
+                                               stream_view) {
+  SPILLWAY_EXPECTS(is_power_of_two(alignment) && alignment <= 256,
+                   "pinned allocations are page aligned; alignment " + std::to_string(alignment) +
+                     " cannot be served",
+                   invalid_argument);
+  if (bytes == 0) {
+    return nullptr;
+  }
+  void* pointer            = nullptr;
+  cudaError_t const status = cudaHostAlloc(&pointer, bytes, cudaHostAllocDefault);
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    throw out_of_memory("pinned host allocation failed: requested " + std::to_string(bytes) +
+                          " bytes (" + format_bytes(bytes) + ")",
+                        bytes);
+  }
+  check(status, "cudaHostAlloc");
+  return pointer;
+}
+
+void pinned_host_memory_resource::do_deallocate(void* pointer,
+                                                std::size_t,
+                                                std::size_t,
+                                                stream_view) noexcept {
+  if (pointer != nullptr) {
+    (void)cudaFreeHost(pointer);
+  }
+}
+
+cuda_stream::cuda_stream() {
+  require_device();
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  handle_ = stream;
+}
+
+cuda_stream::~cuda_stream() {
+  if (handle_ != nullptr) {
+    (void)cudaStreamSynchronize(static_cast<cudaStream_t>(handle_));
+    (void)cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
+  }
+}
+
+cuda_stream::cuda_stream(cuda_stream&& other) noexcept
+  : handle_(std::exchange(other.handle_, nullptr)) {}
+
+cuda_stream& cuda_stream::operator=(cuda_stream&& other) noexcept {
+  if (this != &other) {
+    if (handle_ != nullptr) {
+      (void)cudaStreamSynchronize(static_cast<cudaStream_t>(handle_));
+      (void)cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
+    }
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+void cuda_stream::synchronize() const {
+  check(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)), "cudaStreamSynchronize");
+}
+
+}  // namespace spillway

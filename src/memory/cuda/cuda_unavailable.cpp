@@ -1,0 +1,52 @@
+// The CUDA declarations of a build without the CUDA backend: every constructor says why.
+#include <spillway/core/error.hpp>
+#include <spillway/memory/cuda_memory_resource.hpp>
+
+namespace spillway {
+namespace {
+
+[[noreturn]] void throw_unavailable() {
+  throw not_supported("CUDA backend unavailable: " + cuda_unavailable_reason());
+}
+
+}  // namespace
+
+bool cuda_backend_available() noexcept { return false; }
+int cuda_device_count() noexcept { return 0; }
+std::string cuda_unavailable_reason() {
+  return "this build has no CUDA backend (configure with -DSPILLWAY_ENABLE_CUDA=ON and a CUDA "
+         "toolkit)";
+}
+cuda_memory_info cuda_device_memory() { throw_unavailable(); }
+
+cuda_async_memory_resource::cuda_async_memory_resource() { throw_unavailable(); }
+void* cuda_async_memory_resource::do_allocate(std::size_t, std::size_t, stream_view) {
+  throw_unavailable();
+}
+void cuda_async_memory_resource::do_deallocate(void*,
+                                               std::size_t,
+                                               std::size_t,
+                                               stream_view) noexcept {}
+
+pinned_host_memory_resource::pinned_host_memory_resource() { throw_unavailable(); }
+void* pinned_host_memory_resource::do_allocate(std::size_t, std::size_t, stream_view) {
+  throw_unavailable();
+}
+void pinned_host_memory_resource::do_deallocate(void*,
+                                                std::size_t,
+                                                std::size_t,
+                                                stream_view) noexcept {}
+
+cuda_stream::cuda_stream() { throw_unavailable(); }
+cuda_stream::~cuda_stream() = default;
+cuda_stream::cuda_stream(cuda_stream&& other) noexcept : handle_(other.handle_) {
+  other.handle_ = nullptr;
+}
+cuda_stream& cuda_stream::operator=(cuda_stream&& other) noexcept {
+  handle_       = other.handle_;
+  other.handle_ = nullptr;
+  return *this;
+}
+void cuda_stream::synchronize() const { throw_unavailable(); }
+
+}  // namespace spillway
