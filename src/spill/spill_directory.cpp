@@ -1,3 +1,4 @@
+#include <spillway/core/error.hpp>
 #include <spillway/spill/spill_directory.hpp>
 
 #include <climits>
@@ -5,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
@@ -111,6 +113,30 @@ void remove_spill_directory_now() noexcept {
     if (slot.used.load(std::memory_order_acquire)) {
       remove_flat_directory(slot.path.data());
     }
+  }
+}
+
+namespace {
+
+extern "C" void remove_spill_directories_and_die(int signal_number) {
+  remove_spill_directory_now();
+  // SA_RESETHAND restored the default action; the signal is blocked until this returns, and
+  // then kills the process as it would have without the handler.
+  (void)::raise(signal_number);
+}
+
+}  // namespace
+
+void install_spill_cleanup_on_signals() {
+  struct sigaction action {};
+  action.sa_handler = &remove_spill_directories_and_die;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = static_cast<int>(SA_RESETHAND);
+  for (int const signal_number : {SIGINT, SIGTERM}) {
+    SPILLWAY_EXPECTS(
+      ::sigaction(signal_number, &action, nullptr) == 0,
+      "cannot install the spill cleanup handler for signal " + std::to_string(signal_number),
+      io_error);
   }
 }
 

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace spillway::testing {
@@ -61,6 +63,45 @@ TEST_F(SpillDirectoryTest, SignalHandlerFunctionRemovesLiveDirectories) {
   remove_spill_directory_now();
   EXPECT_FALSE(std::filesystem::exists(store.directory()));
   handle.release();  // the store copes with its files gone
+}
+
+TEST_F(SpillDirectoryTest, SigtermRemovesSpillFilesAndStillKillsTheProcess) {
+  for (int const signal_number : {SIGTERM, SIGINT}) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    pid_t const child = ::fork();
+    ASSERT_NE(child, -1);
+    if (child == 0) {
+      // The child spills to disk, reports its directory, and is killed by the signal.
+      ::close(ready[0]);
+      install_spill_cleanup_on_signals();
+      spill_store store(options(64_KiB));
+      auto handle = store.make_spillable(make_table(3000, 2).first, 0);
+      (void)store.spill(1_GiB, spill_tier::DEVICE);
+      (void)store.spill(1_GiB, spill_tier::HOST);
+      store.wait_for_io();
+      std::string const directory = store.directory() + "\n";
+      if (spill_files(store).empty()) {
+        ::_exit(3);
+      }
+      (void)::write(ready[1], directory.data(), directory.size());
+      ::raise(signal_number);
+      ::_exit(4);  // not reached: the signal kills the process
+    }
+    ::close(ready[1]);
+    std::string directory;
+    char c = 0;
+    while (::read(ready[0], &c, 1) == 1 && c != '\n') {
+      directory += c;
+    }
+    ::close(ready[0]);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "child exited with " << WEXITSTATUS(status);
+    EXPECT_EQ(WTERMSIG(status), signal_number);
+    ASSERT_FALSE(directory.empty());
+    EXPECT_FALSE(std::filesystem::exists(directory)) << directory;
+  }
 }
 
 }  // namespace

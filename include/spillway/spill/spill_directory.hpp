@@ -35,6 +35,13 @@ std::size_t remove_stale_spill_directories(std::string const& root, file_system&
  */
 void remove_spill_directory_now() noexcept;
 
+/**
+ * @brief Makes SIGINT and SIGTERM remove every live store's spill directory before the process
+ * dies of the signal (the handler resets itself and re-raises, so the exit status still says
+ * which signal killed the process). For the command-line tool; call once at start.
+ */
+void install_spill_cleanup_on_signals();
+
 namespace detail {
 
 /** @brief Records `path` for `remove_spill_directory_now`. @return a slot for unregistering */
