@@ -204,29 +204,28 @@ bool oom_coordinator::on_allocation_failure(task_context const* task,
            "), available " + std::to_string(available_bytes) + " bytes, capacity " +
            std::to_string(capacity_bytes) + " bytes, attempt " + std::to_string(attempt);
   };
-  auto const throw_retry = [&](task_entry& entry) {
-    entry.state         = oom_state::RUNNING;
-    entry.foreign_frees = 0;
-    ++stats_.retries;
-    record(event_kind::OOM_RETRY, id, bytes);
-    throw retry_oom(to_string(id) + ": out of device memory, roll back and retry: " + sizes(),
+  // Leaves this task's allocation with `Outcome` (retry_oom or split_and_retry_oom).
+  auto const throw_outcome =
+    [&]<typename Outcome>(
+      task_entry& entry, std::size_t& counter, event_kind kind, char const* what) {
+      entry.state         = oom_state::RUNNING;
+      entry.foreign_frees = 0;
+      ++counter;
+      record(kind, id, bytes);
+      throw Outcome(to_string(id) + ": out of device memory, " + what + ": " + sizes(),
                     id,
                     bytes,
                     available_bytes,
                     capacity_bytes,
                     attempt);
+    };
+  auto const throw_retry = [&](task_entry& entry) {
+    throw_outcome.template operator()<retry_oom>(
+      entry, stats_.retries, event_kind::OOM_RETRY, "roll back and retry");
   };
   auto const throw_split = [&](task_entry& entry) {
-    entry.state         = oom_state::RUNNING;
-    entry.foreign_frees = 0;
-    ++stats_.splits;
-    record(event_kind::OOM_SPLIT, id, bytes);
-    throw split_and_retry_oom(to_string(id) + ": out of device memory, split the input: " + sizes(),
-                              id,
-                              bytes,
-                              available_bytes,
-                              capacity_bytes,
-                              attempt);
+    throw_outcome.template operator()<split_and_retry_oom>(
+      entry, stats_.splits, event_kind::OOM_SPLIT, "split the input");
   };
   task_entry& entry = found->second;
   if (unspillable_bytes > 0) {

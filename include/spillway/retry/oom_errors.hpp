@@ -18,15 +18,18 @@
 
 namespace spillway {
 
-/** @brief Roll back and retry the same input. */
-class retry_oom : public out_of_memory {
+/**
+ * @brief An out-of-memory addressed to one task: it names the task and the failed attempt.
+ * Thrown only as one of the two outcomes below.
+ */
+class task_out_of_memory : public out_of_memory {
  public:
-  retry_oom(std::string message,
-            task_id task,
-            std::size_t requested_bytes,
-            std::size_t available_bytes,
-            std::size_t capacity_bytes,
-            std::size_t attempt)
+  task_out_of_memory(std::string message,
+                     task_id task,
+                     std::size_t requested_bytes,
+                     std::size_t available_bytes,
+                     std::size_t capacity_bytes,
+                     std::size_t attempt)
     : out_of_memory(std::move(message), requested_bytes, available_bytes, capacity_bytes),
       task_(task),
       attempt_(attempt) {}
@@ -39,24 +42,16 @@ class retry_oom : public out_of_memory {
   std::size_t attempt_;
 };
 
-/** @brief Split the input and retry the pieces. */
-class split_and_retry_oom : public out_of_memory {
+/** @brief Roll back and retry the same input. */
+class retry_oom : public task_out_of_memory {
  public:
-  split_and_retry_oom(std::string message,
-                      task_id task,
-                      std::size_t requested_bytes,
-                      std::size_t available_bytes,
-                      std::size_t capacity_bytes,
-                      std::size_t attempt)
-    : out_of_memory(std::move(message), requested_bytes, available_bytes, capacity_bytes),
-      task_(task),
-      attempt_(attempt) {}
-  [[nodiscard]] task_id task() const noexcept { return task_; }
-  [[nodiscard]] std::size_t attempt() const noexcept { return attempt_; }
+  using task_out_of_memory::task_out_of_memory;
+};
 
- private:
-  task_id task_;
-  std::size_t attempt_;
+/** @brief Split the input and retry the pieces. */
+class split_and_retry_oom : public task_out_of_memory {
+ public:
+  using task_out_of_memory::task_out_of_memory;
 };
 
 }  // namespace spillway
