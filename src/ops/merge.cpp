@@ -4,9 +4,14 @@
 #include <spillway/memory/buffer.hpp>
 #include <spillway/ops/merge.hpp>
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace spillway {
@@ -19,18 +24,81 @@ struct merge_source {
   std::uint64_t row;
 };
 
+/// Maps a key value to an unsigned integer whose order is the key order (see normalized_key):
+/// sign bit flipped for signed integers, IEEE order for floats with -0.0 == 0.0 and every NaN
+/// equal and above +inf, and all bits inverted for DESCENDING.
+using key_encoder = std::uint64_t (*)(column_view const&, std::size_t) noexcept;
+
+template <typename T, bool Descending>
+std::uint64_t encode_key(column_view const& column, std::size_t row) noexcept {
+  T value               = column.data<T>()[row];
+  std::uint64_t encoded = 0;
+  if constexpr (std::is_floating_point_v<T>) {
+    using bits_type = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    if (value == T{0}) {
+      value = T{0};
+    }
+    if (std::isnan(value)) {
+      value = std::numeric_limits<T>::quiet_NaN();
+    }
+    bits_type bits = 0;
+    std::memcpy(&bits, &value, sizeof(T));
+    bits_type const sign = bits_type{1} << (sizeof(T) * 8 - 1);
+    encoded              = (bits & sign) != 0 ? static_cast<bits_type>(~bits) : (bits | sign);
+  } else if constexpr (std::is_signed_v<T>) {
+    using unsigned_type = std::make_unsigned_t<T>;
+    encoded             = static_cast<unsigned_type>(static_cast<unsigned_type>(value) ^
+                                         (unsigned_type{1} << (sizeof(T) * 8 - 1)));
+  } else {
+    encoded = value;
+  }
+  return Descending ? ~encoded : encoded;
+}
+
+/// An encoder for a single fixed-width key column that no input has nulls in; null otherwise,
+/// and then the tree compares full rows.
+key_encoder single_key_encoder(std::span<table_view const> keys, sort_order const& orders) {
+  if (keys.empty() || keys.front().num_columns() != 1) {
+    return nullptr;
+  }
+  data_type const type = keys.front().column(0).type();
+  if (!is_fixed_width(type) || size_of(type) > 8) {
+    return nullptr;
+  }
+  for (auto const& key : keys) {
+    if (key.column(0).has_nulls()) {
+      return nullptr;
+    }
+  }
+  bool const descending = !orders.empty() && orders.front().direction == order::DESCENDING;
+  return visit_fixed_width(type, [&]<typename T>() -> key_encoder {
+    return descending ? &encode_key<T, true> : &encode_key<T, false>;
+  });
+}
+
 /**
  * A tournament tree of losers over one cursor per input: `winner()` is the input whose current
  * row comes first; `advance()` moves its cursor and replays only its path to the root.
  */
 class loser_tree {
  public:
-  loser_tree(std::span<table_view const> keys, row_comparator const& comparator)
+  loser_tree(std::span<table_view const> keys,
+             row_comparator const& comparator,
+             key_encoder encoder)
     : keys_(keys),
       comparator_(comparator),
+      encoder_(encoder),
       leaves_(std::bit_ceil(std::max<std::size_t>(keys.size(), 1))),
       cursors_(leaves_, 0),
+      heads_(encoder != nullptr ? leaves_ : 0, 0),
       losers_(leaves_, 0) {
+    if (encoder_ != nullptr) {
+      for (std::size_t input = 0; input < keys_.size(); ++input) {
+        if (!is_exhausted(input)) {
+          heads_[input] = encoder_(keys_[input].column(0), 0);
+        }
+      }
+    }
     std::vector<std::size_t> winners(2 * leaves_);
     for (std::size_t leaf = 0; leaf < leaves_; ++leaf) {
       winners[leaves_ + leaf] = leaf;
@@ -54,6 +122,9 @@ class loser_tree {
   void advance() noexcept {
     std::size_t candidate = losers_[0];
     ++cursors_[candidate];
+    if (encoder_ != nullptr && !is_exhausted(candidate)) {
+      heads_[candidate] = encoder_(keys_[candidate].column(0), cursors_[candidate]);
+    }
     for (std::size_t node = (leaves_ + candidate) / 2; node >= 1; node /= 2) {
       if (before(losers_[node], candidate)) {
         std::swap(losers_[node], candidate);
@@ -75,15 +146,20 @@ class loser_tree {
     if (is_exhausted(rhs)) {
       return true;
     }
+    if (encoder_ != nullptr) {
+      return heads_[lhs] != heads_[rhs] ? heads_[lhs] < heads_[rhs] : lhs < rhs;
+    }
     int const result = comparator_.compare(keys_[lhs], cursors_[lhs], keys_[rhs], cursors_[rhs]);
     return result != 0 ? result < 0 : lhs < rhs;
   }
 
   std::span<table_view const> keys_;
   row_comparator const& comparator_;
+  key_encoder encoder_;  ///< set for a single null-free fixed-width key: compare encoded heads
   std::size_t leaves_;
   std::vector<std::size_t> cursors_;
-  std::vector<std::size_t> losers_;  ///< [0]: the winner; [1, leaves): the loser at each node
+  std::vector<std::uint64_t> heads_;  ///< encoded key of each input's current row
+  std::vector<std::size_t> losers_;   ///< [0]: the winner; [1, leaves): the loser at each node
 };
 
 /// Column `index` of every input, gathered by `sources` into one column from `output`.
@@ -188,7 +264,7 @@ std::unique_ptr<table> merge(std::span<table_view const> inputs,
   buffer sources_memory{rows * sizeof(merge_source), stream, mrs.temporary()};
   auto* sources = static_cast<merge_source*>(sources_memory.data());
   row_comparator const comparator{keys.front(), resolved};
-  loser_tree tree{keys, comparator};
+  loser_tree tree{keys, comparator, single_key_encoder(keys, resolved)};
   for (std::size_t row = 0; row < rows; ++row) {
     std::size_t const input = tree.winner();
     sources[row]            = merge_source{input, tree.cursor(input)};

@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 namespace spillway {
@@ -74,6 +76,67 @@ TEST_F(Merge, EqualsAStableSortOfTheConcatenation) {
     check(pieces, 1500, orders);
   }
   check(3, 500, {});
+}
+
+TEST_F(Merge, SingleNullFreeKeyOfEveryFixedWidthTypeInBothDirections) {
+  // One fixed-width key without nulls takes the encoded-key path of the loser tree; it must order
+  // exactly as the full comparison: -0.0 == 0.0, NaNs equal and above +inf, integer extremes.
+  std::vector<double> const specials{0.0,
+                                     -0.0,
+                                     std::numeric_limits<double>::infinity(),
+                                     -std::numeric_limits<double>::infinity(),
+                                     std::numeric_limits<double>::quiet_NaN(),
+                                     -std::numeric_limits<double>::quiet_NaN(),
+                                     std::numeric_limits<double>::lowest(),
+                                     std::numeric_limits<double>::max(),
+                                     std::numeric_limits<double>::denorm_min()};
+  for (data_type const type : testing::all_types()) {
+    if (!is_fixed_width(type)) {
+      continue;
+    }
+    for (order const direction : {order::ASCENDING, order::DESCENDING}) {
+      SCOPED_TRACE(to_string(type) + (direction == order::ASCENDING ? " asc" : " desc"));
+      auto const keys    = random_column(type, 900, 11, 0.0, input_);
+      auto const payload = random_column(type_id::INT64, 900, 12, 0.0, input_);
+      std::mt19937 engine{static_cast<unsigned>(type.id()) * 2 + (direction == order::ASCENDING)};
+      visit_fixed_width(type, [&]<typename T>() {
+        T* values = keys->template mutable_data<T>();
+        for (std::size_t row = 0; row < 900; row += 7) {
+          if constexpr (std::is_floating_point_v<T>) {
+            // Random order, so that some inputs meet -0.0 before 0.0 and NaN before -NaN.
+            values[row] = static_cast<T>(specials[engine() % specials.size()]);
+          } else if (type.id() != type_id::BOOL8) {
+            values[row] =
+              (row / 7) % 2 == 0 ? std::numeric_limits<T>::min() : std::numeric_limits<T>::max();
+          }
+        }
+      });
+      table_view const whole{keys->view(), payload->view()};
+      std::vector<std::size_t> const key_columns{0};
+      sort_order const orders{{direction, null_order::BEFORE}};
+      std::vector<std::unique_ptr<table>> sorted_pieces;
+      std::vector<table_view> views;
+      for (std::size_t piece = 0; piece < 5; ++piece) {
+        table_view const part = slice(whole, piece * 180, (piece + 1) * 180);
+        sorted_pieces.push_back(sort(part,
+                                     part.select(key_columns),
+                                     orders,
+                                     sort_stability::STABLE,
+                                     default_stream(),
+                                     input_));
+        views.push_back(sorted_pieces.back()->view());
+      }
+      auto const concatenated = concatenate(views, default_stream(), input_);
+      auto const expected     = sort(concatenated->view(),
+                                 concatenated->view().select(key_columns),
+                                 orders,
+                                 sort_stability::STABLE,
+                                 default_stream(),
+                                 input_);
+      auto const merged       = spillway::merge(views, key_columns, orders, default_stream(), mrs_);
+      SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
+    }
+  }
 }
 
 TEST_F(Merge, AllInputsEmptyAndNoInputs) {
