@@ -82,6 +82,7 @@ external_sorter::~external_sorter() = default;
 
 struct external_sorter::round_result {
   std::unique_ptr<table> emitted;                 ///< rows <= the bound, in order
+  std::size_t emitted_rows = 0;                   ///< leading rows of `emitted` that are output
   std::vector<std::unique_ptr<table>> remainder;  ///< the rest, cut into chunks
   std::size_t copied_bytes = 0;
 };
@@ -494,16 +495,14 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
     emit_rows           = static_cast<std::size_t>(position->view().data<std::uint64_t>()[0]);
   }
   if (emit_rows == total_rows) {
-    result.emitted = std::move(merged);
+    result.emitted      = std::move(merged);
+    result.emitted_rows = total_rows;
     return result;
-  }
-  if (emit_rows > 0) {
-    result.emitted = detail::copy(slice(merged_view, 0, emit_rows), stream_, scratch);
-    result.copied_bytes += estimate_size(result.emitted->view());
   }
   // The rest goes back as chunks of about the chunk size.
   std::size_t const rest_rows  = total_rows - emit_rows;
   std::size_t const rest_bytes = estimate_size(merged_view, emit_rows, total_rows);
+  std::size_t const emit_bytes = estimate_size(merged_view, 0, emit_rows);
   std::size_t const chunk_size = std::max<std::size_t>(target_chunk_bytes_, 1);
   std::size_t const pieces =
     std::clamp<std::size_t>((rest_bytes + chunk_size - 1) / chunk_size, 1, rest_rows);
@@ -513,6 +512,18 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
     result.remainder.push_back(detail::copy(slice(merged_view, begin, end), stream_, scratch));
   }
   result.copied_bytes += rest_bytes;
+  if (emit_rows > 0) {
+    if (emit_bytes >= rest_bytes) {
+      // The emitted prefix is the larger part: output it from the merged table itself (its dead
+      // tail is at most as large as the prefix and goes with it) instead of copying it.
+      result.emitted      = std::move(merged);
+      result.emitted_rows = emit_rows;
+    } else {
+      result.emitted      = detail::copy(slice(merged_view, 0, emit_rows), stream_, scratch);
+      result.emitted_rows = emit_rows;
+      result.copied_bytes += emit_bytes;
+    }
+  }
   return result;
 }
 
@@ -573,7 +584,7 @@ void external_sorter::merge_round() {
         add_chunk(std::move(rest));
       }
       if (result.emitted != nullptr) {
-        emit(std::move(result.emitted));
+        emit(std::move(result.emitted), result.emitted_rows);
       }
       return;
     }
@@ -677,10 +688,10 @@ void external_sorter::emit_stored(chunk piece) {
   pending_.push_back(std::move(out));
 }
 
-void external_sorter::emit(std::unique_ptr<table> rows) {
+void external_sorter::emit(std::unique_ptr<table> rows, std::size_t output_rows) {
   pending_piece piece;
-  piece.rows  = rows->num_rows();
-  piece.bytes = estimate_size(rows->view());
+  piece.rows  = output_rows;  // rows past it are dead: they went back as chunks
+  piece.bytes = estimate_size(rows->view(), 0, output_rows);
   pending_bytes_ += piece.bytes;
   // Pending output spills after chunks: it is needed sooner.
   piece.handle = store_.make_spillable(std::move(rows), options_.chunk_priority + 1);

@@ -204,7 +204,8 @@ class external_sorter {
   /// Runs `attempt` under the OOM protocol; returns false when the protocol asks to split.
   template <typename Attempt>
   bool run_protected(Attempt&& attempt);
-  void emit(std::unique_ptr<table> rows);
+  /// Adds the first `output_rows` rows of `rows` to the pending output.
+  void emit(std::unique_ptr<table> rows, std::size_t output_rows);
   std::unique_ptr<table> take_pending();
 
   spill_store& store_;
