@@ -6,6 +6,7 @@
  */
 #include <spillway/core/units.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/logging_resource_adaptor.hpp>
 #include <spillway/memory/pool_memory_resource.hpp>
 
 #include <benchmark/benchmark.h>
@@ -13,6 +14,10 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
 
 namespace spillway {
 namespace {
@@ -61,6 +66,50 @@ void sizes(benchmark::internal::Benchmark* bench) {
 
 BENCHMARK_CAPTURE(alloc_free, host, &host)->Apply(sizes);
 BENCHMARK_CAPTURE(alloc_free, pool, &pool)->Apply(sizes);
+
+/// A recorded allocation log: 20 000 events of a mixed workload (mostly small blocks, some large,
+/// lifetimes overlapping), written by `logging_resource_adaptor` and replayed below.
+std::string const& recorded_log() {
+  static std::string const log = [] {
+    std::ostringstream out;
+    logging_resource_adaptor logger{host(), out};
+    std::mt19937_64 engine{7};
+    std::vector<std::pair<void*, std::size_t>> live;
+    for (int step = 0; step < 10000; ++step) {
+      if (live.empty() || engine() % 3 != 0) {
+        std::size_t const bytes =
+          engine() % 10 == 0 ? 64_KiB << (engine() % 6) : 16 << (engine() % 8);
+        live.emplace_back(logger.allocate(bytes), bytes);
+      } else {
+        std::size_t const victim = engine() % live.size();
+        logger.deallocate(live[victim].first, live[victim].second);
+        live[victim] = live.back();
+        live.pop_back();
+      }
+    }
+    for (auto const& [pointer, bytes] : live) {
+      logger.deallocate(pointer, bytes);
+    }
+    logger.flush();
+    return out.str();
+  }();
+  return log;
+}
+
+template <typename Resource>
+void replay(benchmark::State& state, Resource& (*resource)()) {
+  std::string const& log = recorded_log();
+  std::size_t events     = 0;
+  for (auto _ : state) {
+    std::istringstream in{log};
+    auto const result = replay_allocation_log(in, resource());
+    events += result.allocations + result.frees;
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(events));
+}
+
+BENCHMARK_CAPTURE(replay, host, &host)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(replay, pool, &pool)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace spillway
