@@ -31,3 +31,38 @@ if(NOT SPILLWAY_ENABLE_CUDA STREQUAL "OFF")
     message(STATUS "spillway: no CUDA toolkit found; building without the CUDA backend")
   endif()
 endif()
+
+# Arrow C++ and Parquet for the io layer: a system Arrow (find_package(Arrow), e.g. from Apache's
+# apt repository) when present, else the headers and libraries bundled in the `pyarrow` wheel
+# (cmake/FindArrowFromPyarrow.cmake). AUTO builds the Arrow readers and writers when either is
+# found; without Arrow, Parquet and Arrow IPC throw not_supported and CSV still works.
+set(SPILLWAY_ENABLE_ARROW "AUTO" CACHE STRING "Build Parquet and Arrow IPC support: AUTO, ON or OFF")
+set_property(CACHE SPILLWAY_ENABLE_ARROW PROPERTY STRINGS AUTO ON OFF)
+set(SPILLWAY_HAS_ARROW OFF)
+set(SPILLWAY_ARROW_TARGETS "")
+if(NOT SPILLWAY_ENABLE_ARROW STREQUAL "OFF")
+  find_package(Arrow CONFIG QUIET)
+  find_package(Parquet CONFIG QUIET)
+  if(Arrow_FOUND AND Parquet_FOUND)
+    set(SPILLWAY_HAS_ARROW ON)
+    if(TARGET Parquet::parquet_shared)
+      set(SPILLWAY_ARROW_TARGETS Arrow::arrow_shared Parquet::parquet_shared)
+    else()
+      set(SPILLWAY_ARROW_TARGETS Arrow::arrow_static Parquet::parquet_static)
+    endif()
+    message(STATUS "spillway: Arrow ${Arrow_VERSION} (system) for Parquet and Arrow IPC")
+  else()
+    find_package(ArrowFromPyarrow QUIET)
+    if(ArrowFromPyarrow_FOUND)
+      set(SPILLWAY_HAS_ARROW ON)
+      set(SPILLWAY_ARROW_TARGETS ArrowFromPyarrow::arrow ArrowFromPyarrow::parquet)
+      message(STATUS "spillway: Arrow ${ArrowFromPyarrow_VERSION} from pyarrow "
+                     "(${ArrowFromPyarrow_LIBRARY_DIR}) for Parquet and Arrow IPC")
+    elseif(SPILLWAY_ENABLE_ARROW STREQUAL "ON")
+      message(FATAL_ERROR "SPILLWAY_ENABLE_ARROW=ON but neither find_package(Arrow) nor pyarrow "
+                          "found Arrow C++; run scripts/install-deps.sh")
+    else()
+      message(STATUS "spillway: no Arrow C++ found; Parquet and Arrow IPC throw not_supported")
+    endif()
+  endif()
+endif()

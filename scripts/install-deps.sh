@@ -24,3 +24,10 @@ if ((${#missing[@]} > 0)); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+# Arrow C++ for Parquet and Arrow IPC (the pyarrow wheel's headers and libraries, found by
+# cmake/FindArrowFromPyarrow.cmake) and DuckDB for the io interop tests.
+if ! python3 -c "import pyarrow, duckdb" 2>/dev/null; then
+  echo "spillway: installing pyarrow and duckdb from PyPI"
+  python3 -m pip install --quiet pyarrow duckdb
+fi

@@ -1,0 +1,52 @@
+/**
+ * @file batch_reader.hpp
+ * @brief The streaming interface every file reader implements: batches of about a target size.
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/io/schema.hpp>
+#include <spillway/memory/memory_resources.hpp>
+#include <spillway/table/table.hpp>
+
+#include <cstddef>
+#include <memory>
+
+namespace spillway {
+
+/**
+ * @brief Hands out a dataset's rows as tables of about `target_batch_bytes` each, in file order.
+ *
+ * A dataset's files must all share one schema. A
+ * batch can be smaller than the target at the end of the data (CSV: at the end of each file), and
+ * larger when one row alone is.
+ * Batches are allocated from the `memory_resources::output()` given when the reader was opened.
+ * @note Not thread-safe: one consumer at a time.
+ */
+class batch_reader {
+ public:
+  batch_reader()                               = default;
+  virtual ~batch_reader()                      = default;
+  batch_reader(batch_reader const&)            = delete;
+  batch_reader& operator=(batch_reader const&) = delete;
+  batch_reader(batch_reader&&)                 = delete;
+  batch_reader& operator=(batch_reader&&)      = delete;
+
+  /** @return the columns every batch has */
+  [[nodiscard]] virtual table_schema const& schema() const noexcept = 0;
+
+  /**
+   * @return the next batch, or null when every row has been returned
+   * @throws spillway::io_error when a file cannot be read, spillway::corruption_error when its
+   * contents are malformed (the message names the file)
+   */
+  [[nodiscard]] virtual std::unique_ptr<table> next() = 0;
+};
+
+/**
+ * @brief Reads every remaining batch of `reader` into one table from `mrs.output()`; the batches
+ * themselves are freed as they are consumed.
+ */
+std::unique_ptr<table> read_all(batch_reader& reader, stream_view stream, memory_resources mrs);
+
+}  // namespace spillway

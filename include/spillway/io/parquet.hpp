@@ -1,0 +1,73 @@
+/**
+ * @file parquet.hpp
+ * @brief Apache Parquet read (streaming, over a dataset of files) and write, through Arrow C++.
+ *
+ * Declared in every build; without Arrow each function throws `spillway::not_supported`.
+ * Types map both ways: BOOL8 ↔ boolean, INTn/UINTn ↔ the same
+ * integers, FLOAT32/64 ↔ float/double, TIMESTAMP ↔ timestamp (same unit, no time zone; Parquet
+ * stores second timestamps as milliseconds, read back as milliseconds), STRING ↔ large_string
+ * (string and large_string are both read).
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/core/units.hpp>
+#include <spillway/io/batch_reader.hpp>
+#include <spillway/memory/memory_resources.hpp>
+#include <spillway/table/table_view.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spillway {
+
+/** @brief How a Parquet dataset is read. */
+struct parquet_read_options {
+  std::vector<std::string> columns;         ///< columns to read, in this order; empty: all
+  std::size_t target_batch_bytes = 64_MiB;  ///< about the size of each batch `next()` returns
+};
+
+/** @brief The compression of Parquet pages. */
+enum class parquet_compression : std::uint8_t { NONE, SNAPPY, ZSTD };
+
+/** @brief How a Parquet file is written. */
+struct parquet_write_options {
+  parquet_compression compression = parquet_compression::ZSTD;  ///< page compression
+  std::size_t row_group_rows      = 1U << 20U;                  ///< most rows in one row group
+};
+
+/**
+ * @brief Opens the Parquet files of `source` (a file, directory or glob; see `expand_dataset`)
+ * for streaming. Arrow's own allocations come from `mrs.temporary()`, batches from `mrs.output()`.
+ * @throws spillway::io_error for a missing or unreadable file, spillway::corruption_error for a
+ * file that is not valid Parquet, spillway::invalid_argument for an unknown column, and
+ * spillway::not_supported for a column type spillway lacks; each names the file (and column)
+ */
+std::unique_ptr<batch_reader> open_parquet(std::string const& source,
+                                           parquet_read_options const& options,
+                                           stream_view stream,
+                                           memory_resources mrs);
+
+/** @brief Reads all of `source` into one table. @see open_parquet */
+std::unique_ptr<table> read_parquet(std::string const& source,
+                                    parquet_read_options const& options,
+                                    stream_view stream,
+                                    memory_resources mrs);
+
+/**
+ * @brief Writes `input` with column names `names` to the Parquet file `path`, through a
+ * temporary name that is renamed at the end (no partial file on failure).
+ * @throws spillway::invalid_argument when `names` does not match the columns, spillway::io_error
+ * when the file cannot be written
+ */
+void write_parquet(table_view const& input,
+                   std::vector<std::string> const& names,
+                   std::string const& path,
+                   parquet_write_options const& options,
+                   stream_view stream,
+                   memory_resources mrs);
+
+}  // namespace spillway

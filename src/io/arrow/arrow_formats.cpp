@@ -1,0 +1,532 @@
+/**
+ * @file arrow_formats.cpp
+ * @brief Parquet and Arrow IPC readers and writers through Arrow C++.
+ */
+#include "io/arrow/arrow_memory_pool.hpp"
+#include "io/arrow/type_conversion.hpp"
+#include "io/io_detail.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/io/file_format.hpp>
+
+#include <arrow/io/file.h>
+#include <arrow/ipc/reader.h>
+#include <arrow/ipc/writer.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/arrow/writer.h>
+#include <parquet/exception.h>
+#include <parquet/file_reader.h>
+#include <parquet/properties.h>
+
+#include <algorithm>
+#include <deque>
+#include <functional>
+#include <string>
+#include <utility>
+
+namespace spillway {
+
+bool arrow_io_available() noexcept { return true; }
+
+namespace detail {
+namespace {
+
+/// Most rows Arrow decodes into one record batch before we cut it to the target size.
+constexpr int64_t MAX_DECODE_ROWS = 64 * 1024;
+
+/**
+ * @brief Opens `path` memory-mapped. Its reads are synchronous, even `ReadAsync`: with a plain
+ * `ReadableFile`, Arrow's I/O threads can still be reading into our pool after a reader that
+ * failed to open (or was dropped) is gone, freeing into a destroyed pool. Mapped pages are
+ * page cache, not allocations; what Arrow decodes still comes from our pool.
+ */
+arrow::Result<std::shared_ptr<arrow::io::MemoryMappedFile>> open_mapped(std::string const& path) {
+  return arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
+}
+
+/** @brief One file's stream of record batches. */
+class file_batches {
+ public:
+  file_batches()                                                      = default;
+  virtual ~file_batches()                                             = default;
+  file_batches(file_batches const&)                                   = delete;
+  file_batches& operator=(file_batches const&)                        = delete;
+  file_batches(file_batches&&)                                        = delete;
+  file_batches& operator=(file_batches&&)                             = delete;
+  [[nodiscard]] virtual std::shared_ptr<arrow::Schema> schema() const = 0;
+  /** @return the next batch, or null at the end of the file */
+  virtual std::shared_ptr<arrow::RecordBatch> next() = 0;
+};
+
+class parquet_batches final : public file_batches {
+ public:
+  parquet_batches(std::string const& path, std::size_t target_bytes, arrow::MemoryPool* pool)
+    : path_(path) {
+    try {
+      auto input = value_or_throw(open_mapped(path), "cannot open Parquet file '" + path + "'");
+      parquet::ReaderProperties properties(pool);
+      parquet::ArrowReaderProperties arrow_properties;
+      arrow_properties.set_use_threads(false);
+      // No background reads: an asynchronous read still in flight when the reader goes would free
+      // into a pool that is gone, and all I/O stays on the calling thread.
+      arrow_properties.set_pre_buffer(false);
+      parquet::arrow::FileReaderBuilder builder;
+      check_arrow(builder.Open(std::move(input), properties),
+                  "'" + path + "' is not a valid Parquet file");
+      // Rows per decoded batch: about the target, from the file's own size per row.
+      auto const metadata    = builder.raw_reader()->metadata();
+      int64_t rows_per_batch = MAX_DECODE_ROWS;
+      if (metadata->num_row_groups() > 0 && metadata->num_rows() > 0) {
+        int64_t bytes = 0;
+        for (int group = 0; group < metadata->num_row_groups(); ++group) {
+          bytes += metadata->RowGroup(group)->total_byte_size();
+        }
+        int64_t const row_bytes = std::max<int64_t>(1, bytes / metadata->num_rows());
+        rows_per_batch =
+          std::clamp<int64_t>(static_cast<int64_t>(target_bytes) / row_bytes, 1, MAX_DECODE_ROWS);
+      }
+      arrow_properties.set_batch_size(rows_per_batch);
+      builder.memory_pool(pool)->properties(arrow_properties);
+      reader_ = value_or_throw(builder.Build(), "cannot read Parquet file '" + path + "'");
+      batches_ =
+        value_or_throw(reader_->GetRecordBatchReader(), "cannot read Parquet file '" + path + "'");
+    } catch (parquet::ParquetException const& error) {
+      SPILLWAY_FAIL("'" + path + "' is not a valid Parquet file: " + error.what(),
+                    corruption_error);
+    }
+  }
+
+  [[nodiscard]] std::shared_ptr<arrow::Schema> schema() const override {
+    return batches_->schema();
+  }
+
+  std::shared_ptr<arrow::RecordBatch> next() override {
+    try {
+      return value_or_throw(batches_->Next(), "cannot read Parquet file '" + path_ + "'");
+    } catch (parquet::ParquetException const& error) {
+      SPILLWAY_FAIL("Parquet file '" + path_ + "' is corrupt: " + error.what(), corruption_error);
+    }
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<parquet::arrow::FileReader> reader_;
+  std::unique_ptr<arrow::RecordBatchReader> batches_;
+};
+
+class ipc_file_batches final : public file_batches {
+ public:
+  ipc_file_batches(std::string const& path, arrow::MemoryPool* pool) : path_(path) {
+    auto input   = value_or_throw(open_mapped(path), "cannot open Arrow IPC file '" + path + "'");
+    auto options = arrow::ipc::IpcReadOptions::Defaults();
+    options.memory_pool = pool;
+    options.use_threads = false;
+    reader_             = value_or_throw(arrow::ipc::RecordBatchFileReader::Open(input, options),
+                             "'" + path + "' is not a valid Arrow IPC file");
+  }
+  [[nodiscard]] std::shared_ptr<arrow::Schema> schema() const override { return reader_->schema(); }
+  std::shared_ptr<arrow::RecordBatch> next() override {
+    if (index_ >= reader_->num_record_batches()) {
+      return nullptr;
+    }
+    return value_or_throw(reader_->ReadRecordBatch(index_++),
+                          "Arrow IPC file '" + path_ + "' is corrupt");
+  }
+
+ private:
+  std::string path_;
+  std::shared_ptr<arrow::ipc::RecordBatchFileReader> reader_;
+  int index_ = 0;
+};
+
+class ipc_stream_batches final : public file_batches {
+ public:
+  ipc_stream_batches(std::string const& path, arrow::MemoryPool* pool) : path_(path) {
+    auto input   = value_or_throw(open_mapped(path), "cannot open Arrow IPC stream '" + path + "'");
+    auto options = arrow::ipc::IpcReadOptions::Defaults();
+    options.memory_pool = pool;
+    options.use_threads = false;
+    reader_             = value_or_throw(arrow::ipc::RecordBatchStreamReader::Open(input, options),
+                             "'" + path + "' is not a valid Arrow IPC stream");
+  }
+  [[nodiscard]] std::shared_ptr<arrow::Schema> schema() const override { return reader_->schema(); }
+  std::shared_ptr<arrow::RecordBatch> next() override {
+    return value_or_throw(reader_->Next(), "Arrow IPC stream '" + path_ + "' is corrupt");
+  }
+
+ private:
+  std::string path_;
+  std::shared_ptr<arrow::ipc::RecordBatchStreamReader> reader_;
+};
+
+/**
+ * @brief Streams the files of a dataset through per-file record batch readers, cutting and
+ * joining Arrow's batches into spillway tables of about the target size.
+ */
+class arrow_batch_reader final : public batch_reader {
+ public:
+  arrow_batch_reader(
+    std::vector<std::string> files,
+    std::vector<std::string> columns,
+    std::size_t target_bytes,
+    std::function<std::unique_ptr<file_batches>(std::string const&, arrow::MemoryPool*)> open,
+    stream_view stream,
+    memory_resources mrs)
+    : files_(std::move(files)),
+      columns_(std::move(columns)),
+      target_bytes_(target_bytes),
+      open_(std::move(open)),
+      stream_(stream),
+      mrs_(mrs),
+      pool_(std::make_unique<arrow_memory_pool>(mrs.temporary())) {
+    SPILLWAY_EXPECTS(
+      target_bytes_ > 0, std::string{"target_batch_bytes must be positive"}, invalid_argument);
+    open_file(0);
+  }
+
+  ~arrow_batch_reader() override {
+    // Arrow's buffers go back to the pool before the pool goes.
+    pending_.clear();
+    current_.reset();
+  }
+  arrow_batch_reader(arrow_batch_reader const&)            = delete;
+  arrow_batch_reader& operator=(arrow_batch_reader const&) = delete;
+  arrow_batch_reader(arrow_batch_reader&&)                 = delete;
+  arrow_batch_reader& operator=(arrow_batch_reader&&)      = delete;
+
+  [[nodiscard]] table_schema const& schema() const noexcept override { return schema_; }
+
+  std::unique_ptr<table> next() override {
+    std::vector<std::shared_ptr<arrow::RecordBatch>> taken;
+    std::size_t bytes = 0;
+    while (bytes < target_bytes_) {
+      if (pending_.empty() && !pull()) {
+        break;
+      }
+      auto batch = std::move(pending_.front());
+      pending_.pop_front();
+      std::size_t const batch_bytes = size_of_batch(*batch);
+      if (bytes + batch_bytes > target_bytes_ && batch->num_rows() > 1) {
+        // Cut: take about enough rows to reach the target, keep the rest for the next call.
+        double const row_bytes =
+          static_cast<double>(batch_bytes) / static_cast<double>(batch->num_rows());
+        auto rows = static_cast<int64_t>(
+          static_cast<double>(target_bytes_ - bytes) / std::max(row_bytes, 1.0) + 0.5);
+        rows = std::clamp<int64_t>(rows, 1, batch->num_rows());
+        if (rows < batch->num_rows()) {
+          pending_.push_front(batch->Slice(rows));
+          batch = batch->Slice(0, rows);
+        }
+        bytes = target_bytes_;  // this batch is full
+      } else {
+        bytes += batch_bytes;
+      }
+      taken.push_back(std::move(batch));
+    }
+    if (taken.empty()) {
+      return nullptr;
+    }
+    std::vector<std::unique_ptr<column>> columns;
+    columns.reserve(schema_.size());
+    for (std::size_t c = 0; c < schema_.size(); ++c) {
+      std::vector<std::shared_ptr<arrow::Array>> chunks;
+      chunks.reserve(taken.size());
+      for (auto const& batch : taken) {
+        chunks.push_back(batch->column(static_cast<int>(c)));
+      }
+      columns.push_back(from_arrow_chunks(chunks, schema_[c].type, stream_, mrs_.output()));
+    }
+    return std::make_unique<table>(std::move(columns));
+  }
+
+ private:
+  [[nodiscard]] static std::size_t size_of_batch(arrow::RecordBatch const& batch) {
+    std::size_t bytes = 0;
+    for (int c = 0; c < batch.num_columns(); ++c) {
+      bytes += spillway_size(*batch.column(c));
+    }
+    return bytes;
+  }
+
+  void open_file(std::size_t index) {
+    file_index_            = index;
+    auto const& path       = files_[index];
+    current_               = open_(path, pool_.get());
+    auto const file_schema = current_->schema();
+    // The selected columns, by name, in the requested order.
+    std::vector<int> selection;
+    if (columns_.empty()) {
+      for (int c = 0; c < file_schema->num_fields(); ++c) {
+        selection.push_back(c);
+      }
+    } else {
+      for (auto const& name : columns_) {
+        int const found = file_schema->GetFieldIndex(name);
+        SPILLWAY_EXPECTS(found >= 0,
+                         "unknown column '" + name + "' in '" + path +
+                           "' (columns: " + file_schema->ToString(false) + ")",
+                         invalid_argument);
+        selection.push_back(found);
+      }
+    }
+    table_schema schema;
+    for (int const c : selection) {
+      auto const& field = file_schema->field(c);
+      schema.push_back({field->name(), from_arrow_type(*field->type(), field->name(), path)});
+    }
+    if (index == 0) {
+      schema_ = std::move(schema);
+    } else {
+      SPILLWAY_EXPECTS(schema == schema_,
+                       "'" + path + "' has columns (" + to_string(schema) + ") unlike those of '" +
+                         files_[0] + "' (" + to_string(schema_) + ")",
+                       invalid_argument);
+    }
+    selection_ = std::move(selection);
+  }
+
+  /** @brief Moves the next Arrow batch (of the selected columns) to `pending_`. */
+  bool pull() {
+    while (true) {
+      if (!current_) {
+        if (file_index_ + 1 >= files_.size()) {
+          return false;
+        }
+        open_file(file_index_ + 1);
+      }
+      auto batch = current_->next();
+      if (!batch) {
+        current_.reset();
+        continue;
+      }
+      if (batch->num_rows() == 0) {
+        continue;
+      }
+      arrow::ArrayVector arrays;
+      arrow::FieldVector fields;
+      for (int const c : selection_) {
+        arrays.push_back(batch->column(c));
+        fields.push_back(batch->schema()->field(c));
+      }
+      pending_.push_back(
+        arrow::RecordBatch::Make(arrow::schema(std::move(fields)), batch->num_rows(), arrays));
+      return true;
+    }
+  }
+
+  std::vector<std::string> files_;
+  std::vector<std::string> columns_;
+  std::size_t target_bytes_;
+  std::function<std::unique_ptr<file_batches>(std::string const&, arrow::MemoryPool*)> open_;
+  stream_view stream_;
+  memory_resources mrs_;
+  std::unique_ptr<arrow_memory_pool> pool_;
+  std::size_t file_index_ = 0;
+  std::unique_ptr<file_batches> current_;
+  std::vector<int> selection_;
+  std::deque<std::shared_ptr<arrow::RecordBatch>> pending_;
+  table_schema schema_;
+};
+
+parquet::Compression::type to_parquet(parquet_compression compression) noexcept {
+  switch (compression) {
+    case parquet_compression::NONE:
+      return parquet::Compression::UNCOMPRESSED;
+    case parquet_compression::SNAPPY:
+      return parquet::Compression::SNAPPY;
+    case parquet_compression::ZSTD:
+      return parquet::Compression::ZSTD;
+  }
+  return parquet::Compression::UNCOMPRESSED;
+}
+
+class parquet_file_writer final : public format_writer {
+ public:
+  parquet_file_writer(std::string path,
+                      table_schema const& schema,
+                      parquet_write_options const& options,
+                      memory_resources mrs)
+    : path_(std::move(path)),
+      pool_(std::make_unique<arrow_memory_pool>(mrs.temporary())),
+      schema_(to_arrow_schema(schema)),
+      row_group_rows_(static_cast<int64_t>(std::max<std::size_t>(options.row_group_rows, 1))) {
+    try {
+      sink_           = value_or_throw(arrow::io::FileOutputStream::Open(path_),
+                             "cannot create Parquet file '" + path_ + "'");
+      auto properties = parquet::WriterProperties::Builder()
+                          .memory_pool(pool_.get())
+                          ->compression(to_parquet(options.compression))
+                          ->max_row_group_length(row_group_rows_)
+                          ->build();
+      auto arrow_properties = parquet::ArrowWriterProperties::Builder()
+                                .store_schema()  // keeps second timestamps and large_string
+                                ->build();
+      writer_ = value_or_throw(parquet::arrow::FileWriter::Open(
+                                 *schema_, pool_.get(), sink_, properties, arrow_properties),
+                               "cannot write Parquet file '" + path_ + "'");
+    } catch (parquet::ParquetException const& error) {
+      SPILLWAY_FAIL("cannot write Parquet file '" + path_ + "': " + error.what(), io_error);
+    }
+  }
+
+  ~parquet_file_writer() override {
+    writer_.reset();
+    if (sink_ && !sink_->closed()) {
+      (void)sink_->Close();
+    }
+  }
+  parquet_file_writer(parquet_file_writer const&)            = delete;
+  parquet_file_writer& operator=(parquet_file_writer const&) = delete;
+  parquet_file_writer(parquet_file_writer&&)                 = delete;
+  parquet_file_writer& operator=(parquet_file_writer&&)      = delete;
+
+  void write(table_view const& input) override {
+    if (input.num_rows() == 0) {
+      return;
+    }
+    try {
+      auto batch = to_arrow_batch(input, schema_, pool_.get());
+      auto table = value_or_throw(arrow::Table::FromRecordBatches(schema_, {batch}),
+                                  "cannot write Parquet file '" + path_ + "'");
+      check_arrow(writer_->WriteTable(*table, row_group_rows_),
+                  "cannot write Parquet file '" + path_ + "'");
+    } catch (parquet::ParquetException const& error) {
+      SPILLWAY_FAIL("cannot write Parquet file '" + path_ + "': " + error.what(), io_error);
+    }
+  }
+
+  [[nodiscard]] std::size_t bytes_written() const override {
+    auto const position = sink_->Tell();
+    return position.ok() ? static_cast<std::size_t>(*position) : 0;
+  }
+
+  void close() override {
+    try {
+      check_arrow(writer_->Close(), "cannot finish Parquet file '" + path_ + "'");
+      check_arrow(sink_->Close(), "cannot close Parquet file '" + path_ + "'");
+    } catch (parquet::ParquetException const& error) {
+      SPILLWAY_FAIL("cannot finish Parquet file '" + path_ + "': " + error.what(), io_error);
+    }
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<arrow_memory_pool> pool_;
+  std::shared_ptr<arrow::Schema> schema_;
+  int64_t row_group_rows_;
+  std::shared_ptr<arrow::io::FileOutputStream> sink_;
+  std::unique_ptr<parquet::arrow::FileWriter> writer_;
+};
+
+class ipc_file_writer final : public format_writer {
+ public:
+  ipc_file_writer(std::string path,
+                  table_schema const& schema,
+                  file_format format,
+                  memory_resources mrs)
+    : path_(std::move(path)),
+      pool_(std::make_unique<arrow_memory_pool>(mrs.temporary())),
+      schema_(to_arrow_schema(schema)) {
+    sink_               = value_or_throw(arrow::io::FileOutputStream::Open(path_),
+                           "cannot create Arrow IPC file '" + path_ + "'");
+    auto options        = arrow::ipc::IpcWriteOptions::Defaults();
+    options.memory_pool = pool_.get();
+    options.use_threads = false;
+    writer_             = value_or_throw(format == file_format::ARROW_IPC_FILE
+                               ? arrow::ipc::MakeFileWriter(sink_, schema_, options)
+                               : arrow::ipc::MakeStreamWriter(sink_, schema_, options),
+                             "cannot write Arrow IPC file '" + path_ + "'");
+  }
+
+  ~ipc_file_writer() override {
+    writer_.reset();
+    if (sink_ && !sink_->closed()) {
+      (void)sink_->Close();
+    }
+  }
+  ipc_file_writer(ipc_file_writer const&)            = delete;
+  ipc_file_writer& operator=(ipc_file_writer const&) = delete;
+  ipc_file_writer(ipc_file_writer&&)                 = delete;
+  ipc_file_writer& operator=(ipc_file_writer&&)      = delete;
+
+  void write(table_view const& input) override {
+    if (input.num_rows() == 0) {
+      return;
+    }
+    auto batch = to_arrow_batch(input, schema_, pool_.get());
+    check_arrow(writer_->WriteRecordBatch(*batch), "cannot write Arrow IPC file '" + path_ + "'");
+  }
+
+  [[nodiscard]] std::size_t bytes_written() const override {
+    auto const position = sink_->Tell();
+    return position.ok() ? static_cast<std::size_t>(*position) : 0;
+  }
+
+  void close() override {
+    check_arrow(writer_->Close(), "cannot finish Arrow IPC file '" + path_ + "'");
+    check_arrow(sink_->Close(), "cannot close Arrow IPC file '" + path_ + "'");
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<arrow_memory_pool> pool_;
+  std::shared_ptr<arrow::Schema> schema_;
+  std::shared_ptr<arrow::io::FileOutputStream> sink_;
+  std::shared_ptr<arrow::ipc::RecordBatchWriter> writer_;
+};
+
+}  // namespace
+
+std::unique_ptr<format_writer> make_parquet_writer(std::string const& path,
+                                                   table_schema const& schema,
+                                                   parquet_write_options const& options,
+                                                   stream_view,
+                                                   memory_resources mrs) {
+  return std::make_unique<parquet_file_writer>(path, schema, options, mrs);
+}
+
+std::unique_ptr<format_writer> make_arrow_ipc_writer(std::string const& path,
+                                                     table_schema const& schema,
+                                                     file_format format,
+                                                     stream_view,
+                                                     memory_resources mrs) {
+  return std::make_unique<ipc_file_writer>(path, schema, format, mrs);
+}
+
+std::unique_ptr<batch_reader> open_parquet_files(std::vector<std::string> files,
+                                                 parquet_read_options const& options,
+                                                 stream_view stream,
+                                                 memory_resources mrs) {
+  std::size_t const target = options.target_batch_bytes;
+  return std::make_unique<arrow_batch_reader>(
+    std::move(files),
+    options.columns,
+    target,
+    [target](std::string const& path, arrow::MemoryPool* pool) {
+      return std::make_unique<parquet_batches>(path, target, pool);
+    },
+    stream,
+    mrs);
+}
+
+std::unique_ptr<batch_reader> open_arrow_ipc_files(std::vector<std::string> files,
+                                                   file_format format,
+                                                   arrow_ipc_read_options const& options,
+                                                   stream_view stream,
+                                                   memory_resources mrs) {
+  return std::make_unique<arrow_batch_reader>(
+    std::move(files),
+    options.columns,
+    options.target_batch_bytes,
+    [format](std::string const& path, arrow::MemoryPool* pool) -> std::unique_ptr<file_batches> {
+      if (format == file_format::ARROW_IPC_FILE) {
+        return std::make_unique<ipc_file_batches>(path, pool);
+      }
+      return std::make_unique<ipc_stream_batches>(path, pool);
+    },
+    stream,
+    mrs);
+}
+
+}  // namespace detail
+}  // namespace spillway

@@ -1,0 +1,80 @@
+/**
+ * @file type_conversion.hpp
+ * @brief spillway columns and types to Arrow arrays and types, and back.
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/io/schema.hpp>
+#include <spillway/memory/resource_ref.hpp>
+#include <spillway/table/column.hpp>
+#include <spillway/table/table_view.hpp>
+
+#include <arrow/api.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spillway::detail {
+
+/** @return the Arrow type of `type` (STRING is large_utf8, TIMESTAMP has no zone) */
+std::shared_ptr<arrow::DataType> to_arrow_type(data_type type);
+
+/**
+ * @return the spillway type of the Arrow `type` of column `column` in `file`
+ * @throws spillway::not_supported naming the file, column and Arrow type when there is none
+ */
+data_type from_arrow_type(arrow::DataType const& type,
+                          std::string const& column,
+                          std::string const& file);
+
+/** @return the Arrow schema of `schema` (every field nullable) */
+std::shared_ptr<arrow::Schema> to_arrow_schema(table_schema const& schema);
+
+/** @return the spillway schema of `schema` @throws as `from_arrow_type` */
+table_schema from_arrow_schema(arrow::Schema const& schema, std::string const& file);
+
+/**
+ * @brief An Arrow array over `view`: zero-copy for every type but BOOL8, whose bytes are packed
+ * into bits in memory from `pool`. The view's memory must outlive the array.
+ */
+std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view, arrow::MemoryPool* pool);
+
+/** @return a record batch over `input` (see `to_arrow_array`) */
+std::shared_ptr<arrow::RecordBatch> to_arrow_batch(table_view const& input,
+                                                   std::shared_ptr<arrow::Schema> const& schema,
+                                                   arrow::MemoryPool* pool);
+
+/** @return the bytes `chunk` takes as a spillway column of `type` (values, offsets, mask) */
+std::size_t spillway_size(arrow::Array const& chunk);
+
+/**
+ * @brief Copies `chunks` (Arrow arrays of one column, in order) into one column of `type` from
+ * `resource`.
+ */
+std::unique_ptr<column> from_arrow_chunks(std::vector<std::shared_ptr<arrow::Array>> const& chunks,
+                                          data_type type,
+                                          stream_view stream,
+                                          resource_ref resource);
+
+/** @brief Throws the spillway error for a failed Arrow `status`: "what: message". */
+[[noreturn]] void throw_arrow_error(arrow::Status const& status, std::string const& what);
+
+/** @brief Throws when `status` is not OK. */
+inline void check_arrow(arrow::Status const& status, std::string const& what) {
+  if (!status.ok()) {
+    throw_arrow_error(status, what);
+  }
+}
+
+/** @return the value of `result`, or throws as `check_arrow` */
+template <typename T>
+T value_or_throw(arrow::Result<T> result, std::string const& what) {
+  if (!result.ok()) {
+    throw_arrow_error(result.status(), what);
+  }
+  return std::move(result).ValueUnsafe();
+}
+
+}  // namespace spillway::detail

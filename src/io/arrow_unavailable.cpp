@@ -1,0 +1,57 @@
+/**
+ * @file arrow_unavailable.cpp
+ * @brief Parquet and Arrow IPC in a build without Arrow C++: every entry point says why not.
+ */
+#include "io/io_detail.hpp"
+
+#include <spillway/core/error.hpp>
+
+#include <string>
+
+namespace spillway {
+
+bool arrow_io_available() noexcept { return false; }
+
+namespace detail {
+namespace {
+
+[[noreturn]] void fail_without_arrow(std::string const& what) {
+  SPILLWAY_FAIL(what +
+                  " needs Arrow C++, and this build of spillway has none (SPILLWAY_ENABLE_ARROW "
+                  "was OFF, or neither find_package(Arrow) nor pyarrow found it; run "
+                  "scripts/install-deps.sh and reconfigure); CSV works without it",
+                not_supported);
+}
+
+}  // namespace
+
+std::unique_ptr<format_writer> make_parquet_writer(std::string const& path,
+                                                   table_schema const&,
+                                                   parquet_write_options const&,
+                                                   stream_view,
+                                                   memory_resources) {
+  fail_without_arrow("writing Parquet file '" + path + "'");
+}
+
+std::unique_ptr<format_writer> make_arrow_ipc_writer(
+  std::string const& path, table_schema const&, file_format, stream_view, memory_resources) {
+  fail_without_arrow("writing Arrow IPC file '" + path + "'");
+}
+
+std::unique_ptr<batch_reader> open_parquet_files(std::vector<std::string> files,
+                                                 parquet_read_options const&,
+                                                 stream_view,
+                                                 memory_resources) {
+  fail_without_arrow("reading Parquet file '" + files.front() + "'");
+}
+
+std::unique_ptr<batch_reader> open_arrow_ipc_files(std::vector<std::string> files,
+                                                   file_format,
+                                                   arrow_ipc_read_options const&,
+                                                   stream_view,
+                                                   memory_resources) {
+  fail_without_arrow("reading Arrow IPC file '" + files.front() + "'");
+}
+
+}  // namespace detail
+}  // namespace spillway

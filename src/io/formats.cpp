@@ -1,0 +1,247 @@
+/**
+ * @file formats.cpp
+ * @brief The public Parquet and Arrow IPC entry points (thin shells over the Arrow or
+ * no-Arrow implementation) and the multi-file `batch_writer`.
+ */
+#include "io/io_detail.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/io/arrow_ipc.hpp>
+#include <spillway/io/batch_writer.hpp>
+#include <spillway/io/dataset.hpp>
+#include <spillway/io/parquet.hpp>
+#include <spillway/table/size_estimate.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <utility>
+
+namespace spillway {
+namespace {
+
+void check_ipc_format(file_format format, std::string const& what) {
+  SPILLWAY_EXPECTS(format == file_format::ARROW_IPC_FILE || format == file_format::ARROW_IPC_STREAM,
+                   what + ": the format must be ARROW_IPC_FILE or ARROW_IPC_STREAM, not " +
+                     std::string{extension(format)},
+                   invalid_argument);
+}
+
+}  // namespace
+
+std::unique_ptr<batch_reader> open_parquet(std::string const& source,
+                                           parquet_read_options const& options,
+                                           stream_view stream,
+                                           memory_resources mrs) {
+  return detail::open_parquet_files(expand_dataset(source), options, stream, mrs);
+}
+
+std::unique_ptr<table> read_parquet(std::string const& source,
+                                    parquet_read_options const& options,
+                                    stream_view stream,
+                                    memory_resources mrs) {
+  auto reader = open_parquet(source, options, stream, mrs);
+  return read_all(*reader, stream, mrs);
+}
+
+void write_parquet(table_view const& input,
+                   std::vector<std::string> const& names,
+                   std::string const& path,
+                   parquet_write_options const& options,
+                   stream_view stream,
+                   memory_resources mrs) {
+  auto const schema = detail::schema_of(input, names, "write_parquet('" + path + "')");
+  detail::write_one_file(input, path, [&](std::string const& temporary) {
+    return detail::make_parquet_writer(temporary, schema, options, stream, mrs);
+  });
+}
+
+std::unique_ptr<batch_reader> open_arrow_ipc(std::string const& source,
+                                             file_format format,
+                                             arrow_ipc_read_options const& options,
+                                             stream_view stream,
+                                             memory_resources mrs) {
+  check_ipc_format(format, "open_arrow_ipc('" + source + "')");
+  return detail::open_arrow_ipc_files(expand_dataset(source), format, options, stream, mrs);
+}
+
+std::unique_ptr<table> read_arrow_ipc(std::string const& source,
+                                      file_format format,
+                                      arrow_ipc_read_options const& options,
+                                      stream_view stream,
+                                      memory_resources mrs) {
+  auto reader = open_arrow_ipc(source, format, options, stream, mrs);
+  return read_all(*reader, stream, mrs);
+}
+
+void write_arrow_ipc(table_view const& input,
+                     std::vector<std::string> const& names,
+                     std::string const& path,
+                     file_format format,
+                     stream_view stream,
+                     memory_resources mrs) {
+  check_ipc_format(format, "write_arrow_ipc('" + path + "')");
+  auto const schema = detail::schema_of(input, names, "write_arrow_ipc('" + path + "')");
+  detail::write_one_file(input, path, [&](std::string const& temporary) {
+    return detail::make_arrow_ipc_writer(temporary, schema, format, stream, mrs);
+  });
+}
+
+/** @brief The state of a `batch_writer`. */
+class batch_writer::impl {
+ public:
+  impl(batch_writer_options options,
+       std::vector<std::string> names,
+       stream_view stream,
+       memory_resources mrs)
+    : options_(std::move(options)), names_(std::move(names)), stream_(stream), mrs_(mrs) {
+    SPILLWAY_EXPECTS(options_.target_file_bytes > 0,
+                     std::string{"batch_writer: target_file_bytes must be positive"},
+                     invalid_argument);
+    if (options_.format != file_format::CSV) {
+      SPILLWAY_EXPECTS(arrow_io_available(),
+                       "batch_writer: " + std::string{extension(options_.format)} +
+                         " needs Arrow C++, which this build lacks; CSV works without it",
+                       not_supported);
+    }
+    std::error_code error;
+    std::filesystem::create_directories(options_.directory, error);
+    SPILLWAY_EXPECTS(
+      !error,
+      "batch_writer: cannot create directory '" + options_.directory + "': " + error.message(),
+      io_error);
+  }
+
+  ~impl() {
+    // Not closed: a failure somewhere; leave nothing behind.
+    current_.reset();
+    for (auto const& file : files_) {
+      detail::remove_quietly(detail::temporary_path_for(file));
+    }
+  }
+  impl(impl const&)            = delete;
+  impl& operator=(impl const&) = delete;
+  impl(impl&&)                 = delete;
+  impl& operator=(impl&&)      = delete;
+
+  void write(table_view const& input) {
+    if (schema_.empty()) {
+      schema_ = detail::schema_of(input, names_, "batch_writer");
+    } else {
+      detail::check_matches(input, schema_, "batch_writer");
+    }
+    std::size_t row = 0;
+    while (row < input.num_rows()) {
+      if (!current_) {
+        open_next();
+      }
+      // Rows that fit what is left of the target, judged by their in-memory size (at least one).
+      std::size_t const written = current_->bytes_written();
+      std::size_t const room =
+        options_.target_file_bytes > written ? options_.target_file_bytes - written : 0;
+      std::size_t const remaining_rows = input.num_rows() - row;
+      double const row_bytes           = std::max(
+        estimate_size(input, row, input.num_rows()) / static_cast<double>(remaining_rows), 1.0);
+      // File bytes per in-memory byte, learned from what this file holds so far (encoding,
+      // compression and text all change it).
+      double const ratio =
+        estimated_in_file_ > 0 && written > 0
+          ? static_cast<double>(written) / static_cast<double>(estimated_in_file_)
+          : 1.0;
+      auto rows = static_cast<std::size_t>(static_cast<double>(room) / (row_bytes * ratio));
+      rows      = std::clamp<std::size_t>(rows, 1, remaining_rows);
+      estimated_in_file_ += estimate_size(input, row, row + rows);
+      current_->write(slice(input, row, row + rows));
+      row += rows;
+      if (current_->bytes_written() >= options_.target_file_bytes) {
+        finish_current();
+      }
+    }
+  }
+
+  std::vector<std::string> close() {
+    finish_current();
+    std::vector<std::string> done;
+    try {
+      for (auto const& file : files_) {
+        detail::rename_file(detail::temporary_path_for(file), file);
+        done.push_back(file);
+      }
+    } catch (...) {
+      for (auto const& file : done) {
+        detail::remove_quietly(file);
+      }
+      throw;
+    }
+    files_.clear();
+    return done;
+  }
+
+ private:
+  void open_next() {
+    std::array<char, 32> number{};
+    std::snprintf(number.data(), number.size(), "-%05zu.", files_.size());
+    auto const path =
+      (std::filesystem::path{options_.directory} /
+       (options_.file_prefix + number.data() + std::string{extension(options_.format)}))
+        .string();
+    auto const temporary = detail::temporary_path_for(path);
+    files_.push_back(path);
+    switch (options_.format) {
+      case file_format::PARQUET:
+        current_ = detail::make_parquet_writer(temporary, schema_, options_.parquet, stream_, mrs_);
+        break;
+      case file_format::ARROW_IPC_FILE:
+      case file_format::ARROW_IPC_STREAM:
+        current_ =
+          detail::make_arrow_ipc_writer(temporary, schema_, options_.format, stream_, mrs_);
+        break;
+      case file_format::CSV:
+        current_ = detail::make_csv_writer(temporary, schema_, options_.csv, stream_, mrs_);
+        break;
+    }
+  }
+
+  void finish_current() {
+    if (current_) {
+      current_->close();
+      current_.reset();
+      estimated_in_file_ = 0;
+    }
+  }
+
+  batch_writer_options options_;
+  std::vector<std::string> names_;
+  stream_view stream_;
+  memory_resources mrs_;
+  table_schema schema_;
+  std::unique_ptr<detail::format_writer> current_;
+  std::vector<std::string> files_;     ///< final paths of the files begun so far
+  std::size_t estimated_in_file_ = 0;  ///< in-memory bytes of the rows in the current file
+};
+
+batch_writer::batch_writer(batch_writer_options options,
+                           std::vector<std::string> names,
+                           stream_view stream,
+                           memory_resources mrs)
+  : impl_(std::make_unique<impl>(std::move(options), std::move(names), stream, mrs)) {}
+
+batch_writer::~batch_writer()                                  = default;
+batch_writer::batch_writer(batch_writer&&) noexcept            = default;
+batch_writer& batch_writer::operator=(batch_writer&&) noexcept = default;
+
+void batch_writer::write(table_view const& input) {
+  SPILLWAY_EXPECTS(impl_ != nullptr, std::string{"batch_writer: used after move"}, logic_error);
+  impl_->write(input);
+}
+
+std::vector<std::string> batch_writer::close() {
+  SPILLWAY_EXPECTS(impl_ != nullptr, std::string{"batch_writer: used after move"}, logic_error);
+  auto files = impl_->close();
+  return files;
+}
+
+}  // namespace spillway

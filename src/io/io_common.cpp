@@ -1,0 +1,148 @@
+/**
+ * @file io_common.cpp
+ * @brief Schemas, temporary names, `read_all` and the dataset expansion.
+ */
+#include "io/io_detail.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/io/batch_reader.hpp>
+#include <spillway/io/dataset.hpp>
+#include <spillway/io/schema.hpp>
+#include <spillway/table/concatenate.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <glob.h>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace spillway {
+
+std::string to_string(table_schema const& schema) {
+  std::string result;
+  for (auto const& column : schema) {
+    if (!result.empty()) {
+      result += ", ";
+    }
+    result += column.name + ": " + to_string(column.type);
+  }
+  return result;
+}
+
+std::unique_ptr<table> read_all(batch_reader& reader, stream_view stream, memory_resources mrs) {
+  std::vector<std::unique_ptr<table>> batches;
+  while (auto batch = reader.next()) {
+    batches.push_back(std::move(batch));
+  }
+  if (batches.empty()) {
+    // An empty dataset: empty columns of the schema's types.
+    std::vector<std::unique_ptr<column>> columns;
+    for (auto const& field : reader.schema()) {
+      columns.push_back(
+        is_fixed_width(field.type)
+          ? make_fixed_width_column(field.type, 0, mask_state::UNALLOCATED, stream, mrs.output())
+          : make_strings_column(0, 0, mask_state::UNALLOCATED, stream, mrs.output()));
+    }
+    return std::make_unique<table>(std::move(columns));
+  }
+  std::vector<table_view> views;
+  views.reserve(batches.size());
+  for (auto const& batch : batches) {
+    views.push_back(batch->view());
+  }
+  return detail::concatenate(views, stream, mrs);
+}
+
+std::vector<std::string> expand_dataset(std::string const& source) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  auto const is_visible = [](fs::path const& path) {
+    auto const name = path.filename().string();
+    return !name.empty() && name.front() != '.' && name.front() != '_';
+  };
+  if (source.find_first_of("*?[") != std::string::npos) {
+    glob_t matches{};
+    int const status = ::glob(source.c_str(), 0, nullptr, &matches);
+    if (status == 0) {
+      for (std::size_t i = 0; i < matches.gl_pathc; ++i) {
+        std::error_code error;
+        if (fs::is_regular_file(matches.gl_pathv[i], error)) {
+          files.emplace_back(matches.gl_pathv[i]);
+        }
+      }
+    }
+    ::globfree(&matches);
+    SPILLWAY_EXPECTS(!files.empty(), "no file matches the pattern '" + source + "'", io_error);
+  } else {
+    std::error_code error;
+    auto const status = fs::status(source, error);
+    SPILLWAY_EXPECTS(
+      !error && fs::exists(status), "no such file or directory: '" + source + "'", io_error);
+    if (fs::is_directory(status)) {
+      for (auto const& entry : fs::directory_iterator(source, error)) {
+        if (entry.is_regular_file() && is_visible(entry.path())) {
+          files.push_back(entry.path().string());
+        }
+      }
+      SPILLWAY_EXPECTS(
+        !error, "cannot list directory '" + source + "': " + error.message(), io_error);
+      SPILLWAY_EXPECTS(!files.empty(), "directory '" + source + "' holds no data file", io_error);
+    } else {
+      files.push_back(source);
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+namespace detail {
+
+std::string temporary_path_for(std::string const& path) {
+  std::filesystem::path const final_path{path};
+  return (final_path.parent_path() / ("." + final_path.filename().string() + ".tmp")).string();
+}
+
+table_schema schema_of(table_view const& input,
+                       std::vector<std::string> const& names,
+                       std::string const& what) {
+  SPILLWAY_EXPECTS(names.size() == input.num_columns(),
+                   what + ": " + std::to_string(names.size()) + " names for " +
+                     std::to_string(input.num_columns()) + " columns",
+                   invalid_argument);
+  table_schema schema;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    schema.push_back({names[i], input.column(i).type()});
+  }
+  return schema;
+}
+
+void check_matches(table_view const& input, table_schema const& schema, std::string const& what) {
+  SPILLWAY_EXPECTS(input.num_columns() == schema.size(),
+                   what + ": a table of " + std::to_string(input.num_columns()) +
+                     " columns for a schema of " + std::to_string(schema.size()),
+                   invalid_argument);
+  for (std::size_t i = 0; i < schema.size(); ++i) {
+    SPILLWAY_EXPECTS(input.column(i).type() == schema[i].type,
+                     what + ": column '" + schema[i].name + "' is " + to_string(schema[i].type) +
+                       " but the table's column " + std::to_string(i) + " is " +
+                       to_string(input.column(i).type()),
+                     invalid_argument);
+  }
+}
+
+void rename_file(std::string const& from, std::string const& to) {
+  std::error_code error;
+  std::filesystem::rename(from, to, error);
+  SPILLWAY_EXPECTS(
+    !error, "cannot rename '" + from + "' to '" + to + "': " + error.message(), io_error);
+}
+
+void remove_quietly(std::string const& path) noexcept {
+  std::error_code error;
+  std::filesystem::remove(path, error);
+}
+
+}  // namespace detail
+}  // namespace spillway

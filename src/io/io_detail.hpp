@@ -1,0 +1,115 @@
+/**
+ * @file io_detail.hpp
+ * @brief Internals of the io layer shared by its formats: one-file writers, the reader
+ * factories behind the public shells, temporary-file naming.
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/io/arrow_ipc.hpp>
+#include <spillway/io/batch_reader.hpp>
+#include <spillway/io/csv.hpp>
+#include <spillway/io/file_format.hpp>
+#include <spillway/io/parquet.hpp>
+#include <spillway/io/schema.hpp>
+#include <spillway/memory/memory_resources.hpp>
+#include <spillway/table/table_view.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spillway::detail {
+
+/** @brief Writes tables into one file of one format; the file is complete after `close()`. */
+class format_writer {
+ public:
+  format_writer()                                = default;
+  virtual ~format_writer()                       = default;
+  format_writer(format_writer const&)            = delete;
+  format_writer& operator=(format_writer const&) = delete;
+  format_writer(format_writer&&)                 = delete;
+  format_writer& operator=(format_writer&&)      = delete;
+
+  /** @brief Appends the rows of `input` (types already checked against the schema). */
+  virtual void write(table_view const& input) = 0;
+  /** @return the bytes in the file so far */
+  [[nodiscard]] virtual std::size_t bytes_written() const = 0;
+  /** @brief Writes the footer and closes the file. */
+  virtual void close() = 0;
+};
+
+/** @brief Opens `path` for a Parquet writer of `schema`. */
+std::unique_ptr<format_writer> make_parquet_writer(std::string const& path,
+                                                   table_schema const& schema,
+                                                   parquet_write_options const& options,
+                                                   stream_view stream,
+                                                   memory_resources mrs);
+
+/** @brief Opens `path` for an Arrow IPC writer (file or stream format) of `schema`. */
+std::unique_ptr<format_writer> make_arrow_ipc_writer(std::string const& path,
+                                                     table_schema const& schema,
+                                                     file_format format,
+                                                     stream_view stream,
+                                                     memory_resources mrs);
+
+/** @brief Opens `path` for a CSV writer of `schema`. */
+std::unique_ptr<format_writer> make_csv_writer(std::string const& path,
+                                               table_schema const& schema,
+                                               csv_write_options const& options,
+                                               stream_view stream,
+                                               memory_resources mrs);
+
+/** @brief Opens the Parquet `files` (already expanded, at least one). */
+std::unique_ptr<batch_reader> open_parquet_files(std::vector<std::string> files,
+                                                 parquet_read_options const& options,
+                                                 stream_view stream,
+                                                 memory_resources mrs);
+
+/** @brief Opens the Arrow IPC `files` (already expanded, at least one). */
+std::unique_ptr<batch_reader> open_arrow_ipc_files(std::vector<std::string> files,
+                                                   file_format format,
+                                                   arrow_ipc_read_options const& options,
+                                                   stream_view stream,
+                                                   memory_resources mrs);
+
+/** @return `dir/.name.tmp` for the final path `dir/name` */
+std::string temporary_path_for(std::string const& path);
+
+/** @return the schema of `input` with column names `names` @throws invalid_argument */
+table_schema schema_of(table_view const& input,
+                       std::vector<std::string> const& names,
+                       std::string const& what);
+
+/** @throws invalid_argument when the types of `input` are not those of `schema` */
+void check_matches(table_view const& input, table_schema const& schema, std::string const& what);
+
+/**
+ * @brief Writes `input` to `path` through `writer_factory(temporary path)`, renaming at the end
+ * and removing the temporary file on failure.
+ */
+template <typename Factory>
+void write_one_file(table_view const& input, std::string const& path, Factory&& writer_factory);
+
+/** @brief Renames `from` to `to` @throws io_error naming both */
+void rename_file(std::string const& from, std::string const& to);
+
+/** @brief Removes `path` if it exists; never throws. */
+void remove_quietly(std::string const& path) noexcept;
+
+template <typename Factory>
+void write_one_file(table_view const& input, std::string const& path, Factory&& writer_factory) {
+  auto const temporary = temporary_path_for(path);
+  try {
+    auto writer = writer_factory(temporary);
+    writer->write(input);
+    writer->close();
+    rename_file(temporary, path);
+  } catch (...) {
+    remove_quietly(temporary);
+    throw;
+  }
+}
+
+}  // namespace spillway::detail

@@ -1,0 +1,205 @@
+#include "io/io_test_support.hpp"
+#include "testing/expect_tables_equal.hpp"
+
+#include <spillway/io/arrow_ipc.hpp>
+#include <spillway/io/csv.hpp>
+#include <spillway/io/file_format.hpp>
+#include <spillway/io/parquet.hpp>
+#include <spillway/table/table_view.hpp>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+using testing::make_fixed_column;
+using testing::make_string_column;
+
+class RoundTripTest : public testing::io_test {};
+
+#define SPILLWAY_SKIP_WITHOUT_ARROW()             \
+  if (!testing::arrow_tests_enabled()) {          \
+    GTEST_SKIP() << testing::arrow_skip_reason(); \
+  }
+
+TEST_F(RoundTripTest, ParquetEveryTypeWithNulls) {
+  SPILLWAY_SKIP_WITHOUT_ARROW();
+  auto const input = every_type_table(1000, 1, parquet_types());
+  auto const names = this->names(input->num_columns());
+  write_parquet(*input, names, path("t.parquet"), {}, default_stream(), host_);
+  auto reader = open_parquet(path("t.parquet"), {}, default_stream(), host_);
+  ASSERT_EQ(reader->schema().size(), names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(reader->schema()[i].name, names[i]);
+    EXPECT_EQ(reader->schema()[i].type, input->view().column(i).type()) << i;
+  }
+  auto const output = read_all(*reader, default_stream(), host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(input->view(), output->view());
+}
+
+TEST_F(RoundTripTest, ParquetEveryCompressionAndSlicedInput) {
+  SPILLWAY_SKIP_WITHOUT_ARROW();
+  auto const input  = every_type_table(500, 2, parquet_types());
+  auto const sliced = slice(input->view(), 37, 411);  // offsets into masks and strings
+  for (auto const compression :
+       {parquet_compression::NONE, parquet_compression::SNAPPY, parquet_compression::ZSTD}) {
+    parquet_write_options options;
+    options.compression    = compression;
+    options.row_group_rows = 100;
+    write_parquet(
+      sliced, names(sliced.num_columns()), path("s.parquet"), options, default_stream(), host_);
+    auto const output = read_parquet(path("s.parquet"), {}, default_stream(), host_);
+    SPILLWAY_EXPECT_TABLES_EQUAL(sliced, output->view());
+  }
+}
+
+TEST_F(RoundTripTest, ParquetSecondsComeBackAsMilliseconds) {
+  SPILLWAY_SKIP_WITHOUT_ARROW();
+  data_type const seconds{type_id::TIMESTAMP, time_unit::SECOND};
+  data_type const milliseconds{type_id::TIMESTAMP, time_unit::MILLISECOND};
+  std::vector<std::unique_ptr<column>> columns;
+  columns.push_back(
+    make_fixed_column<std::int64_t>(seconds, {-86400, 0, 1700000000}, {true, false, true}, host_));
+  table const input(std::move(columns));
+  write_parquet(input, {"t"}, path("s.parquet"), {}, default_stream(), host_);
+  std::vector<std::unique_ptr<column>> expected_columns;
+  expected_columns.push_back(make_fixed_column<std::int64_t>(
+    milliseconds, {-86400000, 0, 1700000000000}, {true, false, true}, host_));
+  table const expected(std::move(expected_columns));
+  SPILLWAY_EXPECT_TABLES_EQUAL(
+    expected.view(), read_parquet(path("s.parquet"), {}, default_stream(), host_)->view());
+}
+
+TEST_F(RoundTripTest, ArrowIpcFileAndStreamEveryTypeWithNulls) {
+  SPILLWAY_SKIP_WITHOUT_ARROW();
+  auto const input  = every_type_table(777, 3);
+  auto const sliced = slice(input->view(), 5, 700);
+  for (auto const format : {file_format::ARROW_IPC_FILE, file_format::ARROW_IPC_STREAM}) {
+    auto const file = path("t." + std::string{extension(format)});
+    write_arrow_ipc(sliced, names(sliced.num_columns()), file, format, default_stream(), host_);
+    auto const output = read_arrow_ipc(file, format, {}, default_stream(), host_);
+    SPILLWAY_EXPECT_TABLES_EQUAL(sliced, output->view());
+  }
+}
+
+TEST_F(RoundTripTest, CsvEveryTypeWithGivenSchemaIsExact) {
+  auto const input  = every_type_table(600, 4);
+  auto const sliced = slice(input->view(), 3, 599);
+  auto const names  = this->names(sliced.num_columns());
+  write_csv(sliced, names, path("t.csv"), {}, default_stream(), host_);
+  csv_read_options options;
+  table_schema schema;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    schema.push_back({names[i], sliced.column(i).type()});
+  }
+  options.schema    = schema;
+  auto const output = read_csv(path("t.csv"), options, default_stream(), host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(sliced, output->view());
+}
+
+TEST_F(RoundTripTest, CsvInferenceWidensAndKeepsValues) {
+  std::vector<std::unique_ptr<column>> columns;
+  columns.push_back(
+    make_fixed_column<std::int64_t>(type_id::INT64, {1, -2, 3}, {true, false, true}, host_));
+  columns.push_back(make_fixed_column<double>(type_id::FLOAT64, {0.1, 1e300, -0.0}, {}, host_));
+  columns.push_back(
+    make_fixed_column<std::uint8_t>(type_id::BOOL8, {1, 0, 1}, {true, true, false}, host_));
+  columns.push_back(make_fixed_column<std::int64_t>(
+    data_type{type_id::TIMESTAMP, time_unit::MILLISECOND}, {-1, 0, 1700000000123}, {}, host_));
+  columns.push_back(make_string_column(
+    {
+      "a,b",
+      std::nullopt,
+      "",
+    },
+    host_));
+  columns.push_back(make_string_column({"quote \" here", "line\nbreak", "x"}, host_));
+  table const input(std::move(columns));
+  std::vector<std::string> const names{"i", "f", "b", "t", "s", "q"};
+  write_csv(input, names, path("t.csv"), {}, default_stream(), host_);
+  auto reader = open_csv(path("t.csv"), {}, default_stream(), host_);
+  table_schema const expected{{"i", type_id::INT64},
+                              {"f", type_id::FLOAT64},
+                              {"b", type_id::BOOL8},
+                              {"t", data_type{type_id::TIMESTAMP, time_unit::MILLISECOND}},
+                              {"s", type_id::STRING},
+                              {"q", type_id::STRING}};
+  EXPECT_EQ(reader->schema(), expected);
+  auto const output = read_all(*reader, default_stream(), host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(input.view(), output->view());
+}
+
+TEST_F(RoundTripTest, CsvFloatsExtremesRoundTrip) {
+  std::vector<double> const values{std::numeric_limits<double>::min(),
+                                   std::numeric_limits<double>::max(),
+                                   std::numeric_limits<double>::denorm_min(),
+                                   std::numeric_limits<double>::infinity(),
+                                   -std::numeric_limits<double>::infinity(),
+                                   0.1 + 0.2};
+  std::vector<std::unique_ptr<column>> columns;
+  columns.push_back(make_fixed_column<double>(type_id::FLOAT64, values, {}, host_));
+  table const input(std::move(columns));
+  write_csv(input, {"x"}, path("f.csv"), {}, default_stream(), host_);
+  auto const output = read_csv(path("f.csv"), {}, default_stream(), host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(input.view(), output->view());
+}
+
+TEST_F(RoundTripTest, ColumnSelectionInEveryFormat) {
+  auto const input = every_type_table(100, 5);
+  auto const names = this->names(input->num_columns());
+  std::vector<std::string> const wanted{"c12", "c0"};
+  std::vector<std::size_t> const indices{12, 0};
+  auto const expected = input->view().select(indices);
+  {
+    write_csv(*input, names, path("t.csv"), {}, default_stream(), host_);
+    csv_read_options options;
+    table_schema schema;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      schema.push_back({names[i], input->view().column(i).type()});
+    }
+    options.schema  = schema;
+    options.columns = wanted;
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected,
+                                 read_csv(path("t.csv"), options, default_stream(), host_)->view());
+  }
+  if (testing::arrow_tests_enabled()) {
+    write_parquet(*input, names, path("t.parquet"), {}, default_stream(), host_);
+    parquet_read_options options;
+    options.columns = wanted;
+    SPILLWAY_EXPECT_TABLES_EQUAL(
+      expected, read_parquet(path("t.parquet"), options, default_stream(), host_)->view());
+    write_arrow_ipc(
+      *input, names, path("t.arrow"), file_format::ARROW_IPC_FILE, default_stream(), host_);
+    arrow_ipc_read_options ipc_options;
+    ipc_options.columns = wanted;
+    SPILLWAY_EXPECT_TABLES_EQUAL(
+      expected,
+      read_arrow_ipc(
+        path("t.arrow"), file_format::ARROW_IPC_FILE, ipc_options, default_stream(), host_)
+        ->view());
+  }
+}
+
+TEST_F(RoundTripTest, EmptyTableRoundTrips) {
+  auto const input = every_type_table(0, 6);
+  auto const names = this->names(input->num_columns());
+  if (testing::arrow_tests_enabled()) {
+    write_parquet(*input, names, path("e.parquet"), {}, default_stream(), host_);
+    auto const output = read_parquet(path("e.parquet"), {}, default_stream(), host_);
+    EXPECT_EQ(output->num_rows(), 0U);
+    EXPECT_EQ(output->num_columns(), input->num_columns());
+  }
+  write_csv(*input, names, path("e.csv"), {}, default_stream(), host_);
+  auto const output = read_csv(path("e.csv"), {}, default_stream(), host_);
+  EXPECT_EQ(output->num_rows(), 0U);
+  EXPECT_EQ(output->num_columns(), input->num_columns());
+}
+
+}  // namespace
+}  // namespace spillway

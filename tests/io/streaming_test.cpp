@@ -1,0 +1,185 @@
+#include "io/io_test_support.hpp"
+#include "testing/expect_tables_equal.hpp"
+
+#include <spillway/io/arrow_ipc.hpp>
+#include <spillway/io/batch_writer.hpp>
+#include <spillway/io/csv.hpp>
+#include <spillway/io/dataset.hpp>
+#include <spillway/io/parquet.hpp>
+#include <spillway/table/concatenate.hpp>
+#include <spillway/table/size_estimate.hpp>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+class StreamingTest : public testing::io_test, public ::testing::WithParamInterface<file_format> {
+ protected:
+  void SetUp() override {
+    io_test::SetUp();
+    if (GetParam() != file_format::CSV && !testing::arrow_tests_enabled()) {
+      GTEST_SKIP() << testing::arrow_skip_reason();
+    }
+  }
+
+  /** @return an open reader of `source` in the test's format */
+  std::unique_ptr<batch_reader> open(std::string const& source,
+                                     std::size_t target,
+                                     std::vector<data_type> const& types) {
+    switch (GetParam()) {
+      case file_format::PARQUET:
+        return open_parquet(
+          source, {.columns = {}, .target_batch_bytes = target}, default_stream(), host_);
+      case file_format::ARROW_IPC_FILE:
+      case file_format::ARROW_IPC_STREAM:
+        return open_arrow_ipc(source,
+                              GetParam(),
+                              {.columns = {}, .target_batch_bytes = target},
+                              default_stream(),
+                              host_);
+      case file_format::CSV: {
+        csv_read_options options;
+        table_schema schema;
+        auto const names = this->names(types.size());
+        for (std::size_t i = 0; i < types.size(); ++i) {
+          schema.push_back({names[i], types[i]});
+        }
+        options.schema             = schema;
+        options.target_batch_bytes = target;
+        return open_csv(source, options, default_stream(), host_);
+      }
+    }
+    return nullptr;
+  }
+};
+
+TEST_P(StreamingTest, MultiFileOutputOfTargetSizeReadsBackAsOneDatasetInBatches) {
+  auto const column_types = GetParam() == file_format::PARQUET ? parquet_types() : types();
+  auto const input        = every_type_table(20000, 11, column_types);
+  auto const names        = this->names(input->num_columns());
+  batch_writer_options options;
+  options.directory         = path("out");
+  options.format            = GetParam();
+  options.target_file_bytes = 256U << 10U;
+  batch_writer writer(options, names, default_stream(), host_);
+  // Several writes, so files span writes and writes span files.
+  for (std::size_t begin = 0; begin < input->num_rows(); begin += 3000) {
+    writer.write(
+      slice(input->view(), begin, std::min<std::size_t>(begin + 3000, input->num_rows())));
+  }
+  // Nothing visible before close.
+  for (auto const& entry : std::filesystem::directory_iterator(path("out"))) {
+    EXPECT_EQ(entry.path().filename().string().front(), '.') << entry.path();
+  }
+  auto const files = writer.close();
+  ASSERT_GT(files.size(), 2U);
+  for (std::size_t i = 0; i + 1 < files.size(); ++i) {
+    auto const size = std::filesystem::file_size(files[i]);
+    EXPECT_GE(size, options.target_file_bytes / 2) << files[i];
+    EXPECT_LE(size, options.target_file_bytes * 2) << files[i];
+  }
+  EXPECT_EQ(expand_dataset(path("out")), files);
+
+  // Read back the directory in batches of about 64 KiB.
+  std::size_t const target = 64U << 10U;
+  auto reader              = open(path("out"), target, column_types);
+  std::vector<std::unique_ptr<table>> batches;
+  while (auto batch = reader->next()) {
+    batches.push_back(std::move(batch));
+  }
+  // About the target: none much larger, and few small ones (CSV ends a batch at a file's end).
+  std::size_t const total = estimate_size(input->view());
+  ASSERT_GT(batches.size(), 4U);
+  EXPECT_LE(batches.size(), 2 * (total / target + 1) + files.size());
+  std::vector<table_view> views;
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    views.push_back(batches[i]->view());
+    EXPECT_LE(estimate_size(batches[i]->view()), target * 3) << "batch " << i;
+  }
+  auto const all = concatenate(views, default_stream(), host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(input->view(), all->view());
+  EXPECT_EQ(reader->next(), nullptr);
+
+  // A glob over the same files.
+  auto const glob_pattern = path("out") + "/part-*." + std::string{extension(GetParam())};
+  auto glob_reader        = open(glob_pattern, 1U << 30U, column_types);
+  auto const whole        = read_all(*glob_reader, default_stream(), host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(input->view(), whole->view());
+}
+
+TEST_P(StreamingTest, AbandonedWriterLeavesNoFiles) {
+  auto const input = every_type_table(5000, 12);
+  {
+    batch_writer_options options;
+    options.directory         = path("out");
+    options.format            = GetParam();
+    options.target_file_bytes = 32U << 10U;
+    batch_writer writer(options, names(input->num_columns()), default_stream(), host_);
+    writer.write(*input);
+    // Destroyed without close(), as on an exception.
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(path("out")));
+}
+
+TEST_P(StreamingTest, WriterRejectsTablesOfAnotherSchema) {
+  auto const input = every_type_table(10, 13);
+  batch_writer_options options;
+  options.directory = path("out");
+  options.format    = GetParam();
+  batch_writer writer(options, names(input->num_columns()), default_stream(), host_);
+  writer.write(*input);
+  auto const other = testing::random_table({type_id::INT32}, 10, 1, 0.0, host_);
+  EXPECT_THROW(writer.write(*other), invalid_argument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats,
+                         StreamingTest,
+                         ::testing::Values(file_format::PARQUET,
+                                           file_format::ARROW_IPC_FILE,
+                                           file_format::ARROW_IPC_STREAM,
+                                           file_format::CSV),
+                         [](auto const& param_info) {
+                           return std::string{extension(param_info.param)};
+                         });
+
+class DatasetTest : public testing::io_test {};
+
+TEST_F(DatasetTest, ExpandsFilesDirectoriesAndGlobs) {
+  for (auto const* name : {"b.csv", "a.csv", ".hidden.tmp", "_SUCCESS", "c.txt"}) {
+    std::FILE* file = std::fopen(path(name).c_str(), "w");
+    ASSERT_NE(file, nullptr);
+    std::fclose(file);
+  }
+  EXPECT_EQ(expand_dataset(path("a.csv")), std::vector<std::string>{path("a.csv")});
+  EXPECT_EQ(expand_dataset(directory_.string()),
+            (std::vector<std::string>{path("a.csv"), path("b.csv"), path("c.txt")}));
+  EXPECT_EQ(expand_dataset(path("*.csv")),
+            (std::vector<std::string>{path("a.csv"), path("b.csv")}));
+  EXPECT_THROW((void)expand_dataset(path("nothing-*.parquet")), io_error);
+  EXPECT_THROW((void)expand_dataset(path("missing.parquet")), io_error);
+  std::filesystem::create_directories(path("empty"));
+  EXPECT_THROW((void)expand_dataset(path("empty")), io_error);
+}
+
+TEST_F(DatasetTest, FilesWithDifferentSchemasAreAnError) {
+  auto const a = testing::random_table({type_id::INT32}, 10, 1, 0.0, host_);
+  auto const b = testing::random_table({type_id::FLOAT64}, 10, 1, 0.0, host_);
+  write_csv(*a, {"x"}, path("a.csv"), {}, default_stream(), host_);
+  write_csv(*b, {"y"}, path("b.csv"), {}, default_stream(), host_);
+  EXPECT_THROW((void)read_csv(directory_.string(), {}, default_stream(), host_), io_error);
+  if (testing::arrow_tests_enabled()) {
+    write_parquet(*a, {"x"}, path("a.parquet"), {}, default_stream(), host_);
+    write_parquet(*b, {"x"}, path("b.parquet"), {}, default_stream(), host_);
+    EXPECT_THROW((void)read_parquet(path("*.parquet"), {}, default_stream(), host_),
+                 invalid_argument);
+  }
+}
+
+}  // namespace
+}  // namespace spillway
