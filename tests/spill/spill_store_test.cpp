@@ -1,7 +1,10 @@
+#include "lease/watchdog.hpp"
 #include "spill/fault_injection_file_system.hpp"
 #include "spill/spill_test_fixture.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/lease/lease_arbiter.hpp>
+#include <spillway/lease/task_context.hpp>
 #include <spillway/memory/failure_callback_resource_adaptor.hpp>
 #include <spillway/spill/spill_file.hpp>
 #include <spillway/spill/spill_store.hpp>
@@ -159,6 +162,51 @@ TEST_F(SpillStoreTest, SpillTaskTouchesOnlyThatTasksBuffers) {
   EXPECT_EQ(store.spill_task(task_id{1}, 1_GiB), 0U);
   EXPECT_EQ(store.spill_task(task_id{3}, 1_GiB), 0U);
   EXPECT_EQ(theirs.tier(), spill_tier::DEVICE);
+}
+
+TEST_F(SpillStoreTest, ConcurrentArbiterLendsAWaitingTasksBytesAfterItsBuffersSpill) {
+  // Wired as in a job: the arbiter's spill hook of task 2 is the store's; while task 2 waits
+  // (inside a blocking scope), task 1's request that does not fit borrows task 2's lease, and
+  // the bytes are real: task 2's table has left the device.
+  spillway::test::run_with_watchdog([&] {
+    spill_store store(options());
+    lease_arbiter arbiter{1_MiB};
+    task_context borrower{arbiter, task_id{1}};
+    task_context lender{arbiter, task_id{2}};
+    lender.set_spill_hook(store.make_spill_hook(lender.id()));
+    auto [device_table, expected]         = make_table(10000, 3);
+    std::size_t const device_bytes_before = device_.used_bytes();
+    auto handle               = store.make_spillable(std::move(device_table), 0, lender.id());
+    memory_lease lender_lease = lender.request_lease(768_KiB);
+
+    std::atomic<bool> waiting{false};
+    std::atomic<bool> done{false};
+    std::thread waiter([&] {
+      task_context::blocking_scope const scope{lender};
+      waiting = true;
+      while (!done.load()) {
+        std::this_thread::yield();
+      }
+    });
+    while (!waiting.load()) {
+      std::this_thread::yield();
+    }
+    {
+      memory_lease const lease = borrower.request_lease(512_KiB);
+      EXPECT_EQ(lease.bytes(), 512_KiB);
+      EXPECT_GE(arbiter.lent_bytes(lender.id()), 256_KiB);
+      EXPECT_EQ(handle.tier(), spill_tier::HOST);
+      EXPECT_LT(device_.used_bytes(), device_bytes_before);
+      EXPECT_LE(arbiter.used_bytes(), arbiter.capacity());
+    }
+    done = true;
+    waiter.join();
+    // Leaving the scope took the lent bytes back.
+    EXPECT_EQ(arbiter.lent_bytes(lender.id()), 0U);
+    EXPECT_EQ(arbiter.used_bytes(), 768_KiB);
+    auto const pinned = handle.acquire();
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), pinned.view());
+  });
 }
 
 TEST_F(SpillStoreTest, ReleaseFreesEveryTierAndRemovesTheFile) {
