@@ -61,10 +61,12 @@ class retry_resource_adaptor::injecting_upstream final : public memory_resource 
 
 retry_resource_adaptor::retry_resource_adaptor(resource_ref upstream,
                                                oom_coordinator& coordinator,
-                                               std::size_t capacity_bytes)
+                                               std::size_t capacity_bytes,
+                                               event_sink* events)
   : upstream_(upstream),
     coordinator_(coordinator),
     capacity_(capacity_bytes),
+    events_(events),
     injector_(std::make_unique<injecting_upstream>(upstream, coordinator, capacity_bytes)) {
   failure_path_ = std::make_unique<failure_callback_resource_adaptor>(
     *injector_, [this](std::size_t bytes, std::size_t attempt) {
@@ -107,6 +109,14 @@ void* retry_resource_adaptor::do_allocate(std::size_t bytes,
     detail::note_allocation_for_coverage(id, bytes);
   }
   if (auto const injected = take_injection(task)) {
+    record_event(events_,
+                 event{std::chrono::steady_clock::now(),
+                       event_kind::OOM_INJECTED,
+                       id,
+                       task_id{},
+                       bytes,
+                       static_cast<std::int64_t>(*injected),
+                       {}});
     switch (*injected) {
       case injected_oom_kind::RETRY:
         throw retry_oom("injected retry_oom for " + to_string(id) + ": requested " +

@@ -144,6 +144,13 @@ TEST(OomInjection, ApiFailsTheChosenAllocationsOfTheChosenTaskOnly) {
   }
   EXPECT_EQ(d.adaptor.injected_failures(), 2U);
   EXPECT_EQ(d.device.used_bytes(), 0U) << "an injected failure allocates nothing";
+  // Each injected failure is an event naming the task.
+  EXPECT_EQ(d.events.count(event_kind::OOM_INJECTED), 2U);
+  for (auto const& e : d.events.events()) {
+    if (e.kind == event_kind::OOM_INJECTED) {
+      EXPECT_EQ(e.task, task_id{1});
+    }
+  }
 }
 
 TEST(OomInjection, InjectedRetryOomNamesTheTaskAndTheRequest) {

@@ -27,7 +27,7 @@ struct oom_test_device {
     : device(capacity),
       arbiter(capacity),
       coordinator(&events),
-      adaptor(device, coordinator, capacity) {}
+      adaptor(device, coordinator, capacity, &events) {}
 
   event_log events;
   emulated_device_memory_resource device;

@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <spillway/core/events.hpp>
 #include <spillway/core/mutex.hpp>
 #include <spillway/memory/failure_callback_resource_adaptor.hpp>
 #include <spillway/memory/resource_ref.hpp>
@@ -36,10 +37,12 @@ class retry_resource_adaptor final : public memory_resource {
    * @param upstream the device resource; must outlive the adaptor
    * @param coordinator the device's protocol; must outlive the adaptor
    * @param capacity_bytes the device capacity, for error messages (0 when unknown)
+   * @param events where injected failures are recorded (OOM_INJECTED); may be null
    */
   retry_resource_adaptor(resource_ref upstream,
                          oom_coordinator& coordinator,
-                         std::size_t capacity_bytes = 0);
+                         std::size_t capacity_bytes = 0,
+                         event_sink* events         = nullptr);
   ~retry_resource_adaptor() override;
 
   /** @return bytes `task` allocated through this adaptor and still owns */
@@ -74,6 +77,7 @@ class retry_resource_adaptor final : public memory_resource {
   resource_ref upstream_;
   oom_coordinator& coordinator_;
   std::size_t const capacity_;
+  event_sink* const events_;
   std::unique_ptr<injecting_upstream> injector_;
   std::unique_ptr<failure_callback_resource_adaptor> failure_path_;
 
