@@ -1,8 +1,11 @@
 # The two commands of README.md. Each installs what is missing, configures, builds, then runs.
-#   make run    the main job (for now: the memory benchmark table)
+#   make run    the main job: generate ~2 GiB of timeseries data, sort it under small budgets, verify
 #   make test   every test of the suite
 PRESET ?= release
 JOBS   ?= $(shell nproc)
+DATA     ?= data
+RUN_SIZE ?= 2GiB
+SPILLWAY  = build/$(PRESET)/apps/spillway
 
 .PHONY: all deps configure build run test asan tsan format format-check clean
 
@@ -18,8 +21,14 @@ build: configure
 	@cmake --build --preset $(PRESET) -j $(JOBS)
 
 run: build
-	@build/$(PRESET)/bench/spillway_memory_bench \
-	  --benchmark_min_time=0.05 --benchmark_counters_tabular=true
+	@if [ -d $(DATA)/timeseries ]; then \
+	  echo "spillway: reusing $(DATA)/timeseries (delete it to regenerate)"; \
+	else \
+	  $(SPILLWAY) gen timeseries --size $(RUN_SIZE) -o $(DATA)/timeseries; \
+	fi
+	@$(SPILLWAY) sort $(DATA)/timeseries -o $(DATA)/sorted --by id,timestamp \
+	  --device-memory 256MiB --host-memory 512MiB --spill-dir $(DATA) --overwrite --json
+	@$(SPILLWAY) verify $(DATA)/sorted --by id,timestamp --against $(DATA)/timeseries
 
 test: build
 	@ctest --preset $(PRESET) -j $(JOBS)

@@ -1,0 +1,177 @@
+#include "command_line.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/core/stream_view.hpp>
+#include <spillway/core/units.hpp>
+#include <spillway/io/arrow_ipc.hpp>
+#include <spillway/io/csv.hpp>
+#include <spillway/io/dataset.hpp>
+#include <spillway/io/parquet.hpp>
+
+#include <algorithm>
+
+namespace spillway::cli {
+namespace {
+
+constexpr std::string_view LIBRARY_PREFIX = "spillway failure at ";
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  std::size_t begin = 0;
+  while (true) {
+    auto const end = text.find(separator, begin);
+    parts.push_back(text.substr(begin, end == std::string_view::npos ? text.npos : end - begin));
+    if (end == std::string_view::npos) {
+      return parts;
+    }
+    begin = end + 1;
+  }
+}
+
+std::string_view extension_of(std::string const& path) {
+  auto const name = std::string_view{path}.substr(path.find_last_of('/') + 1);
+  auto const dot  = name.find_last_of('.');
+  return dot == std::string_view::npos ? std::string_view{} : name.substr(dot + 1);
+}
+
+std::optional<file_format> format_named(std::string_view name) {
+  for (auto format : {file_format::PARQUET,
+                      file_format::CSV,
+                      file_format::ARROW_IPC_FILE,
+                      file_format::ARROW_IPC_STREAM}) {
+    if (name == extension(format)) {
+      return format;
+    }
+  }
+  if (name == "pq" || name == "parq") {
+    return file_format::PARQUET;
+  }
+  if (name == "feather" || name == "ipc") {
+    return file_format::ARROW_IPC_FILE;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string user_message(std::string_view what) {
+  if (what.starts_with(LIBRARY_PREFIX)) {
+    // "spillway failure at file.cpp:12 (function signature): message"
+    auto const rest        = what.substr(LIBRARY_PREFIX.size());
+    auto const after_site  = rest.find("): ");
+    auto const after_colon = rest.find(": ");
+    auto const cut         = after_site != std::string_view::npos    ? after_site + 3
+                             : after_colon != std::string_view::npos ? after_colon + 2
+                                                                     : 0;
+    what                   = rest.substr(cut);
+  }
+  std::string message{what};
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  return message;
+}
+
+std::size_t parse_size_flag(std::string_view flag, std::string_view text) {
+  std::size_t bytes = 0;
+  try {
+    bytes = parse_bytes(text);
+  } catch (spillway::invalid_argument const&) {
+    throw usage_error(std::string{flag} + ": '" + std::string{text} +
+                      "' is not a size (examples: 512MiB, 2GiB, 4096)");
+  }
+  if (bytes == 0) {
+    throw usage_error(std::string{flag} + ": must be more than zero bytes");
+  }
+  return bytes;
+}
+
+std::vector<key_spec> parse_sort_keys(std::string_view text) {
+  std::vector<key_spec> keys;
+  for (auto const entry : split(text, ',')) {
+    auto const parts = split(entry, ':');
+    key_spec key;
+    key.name = std::string{parts.front()};
+    if (key.name.empty()) {
+      throw usage_error("--by: empty column name in '" + std::string{text} + "'");
+    }
+    for (std::size_t index = 1; index < parts.size(); ++index) {
+      auto const qualifier = parts[index];
+      if (qualifier == "asc") {
+        key.ordering.direction = order::ASCENDING;
+      } else if (qualifier == "desc") {
+        key.ordering.direction = order::DESCENDING;
+      } else if (qualifier == "nulls_first") {
+        key.ordering.nulls = null_order::BEFORE;
+      } else if (qualifier == "nulls_last") {
+        key.ordering.nulls = null_order::AFTER;
+      } else {
+        throw usage_error("--by: unknown qualifier '" + std::string{qualifier} + "' of column '" +
+                          key.name + "' (asc, desc, nulls_first or nulls_last)");
+      }
+    }
+    keys.push_back(std::move(key));
+  }
+  return keys;
+}
+
+resolved_keys resolve_sort_keys(std::vector<key_spec> const& keys,
+                                table_schema const& schema,
+                                std::string const& source) {
+  resolved_keys resolved;
+  for (auto const& key : keys) {
+    auto const found = std::find_if(
+      schema.begin(), schema.end(), [&](column_schema const& c) { return c.name == key.name; });
+    if (found == schema.end()) {
+      throw usage_error("--by: no column '" + key.name + "' in " + source + " (it has " +
+                        to_string(schema) + ")");
+    }
+    resolved.columns.push_back(static_cast<std::size_t>(found - schema.begin()));
+    resolved.orders.push_back(key.ordering);
+  }
+  return resolved;
+}
+
+file_format resolve_format(std::string const& source, std::string const& format_flag) {
+  if (!format_flag.empty()) {
+    auto const format = format_named(format_flag);
+    if (!format) {
+      throw usage_error("--format: unknown format '" + format_flag +
+                        "' (parquet, csv, arrow or arrows)");
+    }
+    return *format;
+  }
+  // io_error naming the source when it is missing or names no file
+  auto const probe  = expand_dataset(source).front();
+  auto const format = format_named(extension_of(probe));
+  if (!format) {
+    throw usage_error("cannot tell the format of '" + probe +
+                      "' from its extension; pass --format parquet|csv|arrow|arrows");
+  }
+  return *format;
+}
+
+std::unique_ptr<batch_reader> open_dataset(std::string const& source,
+                                           file_format format,
+                                           std::size_t target_batch_bytes,
+                                           memory_resources mrs) {
+  switch (format) {
+    case file_format::PARQUET: {
+      parquet_read_options options;
+      options.target_batch_bytes = target_batch_bytes;
+      return open_parquet(source, options, default_stream(), mrs);
+    }
+    case file_format::CSV: {
+      csv_read_options options;
+      options.target_batch_bytes = target_batch_bytes;
+      return open_csv(source, options, default_stream(), mrs);
+    }
+    case file_format::ARROW_IPC_FILE:
+    case file_format::ARROW_IPC_STREAM: {
+      arrow_ipc_read_options options;
+      options.target_batch_bytes = target_batch_bytes;
+      return open_arrow_ipc(source, format, options, default_stream(), mrs);
+    }
+  }
+  throw usage_error("unknown input format");
+}
+
+}  // namespace spillway::cli

@@ -1,0 +1,106 @@
+/**
+ * @file command_line.hpp
+ * @brief What the subcommands of the `spillway` tool share: the error model (exit codes, the
+ * one-line message), byte sizes, `--by` key lists and opening an input dataset of any format.
+ */
+#pragma once
+
+#include <spillway/io/batch_reader.hpp>
+#include <spillway/io/file_format.hpp>
+#include <spillway/io/schema.hpp>
+#include <spillway/memory/memory_resources.hpp>
+#include <spillway/ops/sort_order.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spillway::cli {
+
+/** @brief The process exit status of every subcommand. */
+enum class exit_code : int {
+  OK      = 0,  ///< the command did what it was asked
+  FAILURE = 1,  ///< a runtime failure (I/O, corruption, memory) or a failed verification
+  USAGE   = 2,  ///< the command line is wrong: a flag, a value, a column, a budget
+};
+
+/**
+ * @brief A mistake in the command line found after parsing (a value, a column, a budget).
+ * main() prints its message and exits with `exit_code::USAGE`.
+ */
+class usage_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/**
+ * @brief A verification that found the data wrong; main() exits with `exit_code::FAILURE`.
+ */
+class verification_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/**
+ * @brief The message of a library exception without its "spillway failure at file:line (fn): "
+ * prefix, so that the one-line error says what failed and where (the path), not the call site.
+ */
+std::string user_message(std::string_view what);
+
+/**
+ * @brief Parses a byte size given to `flag` ("512MiB", "2GiB", "4096").
+ * @throws usage_error naming the flag and the text when it is not a size or is zero
+ */
+std::size_t parse_size_flag(std::string_view flag, std::string_view text);
+
+/** @brief One entry of `--by`: a column name with its direction and null placement. */
+struct key_spec {
+  std::string name;       ///< the column's name
+  column_order ordering;  ///< ascending/descending, nulls first/last
+};
+
+/**
+ * @brief Parses `col[:asc|desc][:nulls_first|nulls_last],...`; the two qualifiers may come in
+ * either order. Defaults: ascending, nulls first.
+ * @throws usage_error for an empty list, an empty name or an unknown qualifier
+ */
+std::vector<key_spec> parse_sort_keys(std::string_view text);
+
+/** @brief Key columns resolved against a schema, ready for the sorter. */
+struct resolved_keys {
+  std::vector<std::size_t> columns;  ///< indices into the schema, in key order
+  sort_order orders;                 ///< one per key column
+};
+
+/**
+ * @brief Looks every key up in `schema`.
+ * @param source the dataset the schema belongs to (named in the message)
+ * @throws usage_error naming the column, the dataset and the columns it has, for an unknown key
+ */
+resolved_keys resolve_sort_keys(std::vector<key_spec> const& keys,
+                                table_schema const& schema,
+                                std::string const& source);
+
+/**
+ * @brief The format named by `--format` ("parquet", "csv", "arrow", "arrows"), or when empty
+ * the format of `source`'s extension (for a directory: of its first file).
+ * @throws usage_error for an unknown format name or an extension that names none
+ */
+file_format resolve_format(std::string const& source, std::string const& format_flag);
+
+/**
+ * @brief Opens `source` (a file, a directory or a glob) for streaming in batches of about
+ * `target_batch_bytes`; batches come from `mrs.output()`, the readers' scratch from
+ * `mrs.temporary()`.
+ * @throws spillway::io_error, spillway::corruption_error (see the io readers)
+ */
+std::unique_ptr<batch_reader> open_dataset(std::string const& source,
+                                           file_format format,
+                                           std::size_t target_batch_bytes,
+                                           memory_resources mrs);
+
+}  // namespace spillway::cli

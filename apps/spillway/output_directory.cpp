@@ -1,0 +1,57 @@
+#include "command_line.hpp"
+#include "output_directory.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+namespace spillway::cli {
+
+namespace fs = std::filesystem;
+
+output_directory::output_directory(std::string path, bool overwrite) : path_(std::move(path)) {
+  std::error_code error;
+  auto const status = fs::status(path_, error);
+  existed_          = fs::exists(status);
+  if (!existed_) {
+    return;
+  }
+  if (!fs::is_directory(status)) {
+    throw usage_error("output '" + path_ + "' exists and is not a directory");
+  }
+  for (auto const& entry : fs::directory_iterator(path_, error)) {
+    auto const name = entry.path().filename().string();
+    if (!name.starts_with('.') && !name.starts_with('_') && entry.is_regular_file(error)) {
+      previous_files_.push_back(entry.path().string());
+    }
+  }
+  if (!previous_files_.empty() && !overwrite) {
+    throw usage_error("output directory '" + path_ + "' already holds " +
+                      std::to_string(previous_files_.size()) +
+                      " file(s); pass --overwrite to replace them");
+  }
+}
+
+output_directory::~output_directory() {
+  if (!committed_ && !existed_) {
+    std::error_code ignored;
+    fs::remove(path_, ignored);  // only removes it when empty: never someone else's files
+  }
+}
+
+void output_directory::commit(std::vector<std::string> const& written) {
+  committed_ = true;
+  std::vector<fs::path> kept;
+  kept.reserve(written.size());
+  for (auto const& file : written) {
+    kept.push_back(fs::weakly_canonical(file));
+  }
+  for (auto const& file : previous_files_) {
+    std::error_code ignored;
+    if (std::find(kept.begin(), kept.end(), fs::weakly_canonical(file, ignored)) == kept.end()) {
+      fs::remove(file, ignored);
+    }
+  }
+}
+
+}  // namespace spillway::cli

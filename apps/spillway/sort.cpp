@@ -1,0 +1,295 @@
+/**
+ * `spillway sort`: reads a dataset, sorts it with `external_sorter` on an emulated device of
+ * `--device-memory` that spills through a spill store (host budget `--host-memory`, disk under
+ * `--spill-dir`), and writes Parquet files that appear only once all of them are complete.
+ */
+#include "command_line.hpp"
+#include "commands.hpp"
+#include "output_directory.hpp"
+
+#include <spillway/core/units.hpp>
+#include <spillway/io/batch_writer.hpp>
+#include <spillway/memory/emulated_device_memory_resource.hpp>
+#include <spillway/memory/failure_callback_resource_adaptor.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/ooc/external_sort.hpp>
+#include <spillway/spill/spill_directory.hpp>
+#include <spillway/spill/spill_store.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spillway::cli {
+namespace {
+
+/// A read batch (and an output batch) is at most this fraction of the device.
+constexpr std::size_t DEVICE_SHARE_PER_BATCH = 8;
+/// The least rows one batch must hold for the sort to make progress.
+constexpr std::size_t MIN_BATCH_ROWS = 64;
+/// Characters assumed per string value when the budget is checked before reading.
+constexpr std::size_t MIN_STRING_CHARS = 16;
+/// The spill store's smallest host budget (see `spill_store_options::host_budget`).
+constexpr std::size_t MIN_HOST_BUDGET = 64_KiB;
+/// Output batches are at most this large, whatever the device.
+constexpr std::size_t MAX_OUTPUT_BATCH = 64_MiB;
+/// Most --threads accepted.
+constexpr std::size_t MAX_THREADS = 1024;
+
+struct sort_arguments {
+  std::string input;
+  std::string output;
+  std::string by;
+  std::string device_memory = "512MiB";
+  std::string host_memory   = "2GiB";
+  std::string spill_dir;
+  std::string batch_size = "128MiB";
+  std::string file_size  = "256MiB";
+  std::string strategy   = "auto";
+  std::string format;
+  std::size_t threads = 1;
+  bool json           = false;
+  bool overwrite      = false;
+};
+
+sort_strategy strategy_named(std::string const& name) {
+  if (name == "merge") {
+    return sort_strategy::MERGE;
+  }
+  if (name == "sample") {
+    return sort_strategy::SAMPLE;
+  }
+  return sort_strategy::AUTO;
+}
+
+/** @return a lower bound of the bytes of one row of `schema` on the device */
+std::size_t min_row_bytes(table_schema const& schema) {
+  std::size_t bytes = 0;
+  for (auto const& column : schema) {
+    bytes +=
+      is_fixed_width(column.type) ? size_of(column.type) : sizeof(std::int64_t) + MIN_STRING_CHARS;
+  }
+  return std::max<std::size_t>(bytes, 1);
+}
+
+nlohmann::ordered_json transfer_json(spill_statistics const& spilled,
+                                     spill_tier from,
+                                     spill_tier to) {
+  auto const& moved = spilled.between(from, to);
+  return {{"count", moved.count}, {"bytes", moved.raw_bytes}, {"stored_bytes", moved.stored_bytes}};
+}
+
+int run_sort(sort_arguments const& args) {
+  install_spill_cleanup_on_signals();
+  auto const start = std::chrono::steady_clock::now();
+
+  auto const keys          = parse_sort_keys(args.by);
+  auto const device_memory = parse_size_flag("--device-memory", args.device_memory);
+  auto const host_memory   = parse_size_flag("--host-memory", args.host_memory);
+  auto const batch_size    = parse_size_flag("--batch-size", args.batch_size);
+  auto const file_size     = parse_size_flag("--file-size", args.file_size);
+  if (host_memory < MIN_HOST_BUDGET) {
+    throw usage_error("--host-memory " + format_bytes(host_memory) +
+                      " is too small: the spill store needs at least " +
+                      format_bytes(MIN_HOST_BUDGET));
+  }
+  std::error_code error;
+  if (std::filesystem::exists(args.output, error) && std::filesystem::exists(args.input, error) &&
+      std::filesystem::equivalent(args.input, args.output, error)) {
+    throw usage_error("output '" + args.output + "' is the input; write elsewhere");
+  }
+  auto const format = resolve_format(args.input, args.format);
+  output_directory directory{args.output, args.overwrite};
+
+  // The wiring of bench/ooc/external_sort_bench.cpp: an emulated device that asks the store to
+  // spill when an allocation fails, a store whose host tier is counted, a plain host for keys.
+  host_memory_resource host;
+  statistics_resource_adaptor host_tier{host};
+  statistics_resource_adaptor io_scratch{host};
+  emulated_device_memory_resource device{device_memory};
+  spill_store* store_pointer = nullptr;
+  failure_callback_resource_adaptor device_with_spill{
+    device, [&](std::size_t bytes, std::size_t) {
+      return store_pointer != nullptr && store_pointer->spill(bytes, spill_tier::DEVICE) > 0;
+    }};
+  spill_store_options store_options{device_with_spill, host_tier};
+  store_options.host_budget = host_memory;
+  store_options.spill_root  = args.spill_dir;
+  spill_store store{store_options};
+  store_pointer = &store;
+
+  std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
+  auto reader                   = open_dataset(args.input,
+                             format,
+                             std::max<std::size_t>(batch_bytes, 1),
+                             memory_resources{device_with_spill, io_scratch});
+  auto const schema             = reader->schema();  // a copy: it outlives the reader
+  auto const resolved           = resolve_sort_keys(keys, schema, args.input);
+  auto const row_bytes          = min_row_bytes(schema);
+  auto const needed             = DEVICE_SHARE_PER_BATCH * MIN_BATCH_ROWS * row_bytes;
+  if (device_memory < needed) {
+    throw usage_error("--device-memory " + format_bytes(device_memory) + " is too small for " +
+                      args.input + ": a batch (1/" + std::to_string(DEVICE_SHARE_PER_BATCH) +
+                      " of the device) must hold " + std::to_string(MIN_BATCH_ROWS) +
+                      " rows of at least " + std::to_string(row_bytes) + " B; give at least " +
+                      format_bytes(needed));
+  }
+
+  external_sort_options options;
+  options.key_columns        = resolved.columns;
+  options.orders             = resolved.orders;
+  options.merge_budget_bytes = device_memory / 2;
+  options.output_batch_bytes = std::min(device_memory / DEVICE_SHARE_PER_BATCH, MAX_OUTPUT_BATCH);
+  options.strategy           = strategy_named(args.strategy);
+  external_sorter sorter{store, options, default_stream(), device_with_spill, host};
+
+  std::size_t input_batches = 0;
+  while (auto batch = reader->next()) {
+    sorter.push(std::move(batch));
+    ++input_batches;
+  }
+  reader.reset();
+  sorter.finish();
+
+  std::vector<std::string> names;
+  for (auto const& column : schema) {
+    names.push_back(column.name);
+  }
+  batch_writer_options writer_options;
+  writer_options.directory         = args.output;
+  writer_options.format            = file_format::PARQUET;
+  writer_options.target_file_bytes = file_size;
+  batch_writer writer{
+    writer_options, names, default_stream(), memory_resources{device_with_spill, io_scratch}};
+  while (auto batch = sorter.next()) {
+    writer.write(batch->view());
+  }
+  auto const written = writer.close();
+  directory.commit(written);
+
+  double const seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto const& stats  = sorter.statistics();
+  auto const spilled = store.statistics();
+  double const rows_per_second =
+    seconds > 0.0 ? static_cast<double>(stats.output_rows) / seconds : 0.0;
+  auto const to_host = spilled.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes;
+  auto const to_disk = spilled.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes +
+                       spilled.between(spill_tier::HOST, spill_tier::DISK).raw_bytes;
+  std::fprintf(stderr,
+               "spillway sort: %zu rows (%s) in %.2f s (%.0f rows/s), strategy %s, %zu rounds, "
+               "%.2f copies/byte, device peak %s of %s, host peak %s of %s, spilled %s to host "
+               "and %s to disk, %zu file(s) in %s\n",
+               stats.output_rows,
+               format_bytes(stats.input_bytes).c_str(),
+               seconds,
+               rows_per_second,
+               to_string(stats.strategy_used),
+               stats.rounds,
+               stats.copies_per_input_byte(),
+               format_bytes(device.peak_bytes()).c_str(),
+               format_bytes(device_memory).c_str(),
+               format_bytes(host_tier.statistics().peak_bytes).c_str(),
+               format_bytes(host_memory).c_str(),
+               format_bytes(to_host).c_str(),
+               format_bytes(to_disk).c_str(),
+               written.size(),
+               args.output.c_str());
+  if (args.json) {
+    nlohmann::ordered_json tiers;
+    for (auto from : {spill_tier::DEVICE, spill_tier::HOST, spill_tier::DISK}) {
+      for (auto to : {spill_tier::DEVICE, spill_tier::HOST, spill_tier::DISK}) {
+        if (from != to) {
+          tiers[std::string{to_string(from)} + "_to_" + std::string{to_string(to)}] =
+            transfer_json(spilled, from, to);
+        }
+      }
+    }
+    nlohmann::ordered_json summary{
+      {"input", args.input},
+      {"output", args.output},
+      {"by", args.by},
+      {"rows", stats.output_rows},
+      {"bytes", stats.input_bytes},
+      {"seconds", seconds},
+      {"rows_per_second", rows_per_second},
+      {"strategy", to_string(stats.strategy_used)},
+      {"strategy_requested", args.strategy},
+      {"rounds", stats.rounds},
+      {"copies_per_input_byte", stats.copies_per_input_byte()},
+      {"device_memory", device_memory},
+      {"device_peak", device.peak_bytes()},
+      {"host_memory", host_memory},
+      {"host_peak", host_tier.statistics().peak_bytes},
+      {"io_scratch_peak", io_scratch.statistics().peak_bytes},
+      {"spilled", tiers},
+      {"disk_compression", spilled.disk_compression_ratio()},
+      {"retries", stats.retries},
+      {"splits", stats.splits},
+      {"spill_callbacks", device_with_spill.callback_calls()},
+      {"input_batches", input_batches},
+      {"output_batches", stats.output_batches},
+      {"output_files", written.size()},
+      {"threads", args.threads},
+    };
+    std::cout << summary.dump() << '\n';
+  }
+  return static_cast<int>(exit_code::OK);
+}
+
+}  // namespace
+
+command add_sort_command(CLI::App& parent) {
+  auto args = std::make_shared<sort_arguments>();
+  auto* app = parent.add_subcommand(
+    "sort",
+    "Sort a dataset (a file, a directory or a glob; Parquet, CSV or Arrow IPC) into Parquet files "
+    "on an emulated device of --device-memory that spills to host (--host-memory) and disk "
+    "(--spill-dir). Output files appear only when all are complete.");
+  app->add_option("input", args->input, "The dataset to sort")->required();
+  app->add_option("-o,--output", args->output, "Output directory")->required();
+  app
+    ->add_option("--by",
+                 args->by,
+                 "Key columns: col[:asc|desc][:nulls_first|nulls_last],... (default asc, "
+                 "nulls_first)")
+    ->required();
+  app->add_option("--device-memory", args->device_memory, "Emulated device capacity")
+    ->capture_default_str();
+  app->add_option("--host-memory", args->host_memory, "Host budget of the spill store")
+    ->capture_default_str();
+  app->add_option(
+    "--spill-dir", args->spill_dir, "Where spill files go (default: $TMPDIR or /tmp)");
+  app
+    ->add_option("--batch-size",
+                 args->batch_size,
+                 "Target bytes of each read batch (capped at 1/8 of --device-memory)")
+    ->capture_default_str();
+  app->add_option("--file-size", args->file_size, "Target size of each output file")
+    ->capture_default_str();
+  app->add_option("--strategy", args->strategy, "merge, sample or auto (chosen at finish)")
+    ->check(CLI::IsMember({"merge", "sample", "auto"}))
+    ->capture_default_str();
+  app
+    ->add_option("--threads",
+                 args->threads,
+                 "Worker threads: validated and reported only; the sort kernels use up to 2 "
+                 "threads and spill I/O uses 2")
+    ->check(CLI::Range(std::size_t{1}, MAX_THREADS))
+    ->capture_default_str();
+  app->add_option("--format", args->format, "Input format (default: from the extension)")
+    ->check(CLI::IsMember({"parquet", "csv", "arrow", "arrows"}));
+  app->add_flag("--json", args->json, "Print a JSON summary on stdout");
+  app->add_flag("--overwrite", args->overwrite, "Replace the files of an existing output dataset");
+  return command{app, [args] { return run_sort(*args); }};
+}
+
+}  // namespace spillway::cli

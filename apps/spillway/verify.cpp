@@ -1,0 +1,237 @@
+/**
+ * `spillway verify`: checks that a dataset is in `--by` order across all its batches and files
+ * (files in name order) and, with `--against`, that it holds the same rows as another dataset:
+ * the same count and the same order-independent checksum (the 128-bit sum of a 64-bit xxHash
+ * of each row's values).
+ */
+#include "command_line.hpp"
+#include "commands.hpp"
+
+#include <spillway/core/units.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+
+#include <xxhash.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spillway::cli {
+namespace {
+
+__extension__ using uint128 = unsigned __int128;
+
+/// Bytes of each batch verify reads.
+constexpr std::size_t VERIFY_BATCH_BYTES = 64_MiB;
+/// Hashed in place of a null value.
+constexpr std::uint8_t NULL_MARKER = 0xA5;
+
+struct verify_arguments {
+  std::string output;
+  std::string by;
+  std::string against;
+  std::string format;
+};
+
+/** @brief What a pass over a dataset found. */
+struct dataset_digest {
+  std::size_t rows = 0;
+  uint128 checksum = 0;
+  table_schema schema;
+};
+
+/** @return <0, 0, >0 as `lhs` sorts before, with or after `rhs` (values, not nulls) */
+template <typename T>
+int compare_values(T lhs, T rhs) {
+  if constexpr (std::is_floating_point_v<T>) {
+    bool const lhs_nan = std::isnan(lhs);
+    bool const rhs_nan = std::isnan(rhs);
+    if (lhs_nan || rhs_nan) {
+      return static_cast<int>(lhs_nan) - static_cast<int>(rhs_nan);  // NaN after +inf
+    }
+  }
+  return lhs < rhs ? -1 : (rhs < lhs ? 1 : 0);
+}
+
+/** @return how row `lhs_row` of `lhs` compares with row `rhs_row` of `rhs` in one key column */
+int compare_rows(column_view const& lhs,
+                 std::size_t lhs_row,
+                 column_view const& rhs,
+                 std::size_t rhs_row,
+                 column_order ordering) {
+  bool const lhs_null = lhs.is_null(lhs_row);
+  bool const rhs_null = rhs.is_null(rhs_row);
+  if (lhs_null || rhs_null) {
+    if (lhs_null && rhs_null) {
+      return 0;
+    }
+    int const null_first = lhs_null ? -1 : 1;  // positional, whatever the direction
+    return ordering.nulls == null_order::BEFORE ? null_first : -null_first;
+  }
+  int result = 0;
+  if (lhs.type().id() == type_id::STRING) {
+    auto const a = lhs.string_at(lhs_row);
+    auto const b = rhs.string_at(rhs_row);
+    result       = a < b ? -1 : (b < a ? 1 : 0);  // char_traits<char>: unsigned bytes
+  } else {
+    result = visit_fixed_width(lhs.type(), [&]<typename T>() {
+      return compare_values<T>(lhs.data<T>()[lhs_row], rhs.data<T>()[rhs_row]);
+    });
+  }
+  return ordering.direction == order::DESCENDING ? -result : result;
+}
+
+/** @return how the keys of two rows compare */
+int compare_keys(table_view const& lhs,
+                 std::size_t lhs_row,
+                 table_view const& rhs,
+                 std::size_t rhs_row,
+                 resolved_keys const& keys) {
+  for (std::size_t key = 0; key < keys.columns.size(); ++key) {
+    auto const column = keys.columns[key];
+    int const result =
+      compare_rows(lhs.column(column), lhs_row, rhs.column(column), rhs_row, keys.orders[key]);
+    if (result != 0) {
+      return result;
+    }
+  }
+  return 0;
+}
+
+/** @brief Adds a hash of every row of `batch` to `digest` (each column seeds the next). */
+void add_rows(table_view const& batch, dataset_digest& digest) {
+  std::vector<std::uint64_t> hashes(batch.num_rows(), 0x5111'11A4ULL);
+  for (auto const& column : batch) {
+    bool const is_string    = column.type().id() == type_id::STRING;
+    std::size_t const width = is_string ? 0 : size_of(column.type());
+    auto const* bytes       = static_cast<unsigned char const*>(column.head());
+    for (std::size_t row = 0; row < column.size(); ++row) {
+      if (column.is_null(row)) {
+        hashes[row] = XXH3_64bits_withSeed(&NULL_MARKER, 1, hashes[row]);
+      } else if (is_string) {
+        auto const value = column.string_at(row);
+        hashes[row]      = XXH3_64bits_withSeed(value.data(), value.size(), hashes[row] + 1);
+      } else {
+        hashes[row] =
+          XXH3_64bits_withSeed(bytes + (column.offset() + row) * width, width, hashes[row]);
+      }
+    }
+  }
+  for (auto hash : hashes) {
+    digest.checksum += hash;
+  }
+  digest.rows += batch.num_rows();
+}
+
+/**
+ * @brief Reads `source`, hashing its rows and, when `keys` is given, checking their order.
+ * @throws verification_error at the first row out of order
+ */
+dataset_digest scan(std::string const& source,
+                    std::string const& format_flag,
+                    std::vector<key_spec> const* keys,
+                    std::string const& by,
+                    host_memory_resource& host) {
+  auto reader = open_dataset(source, resolve_format(source, format_flag), VERIFY_BATCH_BYTES, host);
+  dataset_digest digest;
+  digest.schema = reader->schema();
+  std::optional<resolved_keys> resolved;
+  if (keys != nullptr) {
+    resolved = resolve_sort_keys(*keys, digest.schema, source);
+  }
+  std::unique_ptr<table> previous;
+  while (auto batch = reader->next()) {
+    auto const view = batch->view();
+    if (resolved && view.num_rows() > 0) {
+      if (previous &&
+          compare_keys(previous->view(), previous->num_rows() - 1, view, 0, *resolved) > 0) {
+        throw verification_error(source + " is not sorted by " + by + ": row " +
+                                 std::to_string(digest.rows) + " sorts before row " +
+                                 std::to_string(digest.rows - 1));
+      }
+      for (std::size_t row = 1; row < view.num_rows(); ++row) {
+        if (compare_keys(view, row - 1, view, row, *resolved) > 0) {
+          throw verification_error(source + " is not sorted by " + by + ": row " +
+                                   std::to_string(digest.rows + row) + " sorts before row " +
+                                   std::to_string(digest.rows + row - 1));
+        }
+      }
+    }
+    add_rows(view, digest);
+    if (view.num_rows() > 0) {
+      previous = std::move(batch);
+    }
+  }
+  return digest;
+}
+
+std::string hex(uint128 value) {
+  char text[40];
+  std::snprintf(text,
+                sizeof text,
+                "%016llx%016llx",
+                static_cast<unsigned long long>(value >> 64U),
+                static_cast<unsigned long long>(value));
+  return text;
+}
+
+int run_verify(verify_arguments const& args) {
+  auto const start = std::chrono::steady_clock::now();
+  auto const keys  = parse_sort_keys(args.by);
+  host_memory_resource host;
+  auto const output = scan(args.output, args.format, &keys, args.by, host);
+  std::string against_note;
+  if (!args.against.empty()) {
+    auto const input = scan(args.against, "", nullptr, args.by, host);
+    if (input.schema != output.schema) {
+      throw verification_error(args.output + " has columns (" + to_string(output.schema) +
+                               ") but " + args.against + " has (" + to_string(input.schema) + ")");
+    }
+    if (input.rows != output.rows) {
+      throw verification_error(args.output + " has " + std::to_string(output.rows) + " rows but " +
+                               args.against + " has " + std::to_string(input.rows));
+    }
+    if (input.checksum != output.checksum) {
+      throw verification_error(args.output + " and " + args.against + " have " +
+                               std::to_string(output.rows) +
+                               " rows each but different contents (checksum " +
+                               hex(output.checksum) + " vs " + hex(input.checksum) + ")");
+    }
+    against_note = ", same rows as " + args.against + " (checksum " + hex(output.checksum) + ")";
+  }
+  double const seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr,
+               "spillway verify: OK: %zu rows of %s in order by %s%s, %.2f s\n",
+               output.rows,
+               args.output.c_str(),
+               args.by.c_str(),
+               against_note.c_str(),
+               seconds);
+  return static_cast<int>(exit_code::OK);
+}
+
+}  // namespace
+
+command add_verify_command(CLI::App& parent) {
+  auto args = std::make_shared<verify_arguments>();
+  auto* app = parent.add_subcommand(
+    "verify",
+    "Check that a dataset is sorted by --by across all batches and files (files in name order); "
+    "with --against, that it has the same row count and order-independent checksum as INPUT. "
+    "Exit 0 when it is, 1 when not.");
+  app->add_option("output", args->output, "The dataset to check (file, directory or glob)")
+    ->required();
+  app->add_option("--by", args->by, "Key columns, as for sort")->required();
+  app->add_option("--against", args->against, "The dataset it was sorted from");
+  app->add_option("--format", args->format, "Format of the checked dataset (default: extension)")
+    ->check(CLI::IsMember({"parquet", "csv", "arrow", "arrows"}));
+  return command{app, [args] { return run_verify(*args); }};
+}
+
+}  // namespace spillway::cli
