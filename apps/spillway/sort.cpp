@@ -2,6 +2,9 @@
  * `spillway sort`: reads a dataset, sorts it with `external_sorter` on an emulated device of
  * `--device-memory` that spills through a spill store (host budget `--host-memory`, disk under
  * `--spill-dir`), and writes Parquet files that appear only once all of them are complete.
+ *
+ * On a terminal it redraws a progress line on stderr; `--report` records the run over time and
+ * writes an HTML report with charts and the same data as JSON beside it.
  */
 #include "command_line.hpp"
 #include "commands.hpp"
@@ -14,18 +17,26 @@
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/ooc/external_sort.hpp>
+#include <spillway/runtime/run_report.hpp>
 #include <spillway/spill/spill_directory.hpp>
 #include <spillway/spill/spill_store.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace spillway::cli {
@@ -43,6 +54,10 @@ constexpr std::size_t MIN_HOST_BUDGET = 64_KiB;
 constexpr std::size_t MAX_OUTPUT_BATCH = 64_MiB;
 /// Most --threads accepted.
 constexpr std::size_t MAX_THREADS = 1024;
+/// How often the progress line is redrawn.
+constexpr std::chrono::milliseconds PROGRESS_PERIOD{200};
+/// How often `--report` samples memory, leases and events.
+constexpr std::chrono::milliseconds REPORT_PERIOD{50};
 
 struct sort_arguments {
   std::string input;
@@ -55,6 +70,7 @@ struct sort_arguments {
   std::string file_size  = "256MiB";
   std::string strategy   = "auto";
   std::string format;
+  std::string report;
   std::size_t threads = 1;
   bool json           = false;
   bool overwrite      = false;
@@ -79,6 +95,150 @@ std::size_t min_row_bytes(table_schema const& schema) {
   }
   return std::max<std::size_t>(bytes, 1);
 }
+
+/** @brief What the sort has done so far; written by the sorting thread, read by observers. */
+struct sort_progress {
+  std::atomic<bool> writing{false};           ///< false while reading, true once output starts
+  std::atomic<std::size_t> rows_read{0};      ///< rows pushed into the sorter
+  std::atomic<std::size_t> bytes_read{0};     ///< bytes of the batches pushed
+  std::atomic<std::size_t> rows_sorted{0};    ///< rows to write (known once reading ends)
+  std::atomic<std::size_t> rows_written{0};   ///< rows handed to the writer
+  std::atomic<std::size_t> bytes_written{0};  ///< bytes of the batches written
+};
+
+/** @return the bytes of the files of `source` (a file or a directory), or 0 when unknown */
+std::size_t input_file_bytes(std::string const& source) {
+  std::error_code error;
+  if (std::filesystem::is_regular_file(source, error)) {
+    auto const size = std::filesystem::file_size(source, error);
+    return error ? 0 : static_cast<std::size_t>(size);
+  }
+  if (!std::filesystem::is_directory(source, error)) {
+    return 0;
+  }
+  std::size_t total = 0;
+  for (auto it = std::filesystem::recursive_directory_iterator(source, error);
+       !error && it != std::filesystem::recursive_directory_iterator();
+       it.increment(error)) {
+    if (it->is_regular_file(error)) {
+      total += static_cast<std::size_t>(it->file_size(error));
+    }
+  }
+  return total;
+}
+
+/** @return "1:05" or "1:02:03" */
+std::string format_duration(double seconds) {
+  auto const total   = static_cast<long long>(seconds + 0.5);
+  auto const hours   = total / 3600;
+  auto const minutes = (total / 60) % 60;
+  char text[32];
+  if (hours > 0) {
+    std::snprintf(text, sizeof(text), "%lld:%02lld:%02lld", hours, minutes, total % 60);
+  } else {
+    std::snprintf(text, sizeof(text), "%lld:%02lld", minutes, total % 60);
+  }
+  return text;
+}
+
+/**
+ * @brief Redraws one progress line on stderr every `PROGRESS_PERIOD` from its own thread: rows,
+ * bytes, rate, ETA and the bytes on each spill tier. Erases the line when destroyed.
+ *
+ * The ETA is known once reading ends (rows written of rows sorted, with reading counted as half
+ * of the work); while reading it is shown when the input's file bytes are known and the bytes
+ * read so far are a fair measure of them (the caller passes 0 unless the input is CSV), else
+ * "?".
+ */
+class progress_bar {
+ public:
+  progress_bar(sort_progress const& progress,
+               std::size_t input_bytes,
+               std::function<std::size_t(spill_tier)> tier_bytes)
+    : progress_(progress),
+      input_bytes_(input_bytes),
+      tier_bytes_(std::move(tier_bytes)),
+      start_(std::chrono::steady_clock::now()),
+      thread_([this] { run(); }) {}
+  ~progress_bar() {
+    {
+      std::lock_guard lock{mutex_};
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+  }
+  progress_bar(progress_bar const&)            = delete;
+  progress_bar& operator=(progress_bar const&) = delete;
+  progress_bar(progress_bar&&)                 = delete;
+  progress_bar& operator=(progress_bar&&)      = delete;
+
+ private:
+  void run() {
+    std::unique_lock lock{mutex_};
+    while (!wake_.wait_for(lock, PROGRESS_PERIOD, [this] { return stopping_; })) {
+      draw();
+    }
+  }
+
+  void draw() const {
+    double const seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    bool const writing     = progress_.writing.load();
+    std::size_t const rows = writing ? progress_.rows_written.load() : progress_.rows_read.load();
+    std::size_t const bytes =
+      writing ? progress_.bytes_written.load() : progress_.bytes_read.load();
+    double const rate = seconds > 0.0 ? static_cast<double>(rows) / seconds : 0.0;
+    // The fraction of the whole run done: reading is the first half, writing the second.
+    double done = -1.0;
+    if (writing) {
+      auto const sorted = progress_.rows_sorted.load();
+      done =
+        0.5 + (sorted > 0 ? 0.5 * static_cast<double>(rows) / static_cast<double>(sorted) : 0.0);
+    } else if (input_bytes_ > 0 && bytes > 0 && bytes <= input_bytes_) {
+      done = 0.5 * static_cast<double>(bytes) / static_cast<double>(input_bytes_);
+    }
+    std::string const eta =
+      done > 0.0 && done < 1.0 ? format_duration(seconds * (1.0 - done) / done) : "?";
+    std::fprintf(stderr,
+                 "\r\033[K%s %zu rows, %s, %.0f rows/s, ETA %s | device %s host %s disk %s",
+                 writing ? "writing" : "reading",
+                 rows,
+                 format_bytes(bytes).c_str(),
+                 rate,
+                 eta.c_str(),
+                 format_bytes(tier_bytes_(spill_tier::DEVICE)).c_str(),
+                 format_bytes(tier_bytes_(spill_tier::HOST)).c_str(),
+                 format_bytes(tier_bytes_(spill_tier::DISK)).c_str());
+    std::fflush(stderr);
+  }
+
+  sort_progress const& progress_;
+  std::size_t const input_bytes_;
+  std::function<std::size_t(spill_tier)> const tier_bytes_;
+  std::chrono::steady_clock::time_point const start_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts once everything above is set
+};
+
+/** @brief Stops a recorder's sampling thread before what its gauges read is destroyed. */
+struct recorder_stopper {
+  explicit recorder_stopper(run_recorder* r) : recorder(r) {}
+  run_recorder* recorder;
+  ~recorder_stopper() {
+    if (recorder != nullptr) {
+      recorder->stop();
+    }
+  }
+  recorder_stopper(recorder_stopper const&)            = delete;
+  recorder_stopper& operator=(recorder_stopper const&) = delete;
+  recorder_stopper(recorder_stopper&&)                 = delete;
+  recorder_stopper& operator=(recorder_stopper&&)      = delete;
+};
 
 nlohmann::ordered_json transfer_json(spill_statistics const& spilled,
                                      spill_tier from,
@@ -107,6 +267,14 @@ int run_sort(sort_arguments const& args) {
     throw usage_error("output '" + args.output + "' is the input; write elsewhere");
   }
   auto const format = resolve_format(args.input, args.format);
+  std::filesystem::path report_json;
+  if (!args.report.empty()) {
+    report_json = std::filesystem::path{args.report}.replace_extension(".json");
+    if (report_json == std::filesystem::path{args.report}) {
+      throw usage_error("--report '" + args.report +
+                        "' must not end in .json (the JSON goes beside it)");
+    }
+  }
   output_directory directory{args.output, args.overwrite};
 
   // The wiring of bench/ooc/external_sort_bench.cpp: an emulated device that asks the store to
@@ -116,6 +284,26 @@ int run_sort(sort_arguments const& args) {
   statistics_resource_adaptor io_scratch{host};
   emulated_device_memory_resource device{device_memory};
   spill_store* store_pointer = nullptr;
+  sort_progress progress;
+  // The report's recorder: made before the store, which records into it, and stopped before the
+  // store goes (its gauges read the store).
+  std::optional<run_recorder> recorder;
+  if (!args.report.empty()) {
+    run_gauges gauges;
+    gauges.device_bytes = [&device] { return device.used_bytes(); };
+    gauges.host_bytes   = [&store_pointer] { return store_pointer->bytes_on(spill_tier::HOST); };
+    gauges.disk_bytes   = [&store_pointer] { return store_pointer->bytes_on(spill_tier::DISK); };
+    gauges.rows_done    = [&progress] {
+      return progress.rows_read.load() + progress.rows_written.load();
+    };
+    gauges.bytes_done = [&progress] {
+      return progress.bytes_read.load() + progress.bytes_written.load();
+    };
+    run_recorder_options recorder_options;
+    recorder_options.interval = REPORT_PERIOD;
+    recorder_options.title    = "spillway sort " + args.input;
+    recorder.emplace(std::move(gauges), recorder_options);
+  }
   failure_callback_resource_adaptor device_with_spill{
     device, [&](std::size_t bytes, std::size_t) {
       return store_pointer != nullptr && store_pointer->spill(bytes, spill_tier::DEVICE) > 0;
@@ -123,8 +311,23 @@ int run_sort(sort_arguments const& args) {
   spill_store_options store_options{device_with_spill, host_tier};
   store_options.host_budget = host_memory;
   store_options.spill_root  = args.spill_dir;
+  if (recorder) {
+    store_options.events = &recorder->events();
+  }
   spill_store store{store_options};
   store_pointer = &store;
+  recorder_stopper stop_recorder{recorder ? &*recorder : nullptr};
+  if (recorder) {
+    recorder->start();
+  }
+  std::optional<progress_bar> bar;
+  if (::isatty(STDERR_FILENO) != 0) {
+    // Decoded bytes measure CSV text roughly; Parquet and Arrow decode to far more than they hold.
+    auto const measurable = format == file_format::CSV ? input_file_bytes(args.input) : 0;
+    bar.emplace(progress, measurable, [&device, &store](spill_tier tier) {
+      return tier == spill_tier::DEVICE ? device.used_bytes() : store.bytes_on(tier);
+    });
+  }
 
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
   auto reader                   = open_dataset(args.input,
@@ -153,11 +356,17 @@ int run_sort(sort_arguments const& args) {
 
   std::size_t input_batches = 0;
   while (auto batch = reader->next()) {
+    auto const rows  = batch->num_rows();
+    auto const bytes = batch->allocated_bytes();
     sorter.push(std::move(batch));
+    progress.rows_read += rows;
+    progress.bytes_read += bytes;
     ++input_batches;
   }
   reader.reset();
   sorter.finish();
+  progress.rows_sorted = progress.rows_read.load();
+  progress.writing     = true;
 
   std::vector<std::string> names;
   for (auto const& column : schema) {
@@ -171,9 +380,16 @@ int run_sort(sort_arguments const& args) {
     writer_options, names, default_stream(), memory_resources{device_with_spill, io_scratch}};
   while (auto batch = sorter.next()) {
     writer.write(batch->view());
+    progress.rows_written += batch->num_rows();
+    progress.bytes_written += batch->allocated_bytes();
   }
   auto const written = writer.close();
   directory.commit(written);
+  bar.reset();
+  if (recorder) {
+    recorder->stop();
+    recorder->write_run_report(args.report, report_json);
+  }
 
   double const seconds =
     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -288,6 +504,11 @@ command add_sort_command(CLI::App& parent) {
   app->add_option("--format", args->format, "Input format (default: from the extension)")
     ->check(CLI::IsMember({"parquet", "csv", "arrow", "arrows"}));
   app->add_flag("--json", args->json, "Print a JSON summary on stdout");
+  app->add_option("--report",
+                  args->report,
+                  "Write an HTML run report (charts of device, host and disk bytes, leases, "
+                  "spills and retries over time) here, and the same data as JSON beside it "
+                  "(the extension replaced by .json)");
   app->add_flag("--overwrite", args->overwrite, "Replace the files of an existing output dataset");
   return command{app, [args] { return run_sort(*args); }};
 }

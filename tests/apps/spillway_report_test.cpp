@@ -1,0 +1,123 @@
+/**
+ * End-to-end tests of `spillway sort --report` and of the progress line: runs the built tool
+ * (SPILLWAY_EXE) on a small sort that spills and checks the report files, and that the progress
+ * line appears on a terminal only.
+ */
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A sort of this many rows at these budgets spills to host and to disk.
+constexpr char const* SPILLING_SORT =
+  "sort in -o out --by key --device-memory 4MiB --host-memory 256KiB --spill-dir spill";
+
+class SpillwayReport : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto const* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    root_            = fs::temp_directory_path() /
+            ("spillway_report_" + std::to_string(::getpid()) + "_" + info->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "spill");
+    ASSERT_EQ(run("gen uniform --rows 200000 -o in"), 0);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  /** @brief Runs `spillway <arguments>` in the test's root; stderr goes to stderr.txt. */
+  int run(std::string const& arguments) const {
+    std::string const command = "cd '" + root_.string() + "' && '" SPILLWAY_EXE "' " + arguments +
+                                " > stdout.txt 2> stderr.txt";
+    int const status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  [[nodiscard]] std::string read(std::string const& name) const {
+    std::ifstream file{root_ / name};
+    std::stringstream text;
+    text << file.rdbuf();
+    return text.str();
+  }
+
+  fs::path root_;
+};
+
+std::size_t max_of(nlohmann::json const& values) {
+  std::size_t top = 0;
+  for (auto const& v : values) {
+    top = std::max(top, v.get<std::size_t>());
+  }
+  return top;
+}
+
+TEST_F(SpillwayReport, SortWritesHtmlAndJsonReport) {
+  ASSERT_EQ(run(std::string{SPILLING_SORT} + " --report report.html"), 0) << read("stderr.txt");
+  ASSERT_TRUE(fs::exists(root_ / "report.html"));
+  ASSERT_TRUE(fs::exists(root_ / "report.json"));
+
+  auto const json    = nlohmann::json::parse(read("report.json"));
+  auto const& series = json.at("series");
+  for (auto const* name :
+       {"seconds", "device", "host", "disk", "spilled", "unspilled", "retries"}) {
+    ASSERT_TRUE(series.contains(name)) << name;
+    EXPECT_GE(series.at(name).size(), 2U) << name << ": at least the start and end samples";
+  }
+  EXPECT_EQ(series.at("device").size(), series.at("seconds").size());
+  EXPECT_GT(max_of(series.at("device")), 0U);
+  EXPECT_GT(max_of(series.at("host")) + max_of(series.at("disk")), 0U);
+  EXPECT_GT(series.at("spilled").back().get<std::size_t>(), 0U);
+  EXPECT_GT(json.at("event_counts").at("spilled").at("count").get<std::size_t>(), 0U);
+  EXPECT_FALSE(json.at("events").empty());
+
+  auto const html = read("report.html");
+  for (auto const* name : {"device", "host", "disk", "spilled", "unspilled", "retries"}) {
+    EXPECT_NE(html.find(std::string{"data-series=\""} + name + "\""), std::string::npos) << name;
+  }
+  EXPECT_EQ(html.find("http://"), std::string::npos);
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+}
+
+TEST_F(SpillwayReport, NoProgressLineWhenStderrIsNotATerminal) {
+  ASSERT_EQ(run(SPILLING_SORT), 0);
+  auto const err = read("stderr.txt");
+  EXPECT_EQ(err.find('\r'), std::string::npos) << err;
+  EXPECT_EQ(err.find("ETA"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_FALSE(fs::exists(root_ / "report.json"));
+}
+
+TEST_F(SpillwayReport, ProgressLineOnATerminal) {
+  if (std::system("command -v script > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "util-linux `script` is not on PATH: cannot run the tool on a terminal";
+  }
+  // A bigger sort, so that it lasts past one redraw period.
+  ASSERT_EQ(run("gen uniform --rows 2000000 -o big"), 0);
+  std::string const command = "cd '" + root_.string() +
+                              "' && script -qec \"'" SPILLWAY_EXE
+                              "' sort big -o out --by key --device-memory 16MiB --host-memory "
+                              "8MiB --spill-dir spill\" typescript.txt > /dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << read("typescript.txt");
+  auto const typescript = read("typescript.txt");
+  EXPECT_NE(typescript.find("\r\033[K"), std::string::npos) << typescript;
+  EXPECT_NE(typescript.find(" rows/s, ETA "), std::string::npos) << typescript;
+  EXPECT_NE(typescript.find("| device "), std::string::npos) << typescript;
+  EXPECT_NE(typescript.find("spillway sort: 2000000 rows"), std::string::npos) << typescript;
+}
+
+TEST_F(SpillwayReport, ReportPathMustNotBeTheJson) {
+  EXPECT_EQ(run(std::string{SPILLING_SORT} + " --report report.json"), 2);
+  EXPECT_NE(read("stderr.txt").find("--report"), std::string::npos) << read("stderr.txt");
+}
+
+}  // namespace
