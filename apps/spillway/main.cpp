@@ -9,10 +9,12 @@
 #include "commands.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/core/logging.hpp>
 
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <string>
@@ -29,6 +31,11 @@ int fail(spillway::cli::exit_code code, std::string const& message) {
 
 int main(int argc, char** argv) {
   using spillway::cli::exit_code;
+  // The tool reports failures in one line; library warnings (each failed spill write, say) are
+  // only shown when asked for with SPILLWAY_LOG_LEVEL.
+  if (std::getenv("SPILLWAY_LOG_LEVEL") == nullptr) {
+    spillway::set_log_level(spillway::log_level::ERROR);
+  }
   CLI::App app{"spillway: out-of-core sort of columnar data under hard memory budgets", "spillway"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print the help of every subcommand");

@@ -354,17 +354,34 @@ int run_sort(sort_arguments const& args) {
   options.strategy           = strategy_named(args.strategy);
   external_sorter sorter{store, options, default_stream(), device_with_spill, host};
 
+  // An out-of-memory after spill writes failed is really a full or broken spill disk: say so.
+  auto const with_spill_context = [&store](out_of_memory const& failure) {
+    auto const spilled = store.statistics();
+    if (spilled.write_errors == 0) {
+      throw;
+    }
+    throw out_of_memory(std::string{failure.what()} + "; spilling to disk failed " +
+                          std::to_string(spilled.write_errors) +
+                          " time(s), last: " + spilled.last_error,
+                        failure.requested_bytes(),
+                        failure.available_bytes(),
+                        failure.capacity_bytes());
+  };
   std::size_t input_batches = 0;
-  while (auto batch = reader->next()) {
-    auto const rows  = batch->num_rows();
-    auto const bytes = batch->allocated_bytes();
-    sorter.push(std::move(batch));
-    progress.rows_read += rows;
-    progress.bytes_read += bytes;
-    ++input_batches;
+  try {
+    while (auto batch = reader->next()) {
+      auto const rows  = batch->num_rows();
+      auto const bytes = batch->allocated_bytes();
+      sorter.push(std::move(batch));
+      progress.rows_read += rows;
+      progress.bytes_read += bytes;
+      ++input_batches;
+    }
+    reader.reset();
+    sorter.finish();
+  } catch (out_of_memory const& failure) {
+    with_spill_context(failure);
   }
-  reader.reset();
-  sorter.finish();
   progress.rows_sorted = progress.rows_read.load();
   progress.writing     = true;
 
@@ -378,10 +395,14 @@ int run_sort(sort_arguments const& args) {
   writer_options.target_file_bytes = file_size;
   batch_writer writer{
     writer_options, names, default_stream(), memory_resources{device_with_spill, io_scratch}};
-  while (auto batch = sorter.next()) {
-    writer.write(batch->view());
-    progress.rows_written += batch->num_rows();
-    progress.bytes_written += batch->allocated_bytes();
+  try {
+    while (auto batch = sorter.next()) {
+      writer.write(batch->view());
+      progress.rows_written += batch->num_rows();
+      progress.bytes_written += batch->allocated_bytes();
+    }
+  } catch (out_of_memory const& failure) {
+    with_spill_context(failure);
   }
   auto const written = writer.close();
   directory.commit(written);
