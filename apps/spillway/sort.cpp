@@ -12,11 +12,14 @@
 
 #include <spillway/core/units.hpp>
 #include <spillway/io/batch_writer.hpp>
+#include <spillway/lease/lease_arbiter.hpp>
+#include <spillway/lease/task_context.hpp>
 #include <spillway/memory/emulated_device_memory_resource.hpp>
-#include <spillway/memory/failure_callback_resource_adaptor.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/ooc/external_sort.hpp>
+#include <spillway/retry/oom_coordinator.hpp>
+#include <spillway/retry/retry_resource_adaptor.hpp>
 #include <spillway/runtime/run_report.hpp>
 #include <spillway/spill/spill_directory.hpp>
 #include <spillway/spill/spill_store.hpp>
@@ -44,6 +47,8 @@ namespace {
 
 /// A read batch (and an output batch) is at most this fraction of the device.
 constexpr std::size_t DEVICE_SHARE_PER_BATCH = 8;
+/// The sort task's base lease, in input batches (the rest of the device is leased per merge).
+constexpr std::size_t BASE_LEASE_BATCHES = 4;
 /// The least rows one batch must hold for the sort to make progress.
 constexpr std::size_t MIN_BATCH_ROWS = 64;
 /// Characters assumed per string value when the budget is checked before reading.
@@ -178,6 +183,7 @@ class progress_bar {
  private:
   void run() {
     std::unique_lock lock{mutex_};
+    draw();  // at once, so that even a short run shows its progress line
     while (!wake_.wait_for(lock, PROGRESS_PERIOD, [this] { return stopping_; })) {
       draw();
     }
@@ -304,10 +310,17 @@ int run_sort(sort_arguments const& args) {
     recorder_options.title    = "spillway sort " + args.input;
     recorder.emplace(std::move(gauges), recorder_options);
   }
-  failure_callback_resource_adaptor device_with_spill{
-    device, [&](std::size_t bytes, std::size_t) {
-      return store_pointer != nullptr && store_pointer->spill(bytes, spill_tier::DEVICE) > 0;
-    }};
+  // The sort is one task: it holds leases from the device's arbiter, and the device runs the OOM
+  // protocol for it (spill, retry, roll back, split), all recorded for the run report.
+  event_sink* const events = recorder ? &recorder->events() : nullptr;
+  oom_coordinator coordinator{events};
+  coordinator.set_spill_function([&store_pointer](std::size_t bytes) -> std::size_t {
+    return store_pointer != nullptr ? store_pointer->spill(bytes, spill_tier::DEVICE) : 0;
+  });
+  retry_resource_adaptor device_with_spill{device, coordinator, device_memory, events};
+  lease_arbiter arbiter{device_memory, events};
+  task_context task{arbiter, task_id{1}};
+  oom_coordinator::registration const protocol{coordinator, task};
   spill_store_options store_options{device_with_spill, host_tier};
   store_options.host_budget = host_memory;
   store_options.spill_root  = args.spill_dir;
@@ -316,6 +329,7 @@ int run_sort(sort_arguments const& args) {
   }
   spill_store store{store_options};
   store_pointer = &store;
+  task.set_spill_hook(store.make_spill_hook(task.id()));
   recorder_stopper stop_recorder{recorder ? &*recorder : nullptr};
   if (recorder) {
     recorder->start();
@@ -352,6 +366,13 @@ int run_sort(sort_arguments const& args) {
   options.merge_budget_bytes = device_memory / 2;
   options.output_batch_bytes = std::min(device_memory / DEVICE_SHARE_PER_BATCH, MAX_OUTPUT_BATCH);
   options.strategy           = strategy_named(args.strategy);
+  options.coordinator        = &coordinator;
+  options.task               = &task;
+  // The base lease covers a few batches; merges ask for more when they need it.
+  lease_request_options base_options;
+  base_options.is_base = true;
+  memory_lease const base_lease =
+    task.request_lease(std::min(device_memory, BASE_LEASE_BATCHES * batch_bytes), base_options);
   external_sorter sorter{store, options, default_stream(), device_with_spill, host};
 
   // An out-of-memory after spill writes failed is really a full or broken spill disk: say so.
@@ -471,7 +492,8 @@ int run_sort(sort_arguments const& args) {
       {"disk_compression", spilled.disk_compression_ratio()},
       {"retries", stats.retries},
       {"splits", stats.splits},
-      {"spill_callbacks", device_with_spill.callback_calls()},
+      {"spill_callbacks", coordinator.statistics().failures},
+      {"lease_waits", arbiter.total_statistics().waits},
       {"input_batches", input_batches},
       {"output_batches", stats.output_batches},
       {"output_files", written.size()},

@@ -53,14 +53,6 @@ class SpillwayReport : public ::testing::Test {
   fs::path root_;
 };
 
-std::size_t max_of(nlohmann::json const& values) {
-  std::size_t top = 0;
-  for (auto const& v : values) {
-    top = std::max(top, v.get<std::size_t>());
-  }
-  return top;
-}
-
 TEST_F(SpillwayReport, SortWritesHtmlAndJsonReport) {
   ASSERT_EQ(run(std::string{SPILLING_SORT} + " --report report.html"), 0) << read("stderr.txt");
   ASSERT_TRUE(fs::exists(root_ / "report.html"));
@@ -74,8 +66,9 @@ TEST_F(SpillwayReport, SortWritesHtmlAndJsonReport) {
     EXPECT_GE(series.at(name).size(), 2U) << name << ": at least the start and end samples";
   }
   EXPECT_EQ(series.at("device").size(), series.at("seconds").size());
-  EXPECT_GT(max_of(series.at("device")), 0U);
-  EXPECT_GT(max_of(series.at("host")) + max_of(series.at("disk")), 0U);
+  // Gauges are sampled every 50 ms, and a small sort in a release build can finish between two
+  // samples with its tiers empty again; the event counts below are exact whatever the timing.
+  EXPECT_GT(json.at("event_counts").at("unspilled").at("count").get<std::size_t>(), 0U);
   EXPECT_GT(series.at("spilled").back().get<std::size_t>(), 0U);
   EXPECT_GT(json.at("event_counts").at("spilled").at("count").get<std::size_t>(), 0U);
   EXPECT_FALSE(json.at("events").empty());
