@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <string>
+#include <unistd.h>
 
 namespace spillway {
 namespace {
@@ -144,7 +145,9 @@ TEST(IoWithoutArrowTest, ParquetAndIpcSayWhyInABuildWithoutArrow) {
   }
   host_memory_resource host;
   auto const input = testing::random_table({type_id::INT32}, 3, 1, 0.0, host);
-  auto const file = (std::filesystem::temp_directory_path() / "spillway_no_arrow.parquet").string();
+  auto const file  = (std::filesystem::temp_directory_path() /
+                     ("spillway_no_arrow_" + std::to_string(::getpid()) + ".parquet"))
+                      .string();
   EXPECT_THROW(write_parquet(*input, {"x"}, file, {}, default_stream(), host), not_supported);
   EXPECT_THROW(
     write_arrow_ipc(*input, {"x"}, file, file_format::ARROW_IPC_FILE, default_stream(), host),

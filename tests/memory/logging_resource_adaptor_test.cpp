@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace spillway {
@@ -104,7 +105,8 @@ TEST(LoggingResourceAdaptor, KindAndUpstreamAreForwarded) {
 }
 
 TEST(LoggingResourceAdaptor, WritesToAFile) {
-  std::string const path = ::testing::TempDir() + "spillway_logging_resource_adaptor_test.csv";
+  std::string const path = ::testing::TempDir() + "spillway_logging_resource_adaptor_test_" +
+                           std::to_string(::getpid()) + ".csv";
   host_memory_resource host;
   {
     logging_resource_adaptor logging{host, path};

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 #include <vector>
 
 namespace spillway {
@@ -17,7 +18,12 @@ namespace {
 class SpillFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    directory_ = std::filesystem::path(::testing::TempDir()) / "spill_file_test";
+    // One directory per test and process: ctest runs tests of this suite in parallel.
+    auto const* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    directory_ =
+      std::filesystem::path(::testing::TempDir()) /
+      ("spill_file_test_" + std::string{info->name()} + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(directory_);
     std::filesystem::create_directories(directory_);
     path_ = (directory_ / "blocks.blk").string();
     payload_.resize(5000);

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <string>
 #include <testing/table_generators.hpp>
+#include <unistd.h>
 #include <vector>
 
 namespace spillway::testing {
@@ -24,7 +25,8 @@ class spill_fixture : public ::testing::Test {
   void SetUp() override {
     auto const* info = ::testing::UnitTest::GetInstance()->current_test_info();
     root_            = std::filesystem::path(::testing::TempDir()) /
-            (std::string("spill_") + info->test_suite_name() + "_" + info->name());
+            (std::string("spill_") + info->test_suite_name() + "_" + info->name() + "_" +
+             std::to_string(::getpid()));
     std::filesystem::remove_all(root_);
     std::filesystem::create_directories(root_);
   }
