@@ -51,9 +51,7 @@ void lease_arbiter::unregister_task(task_id task) {
     return;
   }
   auto& state = found->second;
-  used_ -= state.leased - state.lent;
-  state.leased = state.lent = state.base = 0;
-  state.epoch                            = next_epoch_++;
+  drop_all_leases(task, state);
   if (state.waiting > 0) {
     // A thread of the task still waits here: fail it rather than pull the state from under it.
     state.cancelled = true;
@@ -373,7 +371,11 @@ void lease_arbiter::return_all_leases(task_id task) {
   if (found == tasks_.end()) {
     return;
   }
-  auto& state = found->second;
+  drop_all_leases(task, found->second);
+  notify();
+}
+
+void lease_arbiter::drop_all_leases(task_id task, task_state& state) {
   used_ -= state.leased - state.lent;
   if (state.leased > 0) {
     record_event(events_,
@@ -386,8 +388,7 @@ void lease_arbiter::return_all_leases(task_id task) {
                        {}});
   }
   state.leased = state.lent = state.base = 0;
-  state.epoch                            = next_epoch_++;
-  notify();
+  state.epoch                            = next_epoch_++;  // living leases become inert
 }
 
 void lease_arbiter::cancel(task_id task) {

@@ -178,6 +178,8 @@ class lease_arbiter {
 
   void release(task_id task, std::size_t bytes, std::uint64_t epoch, bool is_base) noexcept;
   task_state& state_of(task_id task) SPILLWAY_REQUIRES(mutex_);
+  /// Returns every lease of `task` at once (return_all_leases, unregister_task).
+  void drop_all_leases(task_id task, task_state& state) SPILLWAY_REQUIRES(mutex_);
   memory_lease grant(task_id task,
                      task_state& state,
                      std::size_t bytes,
