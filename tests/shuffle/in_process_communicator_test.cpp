@@ -73,7 +73,7 @@ TEST(InProcessCommunicator, TagsSeparateMessages) {
   EXPECT_THROW(static_cast<void>(group.rank(0).receive(-2, 1, host)), invalid_argument);
 }
 
-TEST(InProcessCommunicator, FailureWakesPendingOperationsAndCollectives) {
+TEST(InProcessCommunicator, ConcurrentFailureWakesPendingOperationsAndCollectives) {
   host_memory_resource host;
   in_process_group group(2);
   auto pending = group.rank(0).receive(1, 3, host);
@@ -85,7 +85,7 @@ TEST(InProcessCommunicator, FailureWakesPendingOperationsAndCollectives) {
   EXPECT_THROW(group.rank(0).send(1, 1, x).get(), communication_error);
 }
 
-TEST(InProcessCommunicator, RunInProcessRethrowsTheOriginalErrorAndNobodyHangs) {
+TEST(InProcessCommunicator, ConcurrentRunInProcessRethrowsTheOriginalError) {
   try {
     run_in_process(4, [](communicator& comm) {
       if (comm.rank() == 2) {
@@ -99,7 +99,7 @@ TEST(InProcessCommunicator, RunInProcessRethrowsTheOriginalErrorAndNobodyHangs) 
   }
 }
 
-TEST(InProcessCommunicator, CollectivesInLoops) {
+TEST(InProcessCommunicator, ConcurrentCollectivesInLoops) {
   run_in_process(5, [](communicator& comm) {
     for (int round = 0; round < 50; ++round) {
       std::vector<std::byte> mine(static_cast<std::size_t>(comm.rank() + round % 3),
