@@ -14,12 +14,10 @@
 #include <spillway/io/batch_writer.hpp>
 #include <spillway/lease/lease_arbiter.hpp>
 #include <spillway/lease/task_context.hpp>
-#include <spillway/memory/emulated_device_memory_resource.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/ooc/external_sort.hpp>
-#include <spillway/retry/oom_coordinator.hpp>
-#include <spillway/retry/retry_resource_adaptor.hpp>
+#include <spillway/runtime/device_environment.hpp>
 #include <spillway/runtime/run_report.hpp>
 #include <spillway/spill/spill_directory.hpp>
 #include <spillway/spill/spill_store.hpp>
@@ -283,23 +281,21 @@ int run_sort(sort_arguments const& args) {
   }
   output_directory directory{args.output, args.overwrite};
 
-  // The wiring of bench/ooc/external_sort_bench.cpp: an emulated device that asks the store to
-  // spill when an allocation fails, a store whose host tier is counted, a plain host for keys.
+  // The device, its OOM protocol and lease arbiter, and the spill store (host budget, disk under
+  // --spill-dir) come from one `device_environment`; a plain host serves I/O scratch and keys.
   host_memory_resource host;
-  statistics_resource_adaptor host_tier{host};
   statistics_resource_adaptor io_scratch{host};
-  emulated_device_memory_resource device{device_memory};
-  spill_store* store_pointer = nullptr;
   sort_progress progress;
-  // The report's recorder: made before the store, which records into it, and stopped before the
-  // store goes (its gauges read the store).
+  // The report's recorder: made before the environment, whose store records into it, and stopped
+  // before the environment goes (its gauges read the store).
   std::optional<run_recorder> recorder;
+  std::optional<device_environment> environment;
   if (!args.report.empty()) {
     run_gauges gauges;
-    gauges.device_bytes = [&device] { return device.used_bytes(); };
-    gauges.host_bytes   = [&store_pointer] { return store_pointer->bytes_on(spill_tier::HOST); };
-    gauges.disk_bytes   = [&store_pointer] { return store_pointer->bytes_on(spill_tier::DISK); };
-    gauges.rows_done    = [&progress] {
+    gauges.device_bytes = [&environment] { return environment->raw_device().used_bytes(); };
+    gauges.host_bytes = [&environment] { return environment->store().bytes_on(spill_tier::HOST); };
+    gauges.disk_bytes = [&environment] { return environment->store().bytes_on(spill_tier::DISK); };
+    gauges.rows_done  = [&progress] {
       return progress.rows_read.load() + progress.rows_written.load();
     };
     gauges.bytes_done = [&progress] {
@@ -312,24 +308,20 @@ int run_sort(sort_arguments const& args) {
   }
   // The sort is one task: it holds leases from the device's arbiter, and the device runs the OOM
   // protocol for it (spill, retry, roll back, split), all recorded for the run report.
-  event_sink* const events = recorder ? &recorder->events() : nullptr;
-  oom_coordinator coordinator{events};
-  coordinator.set_spill_function([&store_pointer](std::size_t bytes) -> std::size_t {
-    return store_pointer != nullptr ? store_pointer->spill(bytes, spill_tier::DEVICE) : 0;
-  });
-  retry_resource_adaptor device_with_spill{device, coordinator, device_memory, events};
-  lease_arbiter arbiter{device_memory, events};
-  task_context task{arbiter, task_id{1}};
-  oom_coordinator::registration const protocol{coordinator, task};
-  spill_store_options store_options{device_with_spill, host_tier};
-  store_options.host_budget = host_memory;
-  store_options.spill_root  = args.spill_dir;
-  if (recorder) {
-    store_options.events = &recorder->events();
-  }
-  spill_store store{store_options};
-  store_pointer = &store;
-  task.set_spill_hook(store.make_spill_hook(task.id()));
+  device_environment_options environment_options;
+  environment_options.device_memory = device_memory;
+  environment_options.host_memory   = host_memory;
+  environment_options.spill_root    = args.spill_dir;
+  environment_options.events        = recorder ? &recorder->events() : nullptr;
+  environment.emplace(environment_options);
+  device_task sort_task{*environment, task_id{1}};
+  auto& task             = sort_task.context();
+  auto& store            = environment->store();
+  auto& coordinator      = environment->coordinator();
+  auto& arbiter          = environment->arbiter();
+  auto const& device     = environment->raw_device();
+  auto const& host_tier  = environment->host_tier();
+  auto device_with_spill = environment->device();
   recorder_stopper stop_recorder{recorder ? &*recorder : nullptr};
   if (recorder) {
     recorder->start();

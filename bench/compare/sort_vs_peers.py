@@ -9,6 +9,15 @@ sort is timed until the last sorted row has been consumed.
 
   python3 bench/compare/sort_vs_peers.py --rows 10000000 --device-memory 256MiB \
       --host-memory 256MiB [--distribution uniform] [--engines spillway,duckdb,polars]
+
+Parquet cases (--dataset strings|wide): the same Parquet files are sorted end to end, file to
+file, by `spillway sort` and by DuckDB's `COPY (SELECT * FROM read_parquet(...) ORDER BY key)
+TO ...`, each timed from start to the last output file written, then verified (not timed).
+strings: `spillway gen strings` (a 10-30 letter key, an int64 payload); wide: 50 columns (an
+int64 key, 8 strings of 64-128 characters, 41 numbers), written by DuckDB from one formula.
+
+  python3 bench/compare/sort_vs_peers.py --dataset strings --rows 50000000 \
+      --device-memory 512MiB --host-memory 512MiB
 """
 import argparse
 import json
@@ -96,6 +105,81 @@ def run_polars(args):
             "verified": ordered and result.height == args.rows}
 
 
+def wide_sql(rows):
+    """50 columns from `i`: an int64 key (the uniform formula), 8 strings, 41 numbers."""
+    columns = [f"{key_sql('uniform')} AS key"]
+    for index in range(8):
+        # 64-128 characters: md5 digests of the row, repeated, cut at a row-dependent length.
+        columns.append(f"left(repeat(md5((i * {index + 3})::VARCHAR), 4), "
+                       f"64 + ((i * {index + 7}) % 65)::INT) AS s{index}")
+    for index in range(41):
+        kind = ["BIGINT", "DOUBLE", "INTEGER"][index % 3]
+        columns.append(f"((i * {index + 11}) % 1000003)::{kind} AS n{index}")
+    return f"SELECT {', '.join(columns)} FROM range({rows}) r(i)"
+
+
+def make_dataset(args, root):
+    """Writes the Parquet input of --dataset under `root` once; returns its directory."""
+    directory = os.path.join(root, f"spillway-peers-{args.dataset}-{args.rows}")
+    if os.path.isdir(directory):
+        return directory
+    staging = directory + ".partial"
+    if args.dataset == "strings":
+        subprocess.run([args.cli_binary, "gen", "strings", "--rows", str(args.rows), "-o", staging,
+                        "--overwrite"], check=True)
+    else:
+        import duckdb
+        os.makedirs(staging, exist_ok=True)
+        connection = duckdb.connect()
+        connection.execute("SET threads=2")
+        connection.execute(f"COPY ({wide_sql(args.rows)}) TO '{staging}' "
+                           "(FORMAT parquet, PER_THREAD_OUTPUT true)")
+        connection.close()
+    os.rename(staging, directory)
+    return directory
+
+
+def run_spillway_parquet(args, dataset, temp_dir):
+    output = os.path.join(temp_dir, "sorted")
+    command = [args.cli_binary, "sort", dataset, "-o", output, "--by", "key", "--device-memory",
+               args.device_memory, "--host-memory", args.host_memory, "--spill-dir", temp_dir,
+               "--json"]
+    start = time.perf_counter()
+    summary = json.loads(subprocess.run(command, check=True, capture_output=True,
+                                        text=True).stdout.strip().splitlines()[-1])
+    seconds = time.perf_counter() - start
+    verified = subprocess.run([args.cli_binary, "verify", output, "--by", "key", "--against",
+                               dataset], capture_output=True, text=True).returncode == 0
+    return {"engine": "spillway", "rows": summary["rows"], "seconds": round(seconds, 3),
+            "rows_per_second": round(summary["rows"] / seconds), "verified": verified,
+            "copies_per_input_byte": summary["copies_per_input_byte"],
+            "device_peak": summary["device_peak"], "host_peak": summary["host_peak"]}
+
+
+def run_duckdb_parquet(args, dataset, temp_dir, budget):
+    import duckdb
+    output = os.path.join(temp_dir, "sorted.parquet")
+    connection = duckdb.connect(os.path.join(temp_dir, "scratch.duckdb"))
+    connection.execute("SET threads=2")
+    connection.execute(f"SET temp_directory='{temp_dir}'")
+    # ORDER BY results keep their order either way; this lets DuckDB stream the COPY.
+    connection.execute("SET preserve_insertion_order=false")
+    if budget:
+        connection.execute(f"SET memory_limit='{budget // (1 << 20)}MB'")
+    start = time.perf_counter()
+    connection.execute(f"COPY (SELECT * FROM read_parquet('{dataset}/**/*.parquet') ORDER BY key) "
+                       f"TO '{output}' (FORMAT parquet)")
+    seconds = time.perf_counter() - start
+    rows, unordered = connection.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE previous > key) FROM (SELECT key, "
+        f"lag(key) OVER (ORDER BY file_row_number) AS previous FROM "
+        f"read_parquet('{output}', file_row_number = true))").fetchone()
+    connection.close()
+    return {"engine": f"duckdb {duckdb.__version__}", "rows": rows, "seconds": round(seconds, 3),
+            "rows_per_second": round(rows / seconds),
+            "verified": rows == args.rows and unordered == 0}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -111,13 +195,27 @@ def main():
                         default=os.path.join(os.path.dirname(__file__), "..", "..", "build",
                                              "release", "bench", "spillway_external_sort_bench"))
     parser.add_argument("--temp-root", default=tempfile.gettempdir())
+    parser.add_argument("--dataset", choices=["generated", "strings", "wide"],
+                        default="generated",
+                        help="generated: int64 rows made in memory (the default); strings, wide: "
+                             "Parquet files sorted file to file")
+    parser.add_argument("--cli-binary",
+                        default=os.path.join(os.path.dirname(__file__), "..", "..", "build",
+                                             "release", "apps", "spillway"))
     args = parser.parse_args()
     budget = None if args.no_budget else parse_bytes(args.device_memory) + parse_bytes(
         args.host_memory)
     results = []
+    dataset = None if args.dataset == "generated" else make_dataset(args, args.temp_root)
     for engine in args.engines.split(","):
         with tempfile.TemporaryDirectory(dir=args.temp_root) as temp_dir:
-            if engine == "spillway":
+            if dataset and engine == "spillway":
+                results.append(run_spillway_parquet(args, dataset, temp_dir))
+            elif dataset and engine == "duckdb":
+                results.append(run_duckdb_parquet(args, dataset, temp_dir, budget))
+            elif dataset:
+                raise SystemExit(f"engine {engine} does not run Parquet cases")
+            elif engine == "spillway":
                 results.append(run_spillway(args, temp_dir))
             elif engine == "duckdb":
                 results.append(run_duckdb(args, temp_dir, budget))

@@ -4,19 +4,15 @@
  *
  *   spillway_external_sort_bench --rows N --device-memory 256MiB --host-memory 256MiB
  *       [--distribution uniform|skewed|equal] [--batch-rows R] [--chunks-per-batch C]
- *       [--strategy merge|sample|auto] [--spill-root DIR]
+ *       [--strategy merge|sample|auto] [--spill-root DIR] [--disk-codec none|lz4|zstd]
  *
  * Keys follow the formula used by bench/compare/sort_vs_peers.py for DuckDB and Polars, so all
  * engines sort the same values: uniform: (i * 6364136223846793005) mod 9223372036854775783;
  * skewed: 90% of rows share key 0; equal: every key is 42.
  */
 #include <spillway/core/units.hpp>
-#include <spillway/memory/emulated_device_memory_resource.hpp>
-#include <spillway/memory/failure_callback_resource_adaptor.hpp>
-#include <spillway/memory/host_memory_resource.hpp>
-#include <spillway/memory/limiting_resource_adaptor.hpp>
-#include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/ooc/external_sort.hpp>
+#include <spillway/runtime/device_environment.hpp>
 #include <spillway/table/column.hpp>
 
 #include <algorithm>
@@ -50,10 +46,11 @@ struct arguments {
   std::size_t device_memory = 256_MiB;
   std::size_t host_memory   = 256_MiB;
   std::size_t batch_rows    = 0;  ///< 0: batches of an eighth of the device budget
-  std::size_t chunks        = 8;
+  std::size_t chunks        = external_sort_options{}.chunks_per_batch;
   std::string distribution  = "uniform";
   sort_strategy strategy    = sort_strategy::AUTO;
   std::string spill_root;
+  codec disk_codec = codec::LZ4;
 };
 
 arguments parse(int argc, char** argv) {
@@ -86,6 +83,8 @@ arguments parse(int argc, char** argv) {
       }
     } else if (flag == "--spill-root") {
       out.spill_root = value;
+    } else if (flag == "--disk-codec") {
+      out.disk_codec = parse_codec(value);
     } else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       std::exit(2);
@@ -99,19 +98,16 @@ arguments parse(int argc, char** argv) {
 }
 
 int run(arguments const& args) {
-  host_memory_resource host;
-  statistics_resource_adaptor host_tier{host};
-  emulated_device_memory_resource device{args.device_memory};
-  spill_store* store_pointer = nullptr;
-  failure_callback_resource_adaptor device_with_spill{
-    device, [&](std::size_t bytes, std::size_t) {
-      return store_pointer != nullptr && store_pointer->spill(bytes, spill_tier::DEVICE) > 0;
-    }};
-  spill_store_options store_options{device_with_spill, host_tier};
-  store_options.host_budget = args.host_memory;
-  store_options.spill_root  = args.spill_root;
-  spill_store store{store_options};
-  store_pointer = &store;
+  // The same device, OOM protocol and spill store as `spillway sort`.
+  device_environment_options environment_options;
+  environment_options.device_memory = args.device_memory;
+  environment_options.host_memory   = args.host_memory;
+  environment_options.spill_root    = args.spill_root;
+  environment_options.disk_codec    = args.disk_codec;
+  device_environment environment{environment_options};
+  device_task task{environment, task_id{1}};
+  auto& store            = environment.store();
+  auto device_with_spill = environment.device();
 
   external_sort_options options;
   options.key_columns        = {0};
@@ -119,7 +115,9 @@ int run(arguments const& args) {
   options.merge_budget_bytes = args.device_memory / 2;
   options.output_batch_bytes = std::min<std::size_t>(args.device_memory / 8, 64_MiB);
   options.strategy           = args.strategy;
-  external_sorter sorter{store, options, default_stream(), device_with_spill, host};
+  options.coordinator        = &environment.coordinator();
+  options.task               = &task.context();
+  external_sorter sorter{store, options, default_stream(), device_with_spill, environment.host()};
 
   std::chrono::nanoseconds generate{0};
   auto const start = std::chrono::steady_clock::now();
@@ -187,8 +185,8 @@ int run(arguments const& args) {
     stats.ranges_in_rounds,
     stats.rounds,
     stats.copies_per_input_byte(),
-    device.peak_bytes(),
-    host_tier.statistics().peak_bytes,
+    environment.raw_device().peak_bytes(),
+    environment.host_tier().statistics().peak_bytes,
     spilled.between(spill_tier::HOST, spill_tier::DISK).raw_bytes +
       spilled.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes,
     spilled.disk_compression_ratio());

@@ -42,6 +42,14 @@ std::string_view to_string(event_kind kind) noexcept {
       return "spill_write_failed";
     case event_kind::SPILL_READ_FAILED:
       return "spill_read_failed";
+    case event_kind::SHARD_STORED:
+      return "shard_stored";
+    case event_kind::SHARD_SENT:
+      return "shard_sent";
+    case event_kind::SHARD_RECEIVED:
+      return "shard_received";
+    case event_kind::SHARD_RECOMPUTED:
+      return "shard_recomputed";
   }
   return "unknown";
 }

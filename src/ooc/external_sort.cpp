@@ -1,3 +1,5 @@
+#include "ops/parallel_gather.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/ooc/external_sort.hpp>
 #include <spillway/ops/bounds.hpp>
@@ -30,6 +32,9 @@ char const* to_string(sort_strategy strategy) noexcept {
   }
   return "UNKNOWN";
 }
+
+/// Chunks are not cut smaller than what lets one merge round load this many of them.
+constexpr std::size_t MAX_MERGE_WAYS = 256;
 
 struct external_sorter::chunk {
   spillable_table handle;
@@ -146,8 +151,7 @@ void external_sorter::push(std::unique_ptr<table> batch) {
   std::size_t const bytes = estimate_size(view);
   stats_.input_rows += rows;
   stats_.input_bytes += bytes;
-  target_chunk_bytes_ =
-    std::max(target_chunk_bytes_, bytes / std::min(options_.chunks_per_batch, rows));
+  target_chunk_bytes_ = std::max(target_chunk_bytes_, bytes / chunks_for(bytes, rows));
   if (options_.strategy != sort_strategy::MERGE) {
     sample_batch(view);
   }
@@ -186,13 +190,21 @@ void external_sorter::sort_into_chunks(table_view const& batch,
   auto const order               = detail::sorted_order(
     batch.select(options_.key_columns), options_.orders, sort_stability::STABLE, stream_, scratch);
   std::size_t const rows   = batch.num_rows();
-  std::size_t const pieces = std::min(options_.chunks_per_batch, rows);
+  std::size_t const pieces = chunks_for(estimate_size(batch), rows);
   for (std::size_t piece = 0; piece < pieces; ++piece) {
     std::size_t const begin = piece * rows / pieces;
     std::size_t const end   = (piece + 1) * rows / pieces;
-    out.push_back(detail::gather(
-      batch, slice(order->view(), begin, end), out_of_bounds_policy::FAIL, stream_, scratch));
+    out.push_back(detail::gather_rows_in_parallel(
+      batch, order->view().data<std::uint64_t>() + begin, end - begin, stream_, scratch));
   }
+}
+
+std::size_t external_sorter::chunks_for(std::size_t bytes, std::size_t rows) const noexcept {
+  // Chunks need not be smaller than what lets one round load MAX_MERGE_WAYS of them: when the
+  // budget is large (an input that fits in memory) smaller chunks only deepen the merge's tree.
+  std::size_t const smallest = options_.merge_budget_bytes / 2 / MAX_MERGE_WAYS;
+  std::size_t const by_size  = smallest == 0 ? rows : std::max<std::size_t>(1, bytes / smallest);
+  return std::max<std::size_t>(1, std::min({options_.chunks_per_batch, rows, by_size}));
 }
 
 external_sorter::chunk external_sorter::make_chunk(std::unique_ptr<table> rows) {

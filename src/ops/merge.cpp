@@ -1,3 +1,5 @@
+#include "ops/normalized_key.hpp"
+#include "ops/parallel_gather.hpp"
 #include "ops/row_comparator.hpp"
 
 #include <spillway/core/error.hpp>
@@ -5,6 +7,7 @@
 #include <spillway/ops/merge.hpp>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -27,11 +30,8 @@ struct merge_source {
 /// Maps a key value to an unsigned integer whose order is the key order (see normalized_key):
 /// sign bit flipped for signed integers, IEEE order for floats with -0.0 == 0.0 and every NaN
 /// equal and above +inf, and all bits inverted for DESCENDING.
-using key_encoder = std::uint64_t (*)(column_view const&, std::size_t) noexcept;
-
 template <typename T, bool Descending>
-std::uint64_t encode_key(column_view const& column, std::size_t row) noexcept {
-  T value               = column.data<T>()[row];
+std::uint64_t encode_key(T value) noexcept {
   std::uint64_t encoded = 0;
   if constexpr (std::is_floating_point_v<T>) {
     using bits_type = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
@@ -55,48 +55,147 @@ std::uint64_t encode_key(column_view const& column, std::size_t row) noexcept {
   return Descending ? ~encoded : encoded;
 }
 
-/// An encoder for a single fixed-width key column that no input has nulls in; null otherwise,
-/// and then the tree compares full rows.
-key_encoder single_key_encoder(std::span<table_view const> keys, sort_order const& orders) {
+/// Whether the keys are a single fixed-width column (of at most 8 bytes) that no input has
+/// nulls in: then one encoded word per row orders them, and the tree compares words.
+bool single_encodable_key(std::span<table_view const> keys) {
   if (keys.empty() || keys.front().num_columns() != 1) {
-    return nullptr;
+    return false;
   }
   data_type const type = keys.front().column(0).type();
   if (!is_fixed_width(type) || size_of(type) > 8) {
-    return nullptr;
+    return false;
   }
-  for (auto const& key : keys) {
-    if (key.column(0).has_nulls()) {
-      return nullptr;
+  return std::none_of(
+    keys.begin(), keys.end(), [](table_view const& key) { return key.column(0).has_nulls(); });
+}
+
+/// Below this many output rows a merge runs on one thread.
+constexpr std::size_t PARALLEL_MERGE_MIN_ROWS = std::size_t{1} << 15;
+/// Normalized keys encoded at a time per input.
+constexpr std::size_t PREFIX_BLOCK_ROWS = 64;
+
+/// Heads of a single null-free fixed-width key of type `T`: one encoded word per input, a
+/// complete order.
+template <typename T, bool Descending>
+class encoded_heads {
+ public:
+  explicit encoded_heads(std::span<table_view const> keys) : heads_(keys.size(), 0) {
+    values_.reserve(keys.size());
+    for (auto const& key : keys) {
+      values_.push_back(key.column(0).data<T>());
     }
   }
-  bool const descending = !orders.empty() && orders.front().direction == order::DESCENDING;
-  return visit_fixed_width(type, [&]<typename T>() -> key_encoder {
-    return descending ? &encode_key<T, true> : &encode_key<T, false>;
-  });
-}
+
+  void load(std::size_t input, std::size_t row) noexcept {
+    heads_[input] = encode_key<T, Descending>(values_[input][row]);
+  }
+  /// Three-way order of input `lhs`'s row `lhs_row` and input `rhs`'s row `rhs_row` (loaded).
+  [[nodiscard]] int compare(std::size_t lhs, std::size_t, std::size_t rhs, std::size_t) const {
+    return heads_[lhs] == heads_[rhs] ? 0 : (heads_[lhs] < heads_[rhs] ? -1 : 1);
+  }
+
+ private:
+  std::vector<T const*> values_;
+  std::vector<std::uint64_t> heads_;
+};
+
+/// Heads of any other keys: normalized-key prefixes, encoded a block of rows at a time, and the
+/// full row comparator only when two prefixes tie and the prefix is not the whole key.
+template <std::size_t Words>
+class prefix_heads {
+ public:
+  prefix_heads(std::span<table_view const> keys,
+               normalized_key_layout const& layout,
+               row_comparator const& comparator,
+               bool reverse,
+               key_record<Words>* blocks)
+    : keys_(keys),
+      layout_(layout),
+      comparator_(comparator),
+      reverse_(reverse),
+      blocks_(blocks),
+      begin_(keys.size(), 0),
+      end_(keys.size(), 0),
+      current_(keys.size(), nullptr) {}
+
+  void load(std::size_t input, std::size_t row) noexcept {
+    if (row < begin_[input] || row >= end_[input]) {
+      std::size_t const rows = keys_[input].num_rows();
+      std::size_t const begin =
+        reverse_ ? (row + 1 > PREFIX_BLOCK_ROWS ? row + 1 - PREFIX_BLOCK_ROWS : 0) : row;
+      std::size_t const end = reverse_ ? row + 1 : std::min(rows, row + PREFIX_BLOCK_ROWS);
+      encode_normalized_keys<Words>(
+        layout_, keys_[input], begin, end, blocks_ + input * PREFIX_BLOCK_ROWS);
+      begin_[input] = begin;
+      end_[input]   = end;
+    }
+    current_[input] = blocks_ + input * PREFIX_BLOCK_ROWS + (row - begin_[input]);
+  }
+  [[nodiscard]] int compare(std::size_t lhs,
+                            std::size_t lhs_row,
+                            std::size_t rhs,
+                            std::size_t rhs_row) const noexcept {
+    for (std::size_t word = 0; word < Words; ++word) {
+      std::uint64_t const left  = current_[lhs]->key[word];
+      std::uint64_t const right = current_[rhs]->key[word];
+      if (left != right) {
+        return left < right ? -1 : 1;
+      }
+    }
+    return layout_.complete ? 0 : comparator_.compare(keys_[lhs], lhs_row, keys_[rhs], rhs_row);
+  }
+
+ private:
+  std::span<table_view const> keys_;
+  normalized_key_layout const& layout_;
+  row_comparator const& comparator_;
+  bool reverse_;
+  key_record<Words>* blocks_;
+  std::vector<std::size_t> begin_;
+  std::vector<std::size_t> end_;
+  std::vector<key_record<Words> const*> current_;
+};
+
+/// Heads without a prefix (no key bytes fit): the full row comparator.
+class row_heads {
+ public:
+  row_heads(std::span<table_view const> keys, row_comparator const& comparator)
+    : keys_(keys), comparator_(comparator) {}
+
+  void load(std::size_t, std::size_t) noexcept {}
+  [[nodiscard]] int compare(std::size_t lhs,
+                            std::size_t lhs_row,
+                            std::size_t rhs,
+                            std::size_t rhs_row) const noexcept {
+    return comparator_.compare(keys_[lhs], lhs_row, keys_[rhs], rhs_row);
+  }
+
+ private:
+  std::span<table_view const> keys_;
+  row_comparator const& comparator_;
+};
 
 /**
  * A tournament tree of losers over one cursor per input: `winner()` is the input whose current
  * row comes first; `advance()` moves its cursor and replays only its path to the root.
+ *
+ * Rows are ordered by (key, input, row). A forward tree yields them from the first; a reverse
+ * tree (`Reverse`) from the last, so that one thread can write the front of the output and
+ * another the back.
  */
+template <bool Reverse, typename Heads>
 class loser_tree {
  public:
-  loser_tree(std::span<table_view const> keys,
-             row_comparator const& comparator,
-             key_encoder encoder)
+  loser_tree(std::span<table_view const> keys, Heads& heads)
     : keys_(keys),
-      comparator_(comparator),
-      encoder_(encoder),
+      heads_(heads),
       leaves_(std::bit_ceil(std::max<std::size_t>(keys.size(), 1))),
       cursors_(leaves_, 0),
-      heads_(encoder != nullptr ? leaves_ : 0, 0),
       losers_(leaves_, 0) {
-    if (encoder_ != nullptr) {
-      for (std::size_t input = 0; input < keys_.size(); ++input) {
-        if (!is_exhausted(input)) {
-          heads_[input] = encoder_(keys_[input].column(0), 0);
-        }
+    for (std::size_t input = 0; input < keys_.size(); ++input) {
+      cursors_[input] = Reverse ? keys_[input].num_rows() : 0;
+      if (!is_exhausted(input)) {
+        heads_.load(input, row_of(input));
       }
     }
     std::vector<std::size_t> winners(2 * leaves_);
@@ -113,17 +212,23 @@ class loser_tree {
     losers_[0] = winners[1];
   }
 
-  /// @return the input whose current row comes next, or null when every input is exhausted
-  [[nodiscard]] bool exhausted() const noexcept { return is_exhausted(losers_[0]); }
+  /// @return the input whose current row comes next
   [[nodiscard]] std::size_t winner() const noexcept { return losers_[0]; }
-  [[nodiscard]] std::size_t cursor(std::size_t input) const noexcept { return cursors_[input]; }
+  /// @return the current row of `input`
+  [[nodiscard]] std::size_t row_of(std::size_t input) const noexcept {
+    return Reverse ? cursors_[input] - 1 : cursors_[input];
+  }
 
   /// Moves the winner's cursor to its next row and finds the new winner.
   void advance() noexcept {
     std::size_t candidate = losers_[0];
-    ++cursors_[candidate];
-    if (encoder_ != nullptr && !is_exhausted(candidate)) {
-      heads_[candidate] = encoder_(keys_[candidate].column(0), cursors_[candidate]);
+    if constexpr (Reverse) {
+      --cursors_[candidate];
+    } else {
+      ++cursors_[candidate];
+    }
+    if (!is_exhausted(candidate)) {
+      heads_.load(candidate, row_of(candidate));
     }
     for (std::size_t node = (leaves_ + candidate) / 2; node >= 1; node /= 2) {
       if (before(losers_[node], candidate)) {
@@ -135,10 +240,13 @@ class loser_tree {
 
  private:
   [[nodiscard]] bool is_exhausted(std::size_t input) const noexcept {
-    return input >= keys_.size() || cursors_[input] >= keys_[input].num_rows();
+    if (input >= keys_.size()) {
+      return true;
+    }
+    return Reverse ? cursors_[input] == 0 : cursors_[input] >= keys_[input].num_rows();
   }
 
-  /// Whether input `lhs`'s current row goes strictly before input `rhs`'s; ties by input.
+  /// Whether input `lhs`'s current row leaves this tree strictly before input `rhs`'s.
   [[nodiscard]] bool before(std::size_t lhs, std::size_t rhs) const noexcept {
     if (is_exhausted(lhs)) {
       return false;
@@ -146,78 +254,100 @@ class loser_tree {
     if (is_exhausted(rhs)) {
       return true;
     }
-    if (encoder_ != nullptr) {
-      return heads_[lhs] != heads_[rhs] ? heads_[lhs] < heads_[rhs] : lhs < rhs;
+    int const result = heads_.compare(lhs, row_of(lhs), rhs, row_of(rhs));
+    if constexpr (Reverse) {
+      return result != 0 ? result > 0 : lhs > rhs;
+    } else {
+      return result != 0 ? result < 0 : lhs < rhs;
     }
-    int const result = comparator_.compare(keys_[lhs], cursors_[lhs], keys_[rhs], cursors_[rhs]);
-    return result != 0 ? result < 0 : lhs < rhs;
   }
 
   std::span<table_view const> keys_;
-  row_comparator const& comparator_;
-  key_encoder encoder_;  ///< set for a single null-free fixed-width key: compare encoded heads
+  Heads& heads_;
   std::size_t leaves_;
-  std::vector<std::size_t> cursors_;
-  std::vector<std::uint64_t> heads_;  ///< encoded key of each input's current row
+  std::vector<std::size_t> cursors_;  ///< forward: the next row; reverse: rows left
   std::vector<std::size_t> losers_;   ///< [0]: the winner; [1, leaves): the loser at each node
 };
 
-/// Column `index` of every input, gathered by `sources` into one column from `output`.
-std::unique_ptr<column> gather_from_inputs(std::span<table_view const> inputs,
-                                           std::size_t index,
-                                           merge_source const* sources,
-                                           std::size_t rows,
-                                           stream_view stream,
-                                           resource_ref output) {
-  data_type const type = inputs.front().column(index).type();
-  bool nullable        = false;
-  for (auto const& input : inputs) {
-    nullable = nullable || input.column(index).has_nulls();
-  }
-  mask_state const state   = nullable ? mask_state::ALL_VALID : mask_state::UNALLOCATED;
-  auto const source_column = [&](std::size_t row) -> column_view const& {
-    return inputs[sources[row].input].column(index);
-  };
-  std::unique_ptr<column> result;
-  if (is_fixed_width(type)) {
-    result = make_fixed_width_column(type, rows, state, stream, output);
-    visit_fixed_width(type, [&]<typename T>() {
-      T* out = result->mutable_data<T>();
-      for (std::size_t row = 0; row < rows; ++row) {
-        out[row] = source_column(row).template data<T>()[sources[row].row];
-      }
-    });
+/**
+ * Writes `sources[0, front)` with a forward tree, or `sources[front, rows)` with a reverse one.
+ * @return the rows taken from each input (a prefix of it forward, a suffix in reverse)
+ */
+template <bool Reverse, typename Heads>
+std::vector<std::size_t> merge_part(std::span<table_view const> keys,
+                                    Heads& heads,
+                                    merge_source* sources,
+                                    std::size_t front,
+                                    std::size_t rows) {
+  loser_tree<Reverse, Heads> tree{keys, heads};
+  std::vector<std::size_t> taken(keys.size(), 0);
+  if constexpr (Reverse) {
+    for (std::size_t position = rows; position-- > front;) {
+      std::size_t const input = tree.winner();
+      sources[position]       = merge_source{input, tree.row_of(input)};
+      ++taken[input];
+      tree.advance();
+    }
   } else {
-    std::size_t chars = 0;
-    for (std::size_t row = 0; row < rows; ++row) {
-      chars += source_column(row).string_at(sources[row].row).size();
-    }
-    result                = make_strings_column(rows, chars, state, stream, output);
-    std::int64_t* offsets = result->mutable_offsets();
-    char* out             = result->mutable_chars();
-    std::int64_t cursor   = 0;
-    offsets[0]            = 0;
-    for (std::size_t row = 0; row < rows; ++row) {
-      std::string_view const value = source_column(row).string_at(sources[row].row);
-      if (!value.empty()) {
-        std::memcpy(out + cursor, value.data(), value.size());
-      }
-      cursor += static_cast<std::int64_t>(value.size());
-      offsets[row + 1] = cursor;
+    for (std::size_t position = 0; position < front; ++position) {
+      std::size_t const input = tree.winner();
+      sources[position]       = merge_source{input, tree.row_of(input)};
+      ++taken[input];
+      tree.advance();
     }
   }
-  if (nullable) {
-    bitmask_type* mask     = result->mutable_null_mask();
-    std::size_t null_count = 0;
-    for (std::size_t row = 0; row < rows; ++row) {
-      if (source_column(row).is_null(sources[row].row)) {
-        set_bit(mask, row, false);
-        ++null_count;
-      }
+  return taken;
+}
+
+/**
+ * Fills `sources` (one entry per output row) for `keys`: the front half on this thread and the
+ * back half on a second one when the merge is large. `make_heads(reverse)` makes each thread's
+ * heads. Sorted inputs make the halves meet exactly: the front takes a prefix of each input and
+ * the back the rest. Unsorted inputs may make them overlap; then the merge runs again on one
+ * thread, which still gives a permutation of the rows.
+ */
+template <typename MakeHeads>
+void merge_sources(std::span<table_view const> keys,
+                   merge_source* sources,
+                   std::size_t rows,
+                   MakeHeads const& make_heads) {
+  if (rows >= PARALLEL_MERGE_MIN_ROWS) {
+    std::size_t const front = rows / 2;
+    std::array<std::vector<std::size_t>, 2> taken;
+    run_on_two_threads([&](std::size_t half) {
+      auto heads  = make_heads(half == 1);
+      taken[half] = half == 0 ? merge_part<false>(keys, heads, sources, front, rows)
+                              : merge_part<true>(keys, heads, sources, front, rows);
+    });
+    bool meet = true;
+    for (std::size_t input = 0; input < keys.size(); ++input) {
+      meet = meet && taken[0][input] + taken[1][input] == keys[input].num_rows();
     }
-    result->set_null_count(null_count);
+    if (meet) {
+      return;
+    }
   }
-  return result;
+  auto heads = make_heads(false);
+  merge_part<false>(keys, heads, sources, rows, rows);
+}
+
+/// `merge_sources` over normalized-key prefixes of `Words` words.
+template <std::size_t Words>
+void merge_by_prefix(std::span<table_view const> keys,
+                     normalized_key_layout const& layout,
+                     row_comparator const& comparator,
+                     merge_source* sources,
+                     std::size_t rows,
+                     stream_view stream,
+                     resource_ref temporary) {
+  // One block of encoded rows per input, for each of the two trees.
+  std::size_t const block_bytes = keys.size() * PREFIX_BLOCK_ROWS * sizeof(key_record<Words>);
+  buffer blocks{2 * block_bytes, stream, temporary};
+  auto* base = static_cast<key_record<Words>*>(blocks.data());
+  merge_sources(keys, sources, rows, [&](bool reverse) {
+    return prefix_heads<Words>{
+      keys, layout, comparator, reverse, base + (reverse ? keys.size() * PREFIX_BLOCK_ROWS : 0)};
+  });
 }
 
 }  // namespace
@@ -264,17 +394,46 @@ std::unique_ptr<table> merge(std::span<table_view const> inputs,
   buffer sources_memory{rows * sizeof(merge_source), stream, mrs.temporary()};
   auto* sources = static_cast<merge_source*>(sources_memory.data());
   row_comparator const comparator{keys.front(), resolved};
-  loser_tree tree{keys, comparator, single_key_encoder(keys, resolved)};
-  for (std::size_t row = 0; row < rows; ++row) {
-    std::size_t const input = tree.winner();
-    sources[row]            = merge_source{input, tree.cursor(input)};
-    tree.advance();
+  if (single_encodable_key(keys)) {
+    bool const descending = resolved.front().direction == order::DESCENDING;
+    visit_fixed_width(keys.front().column(0).type(), [&]<typename T>() {
+      if (descending) {
+        merge_sources(keys, sources, rows, [&](bool) { return encoded_heads<T, true>{keys}; });
+      } else {
+        merge_sources(keys, sources, rows, [&](bool) { return encoded_heads<T, false>{keys}; });
+      }
+    });
+  } else {
+    normalized_key_layout const layout = plan_normalized_keys(keys, resolved);
+    switch (layout.words()) {
+      case 0:
+        merge_sources(keys, sources, rows, [&](bool) { return row_heads{keys, comparator}; });
+        break;
+      case 1:
+        merge_by_prefix<1>(keys, layout, comparator, sources, rows, stream, mrs.temporary());
+        break;
+      case 2:
+        merge_by_prefix<2>(keys, layout, comparator, sources, rows, stream, mrs.temporary());
+        break;
+      default:
+        merge_by_prefix<3>(keys, layout, comparator, sources, rows, stream, mrs.temporary());
+        break;
+    }
   }
 
   std::vector<std::unique_ptr<column>> columns;
   columns.reserve(first.num_columns());
   for (std::size_t index = 0; index < first.num_columns(); ++index) {
-    columns.push_back(gather_from_inputs(inputs, index, sources, rows, stream, mrs.output()));
+    bool nullable = false;
+    for (auto const& input : inputs) {
+      nullable = nullable || input.column(index).has_nulls();
+    }
+    auto const locate = [&inputs, index, sources](std::size_t row) {
+      return std::pair<column_view const*, std::size_t>{&inputs[sources[row].input].column(index),
+                                                        static_cast<std::size_t>(sources[row].row)};
+    };
+    columns.push_back(
+      gather_column_in_parallel(first.column(index).type(), nullable, rows, locate, stream, mrs));
   }
   return std::make_unique<table>(std::move(columns));
 }

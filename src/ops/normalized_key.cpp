@@ -124,12 +124,24 @@ void encode_segment(normalized_key_layout::segment const& segment,
 }  // namespace
 
 normalized_key_layout plan_normalized_keys(table_view const& keys, sort_order const& orders) {
+  return plan_normalized_keys(std::span<table_view const>{&keys, 1}, orders);
+}
+
+normalized_key_layout plan_normalized_keys(std::span<table_view const> tables,
+                                           sort_order const& orders) {
   normalized_key_layout layout;
-  std::size_t used = 0;
+  if (tables.empty()) {
+    return layout;
+  }
+  table_view const& keys = tables.front();
+  std::size_t used       = 0;
   for (std::size_t index = 0; index < keys.num_columns(); ++index) {
     column_view const& column = keys.column(index);
-    bool const null_byte      = column.has_nulls();
-    std::size_t const needed  = null_byte ? 1 : 0;
+    bool null_byte            = false;
+    for (auto const& table : tables) {
+      null_byte = null_byte || table.column(index).has_nulls();
+    }
+    std::size_t const needed = null_byte ? 1 : 0;
     if (used + needed >= MAX_PREFIX_BYTES) {
       layout.complete = false;
       break;

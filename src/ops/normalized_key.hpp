@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace spillway::detail {
@@ -63,6 +64,13 @@ struct normalized_key_layout {
 
 /** @brief Lays out the prefix of `keys` under resolved `orders`. */
 normalized_key_layout plan_normalized_keys(table_view const& keys, sort_order const& orders);
+
+/**
+ * @brief One layout for several key tables of the same types (the inputs of a merge): a column
+ * gets a null byte when any of the tables has nulls in it, so prefixes of all of them compare.
+ */
+normalized_key_layout plan_normalized_keys(std::span<table_view const> keys,
+                                           sort_order const& orders);
 
 /**
  * @brief Writes the prefixes and row indices of rows `[begin, end)` of `keys` into

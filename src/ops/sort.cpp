@@ -1,4 +1,5 @@
 #include "ops/normalized_key.hpp"
+#include "ops/parallel_gather.hpp"
 #include "ops/row_comparator.hpp"
 
 #include <spillway/core/error.hpp>
@@ -20,6 +21,9 @@ namespace {
 
 /// Below this many rows a comparison sort of the records beats the radix passes.
 constexpr std::size_t RADIX_SORT_MIN_ROWS = 256;
+/// Records of at most this many bytes (the input and its scratch stay in a core's cache) are
+/// sorted by LSD passes; larger inputs are first cut into buckets by an MSD pass.
+constexpr std::size_t LSD_RADIX_MAX_BYTES = 256 * 1024;
 
 template <std::size_t Words>
 bool prefix_less(key_record<Words> const& lhs, key_record<Words> const& rhs) noexcept {
@@ -47,9 +51,101 @@ unsigned digit(key_record<Words> const& record, std::size_t byte) noexcept {
 }
 
 /**
- * Sorts `records` by prefix, stably, with an LSD radix sort over the first `bytes` bytes, using
+ * Sorts `records` by prefix bytes [`first`, `bytes`), stably, with an LSD radix sort using
  * `scratch` (as long as `records`). Byte positions where every record has the same digit are
  * skipped, so all-equal and few-distinct inputs cost one counting pass.
+ * @return the array holding the sorted records: `records` or `scratch`
+ */
+template <std::size_t Words>
+key_record<Words>* lsd_radix_sort(key_record<Words>* records,
+                                  key_record<Words>* scratch,
+                                  std::size_t count,
+                                  std::size_t first,
+                                  std::size_t bytes) {
+  std::array<std::array<std::size_t, 256>, MAX_PREFIX_BYTES> counts{};
+  for (std::size_t index = 0; index < count; ++index) {
+    for (std::size_t byte = first; byte < bytes; ++byte) {
+      ++counts[byte][digit(records[index], byte)];
+    }
+  }
+  key_record<Words>* source      = records;
+  key_record<Words>* destination = scratch;
+  for (std::size_t byte = bytes; byte-- > first;) {
+    auto& histogram = counts[byte];
+    if (std::any_of(histogram.begin(), histogram.end(), [count](std::size_t bucket) {
+          return bucket == count;
+        })) {
+      continue;  // one digit everywhere: this pass would not move anything
+    }
+    std::size_t running = 0;
+    for (auto& bucket : histogram) {
+      std::size_t const size = bucket;
+      bucket                 = running;
+      running += size;
+    }
+    for (std::size_t index = 0; index < count; ++index) {
+      destination[histogram[digit(source[index], byte)]++] = source[index];
+    }
+    std::swap(source, destination);
+  }
+  return source;
+}
+
+/**
+ * Sorts `records` by prefix bytes [`first`, `bytes`), stably, into `scratch` (as long as
+ * `records`; the result always ends there). Large inputs take one MSD pass on their first
+ * varying byte, which cuts them into 256 buckets that each fit the cache, and each bucket is
+ * sorted on the remaining bytes there (recursively while a bucket is still large), instead of
+ * every LSD pass streaming the whole input through memory.
+ */
+template <std::size_t Words>
+void msd_radix_sort(key_record<Words>* records,
+                    key_record<Words>* scratch,
+                    std::size_t count,
+                    std::size_t first,
+                    std::size_t bytes) {
+  using record = key_record<Words>;
+  if (count * sizeof(record) <= LSD_RADIX_MAX_BYTES || first >= bytes) {
+    record* sorted =
+      first >= bytes ? records : lsd_radix_sort(records, scratch, count, first, bytes);
+    if (sorted != scratch) {
+      std::copy(sorted, sorted + count, scratch);
+    }
+    return;
+  }
+  std::array<std::size_t, 256> histogram{};
+  for (std::size_t index = 0; index < count; ++index) {
+    ++histogram[digit(records[index], first)];
+  }
+  if (std::any_of(histogram.begin(), histogram.end(), [count](std::size_t bucket) {
+        return bucket == count;
+      })) {
+    msd_radix_sort(records, scratch, count, first + 1, bytes);
+    return;
+  }
+  std::array<std::size_t, 257> starts{};
+  for (std::size_t bucket = 0; bucket < 256; ++bucket) {
+    starts[bucket + 1] = starts[bucket] + histogram[bucket];
+  }
+  std::array<std::size_t, 256> next{};
+  std::copy(starts.begin(), starts.end() - 1, next.begin());
+  for (std::size_t index = 0; index < count; ++index) {
+    scratch[next[digit(records[index], first)]++] = records[index];
+  }
+  // Each bucket now sits in `scratch`; sort it on the remaining bytes back into `scratch`, with
+  // the same range of `records` as its scratch space.
+  for (std::size_t bucket = 0; bucket < 256; ++bucket) {
+    std::size_t const begin = starts[bucket];
+    std::size_t const size  = starts[bucket + 1] - begin;
+    if (size > 1) {
+      std::copy(scratch + begin, scratch + begin + size, records + begin);
+      msd_radix_sort(records + begin, scratch + begin, size, first + 1, bytes);
+    }
+  }
+}
+
+/**
+ * Sorts `records` by prefix, stably, using `scratch` (as long as `records`).
  * @return the array holding the sorted records: `records` or `scratch`
  */
 template <std::size_t Words>
@@ -71,37 +167,8 @@ key_record<Words>* radix_sort(key_record<Words>* records,
       })) {
     return records;
   }
-  std::vector<std::array<std::size_t, 256>> counts(bytes);
-  for (auto& histogram : counts) {
-    histogram.fill(0);
-  }
-  for (std::size_t index = 0; index < count; ++index) {
-    for (std::size_t byte = 0; byte < bytes; ++byte) {
-      ++counts[byte][digit(records[index], byte)];
-    }
-  }
-  key_record<Words>* source      = records;
-  key_record<Words>* destination = scratch;
-  for (std::size_t pass = 0; pass < bytes; ++pass) {
-    std::size_t const byte = bytes - 1 - pass;
-    auto& histogram        = counts[byte];
-    if (std::any_of(histogram.begin(), histogram.end(), [count](std::size_t bucket) {
-          return bucket == count;
-        })) {
-      continue;  // one digit everywhere: this pass would not move anything
-    }
-    std::size_t running = 0;
-    for (auto& bucket : histogram) {
-      std::size_t const size = bucket;
-      bucket                 = running;
-      running += size;
-    }
-    for (std::size_t index = 0; index < count; ++index) {
-      destination[histogram[digit(source[index], byte)]++] = source[index];
-    }
-    std::swap(source, destination);
-  }
-  return source;
+  msd_radix_sort(records, scratch, count, 0, bytes);
+  return scratch;
 }
 
 /// Orders records whose prefixes are equal by their full rows.
@@ -185,32 +252,6 @@ void merge_rows(key_record<Words> const* left,
       bool const take_left      = r == 0 || (l > 0 && order.less(right[r - 1], left[l - 1]));
       out[total - 1 - produced] = take_left ? left[--l].row : right[--r].row;
     }
-  }
-}
-
-/// Runs `work(0)` here and `work(1)` on a second thread; rethrows the first failure.
-template <typename Work>
-void run_on_two_threads(Work const& work) {
-  std::exception_ptr failure;
-  std::thread helper{[&] {
-    try {
-      work(1);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }};
-  std::exception_ptr own_failure;
-  try {
-    work(0);
-  } catch (...) {
-    own_failure = std::current_exception();
-  }
-  helper.join();
-  if (own_failure) {
-    std::rethrow_exception(own_failure);
-  }
-  if (failure) {
-    std::rethrow_exception(failure);
   }
 }
 
@@ -320,7 +361,8 @@ std::unique_ptr<table> sort(table_view const& values,
   } else {
     permutation = detail::sorted_order(keys, orders, stability, stream, scratch);
   }
-  return detail::gather(values, permutation->view(), out_of_bounds_policy::FAIL, stream, mrs);
+  return gather_rows_in_parallel(
+    values, permutation->view().data<std::uint64_t>(), values.num_rows(), stream, mrs);
 }
 
 }  // namespace detail

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <numeric>
 #include <random>
 #include <type_traits>
 #include <vector>
@@ -137,6 +138,83 @@ TEST_F(Merge, SingleNullFreeKeyOfEveryFixedWidthTypeInBothDirections) {
       SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
     }
   }
+}
+
+/// Merges large enough to run on two threads (one tree from the front, one from the back).
+class ConcurrentMerge : public Merge {};
+
+TEST_F(ConcurrentMerge, MultiKeyNullableStringsMergeOnPrefixesOnTwoThreads) {
+  // INT32 (nullable, few distinct) then a short STRING key: normalized prefixes that tie often
+  // and are incomplete, so the row comparator breaks ties; both halves of the output must meet.
+  sort_order const orders{{order::DESCENDING, null_order::AFTER},
+                          {order::ASCENDING, null_order::BEFORE}};
+  for (std::size_t const pieces : {2U, 7U, 64U}) {
+    check(pieces, 40000, orders);
+  }
+}
+
+TEST_F(ConcurrentMerge, SingleKeysOnTwoThreadsEncodedAndNullable) {
+  // A null-free INT64 key takes the encoded path; the same key with nulls takes the prefix path
+  // with a complete prefix. Many duplicates cross the middle of the output.
+  constexpr std::size_t ROWS = 50000;
+  for (double const nulls : {0.0, 0.2}) {
+    for (order const direction : {order::ASCENDING, order::DESCENDING}) {
+      SCOPED_TRACE(std::to_string(nulls) + (direction == order::ASCENDING ? " asc" : " desc"));
+      auto const keys    = random_column(type_id::INT64, ROWS, 21, nulls, input_);
+      auto const payload = random_column(type_id::STRING, ROWS, 22, 0.1, input_, 12);
+      auto* values       = keys->mutable_data<std::int64_t>();
+      for (std::size_t row = 0; row < ROWS; ++row) {
+        values[row] = static_cast<std::int64_t>(static_cast<std::uint64_t>(values[row]) % 97);
+      }
+      table_view const whole{keys->view(), payload->view()};
+      std::vector<std::size_t> const key_columns{0};
+      sort_order const orders{{direction, null_order::AFTER}};
+      std::vector<std::unique_ptr<table>> sorted_pieces;
+      std::vector<table_view> views;
+      for (std::size_t piece = 0; piece < 3; ++piece) {
+        table_view const part = slice(whole, piece * ROWS / 3, (piece + 1) * ROWS / 3);
+        sorted_pieces.push_back(sort(part,
+                                     part.select(key_columns),
+                                     orders,
+                                     sort_stability::STABLE,
+                                     default_stream(),
+                                     input_));
+        views.push_back(sorted_pieces.back()->view());
+      }
+      auto const concatenated = concatenate(views, default_stream(), input_);
+      auto const expected     = sort(concatenated->view(),
+                                 concatenated->view().select(key_columns),
+                                 orders,
+                                 sort_stability::STABLE,
+                                 default_stream(),
+                                 input_);
+      auto const merged       = spillway::merge(views, key_columns, orders, default_stream(), mrs_);
+      SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
+    }
+  }
+}
+
+TEST_F(ConcurrentMerge, UnsortedInputsStillGiveAPermutation) {
+  // Not sorted: the two halves may not meet, and the merge must still return every row once.
+  constexpr std::size_t ROWS = 60000;
+  auto const keys            = random_column(type_id::INT64, ROWS, 31, 0.0, input_);
+  std::vector<std::int64_t> ids(ROWS);
+  std::iota(ids.begin(), ids.end(), 0);
+  auto const payload = testing::make_fixed_column(data_type{type_id::INT64}, ids, {}, input_);
+  // The first input runs high to low, the others are random: forward and backward trees disagree.
+  auto* values = keys->mutable_data<std::int64_t>();
+  for (std::size_t row = 0; row < ROWS / 3; ++row) {
+    values[row] = static_cast<std::int64_t>(ROWS - row);
+  }
+  table_view const whole{keys->view(), payload->view()};
+  std::vector<table_view> const views{
+    slice(whole, 0, ROWS / 3), slice(whole, ROWS / 3, ROWS / 2), slice(whole, ROWS / 2, ROWS)};
+  auto const merged = spillway::merge(views, {0}, {}, default_stream(), mrs_);
+  ASSERT_EQ(merged->num_rows(), ROWS);
+  std::vector<std::int64_t> seen(merged->view().column(1).data<std::int64_t>(),
+                                 merged->view().column(1).data<std::int64_t>() + ROWS);
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, ids);
 }
 
 TEST_F(Merge, AllInputsEmptyAndNoInputs) {

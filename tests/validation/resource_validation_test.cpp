@@ -13,6 +13,7 @@
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/ops/bounds.hpp>
 #include <spillway/ops/merge.hpp>
+#include <spillway/ops/partition.hpp>
 #include <spillway/ops/sample.hpp>
 #include <spillway/ops/sort.hpp>
 #include <spillway/table/concatenate.hpp>
@@ -182,6 +183,33 @@ std::vector<operator_case> operator_cases() {
        auto result = quantile_splitters(input, 8, default_stream(), mrs);
        auto bytes  = result->allocated_bytes();
        return owned(std::move(result), bytes);
+     }});
+  cases.push_back({"hash_rows", scratch::NONE, [](table_view const& input, memory_resources mrs) {
+                     std::vector<std::size_t> const key_columns{2, 10, 12};
+                     auto result = hash_rows(input.select(key_columns), 1, default_stream(), mrs);
+                     auto bytes  = result->allocated_bytes();
+                     return owned(std::move(result), bytes);
+                   }});
+  cases.push_back(
+    {"hash_partition", scratch::SOME, [](table_view const& input, memory_resources mrs) {
+       std::vector<std::size_t> const key_columns{4, 12};
+       auto result = hash_partition(input, key_columns, 16, 0, default_stream(), mrs);
+       auto bytes  = result.rows->allocated_bytes();
+       return owned(std::move(result.rows), bytes);
+     }});
+  cases.push_back(
+    {"range_partition", scratch::SOME, [](table_view const& input, memory_resources mrs) {
+       host_memory_resource splitter_memory;
+       std::vector<std::size_t> const key_columns{3};
+       table_view const keys = input.select(key_columns);
+       auto const sorted =
+         sort(keys, keys, {}, sort_stability::UNSTABLE, default_stream(), splitter_memory);
+       auto const splitters =
+         quantile_splitters(sorted->view(), 8, default_stream(), splitter_memory);
+       auto result =
+         range_partition(input, key_columns, splitters->view(), {}, default_stream(), mrs);
+       auto bytes = result.rows->allocated_bytes();
+       return owned(std::move(result.rows), bytes);
      }});
   return cases;
 }

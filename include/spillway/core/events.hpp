@@ -39,6 +39,10 @@ enum class event_kind : std::uint8_t {
   UNSPILLED,           ///< bytes: raw bytes moved up; value: from * 4 + to tier; duration
   SPILL_WRITE_FAILED,  ///< bytes: the buffer that stayed on its tier
   SPILL_READ_FAILED,   ///< bytes: the buffer whose block could not be read
+  SHARD_STORED,        ///< a map task stored a shard; bytes: packed size; value: partition
+  SHARD_SENT,          ///< a shard left for its reader (pushed or fetched); bytes; value: partition
+  SHARD_RECEIVED,      ///< a shard arrived from another rank; bytes: packed size; value: partition
+  SHARD_RECOMPUTED,    ///< a lost shard was rebuilt from its map's input; bytes; value: partition
 };
 
 /** @return "lease_granted", ... */

@@ -4,7 +4,9 @@
  * memory stays within its budget.
  *
  * ## Algorithm (merge strategy)
- * 1. Each pushed batch is sorted on the device and cut into `chunks_per_batch` chunks by rows.
+ * 1. Each pushed batch is sorted on the device and cut into `chunks_per_batch` chunks by rows
+ *    (fewer when chunks would be smaller than 1/512 of the merge budget, so that a round loads
+ *    at most about 256 of them).
  *    Each chunk goes to the spill store (so it can move to host or disk under pressure); its
  *    minimum key (its first row's keys) is kept outside it, on the host.
  * 2. A round orders the chunks by minimum key and loads the chunks with the smallest minimums
@@ -78,8 +80,10 @@ enum class sort_strategy : std::uint8_t {
 struct external_sort_options {
   std::vector<std::size_t> key_columns;  ///< columns of each batch that form the key, in order
   sort_order orders;                     ///< per key column; empty: ascending, nulls first
-  /// Chunks each sorted batch is cut into.
-  std::size_t chunks_per_batch = 8;
+  /// Chunks each sorted batch is cut into. More, smaller chunks let a round load the front of
+  /// more sorted batches at once, so fewer rows are merged again or cut back into chunks; past
+  /// 64 the per-chunk work costs more than it saves (docs/BENCHMARKS.md, "Chunks per batch").
+  std::size_t chunks_per_batch = 64;
   /// Bytes of loaded chunks plus their merged output that one round may hold on the device.
   std::size_t merge_budget_bytes = 64_MiB;
   /// The size output batches aim at.
@@ -185,6 +189,9 @@ class external_sorter {
   struct pending_piece;
 
   struct round_result;
+  /// Chunks a sorted batch of `bytes` and `rows` is cut into: `chunks_per_batch`, fewer when
+  /// the merge budget is so large that smaller chunks would only deepen the merge.
+  [[nodiscard]] std::size_t chunks_for(std::size_t bytes, std::size_t rows) const noexcept;
   chunk make_chunk(std::unique_ptr<table> rows);
   void add_chunk(std::unique_ptr<table> rows);
   void sample_batch(table_view const& batch);

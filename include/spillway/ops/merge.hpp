@@ -22,9 +22,13 @@ namespace spillway {
  * sorted table.
  *
  * A loser tree over one cursor per input picks the next row with `ceil(log2(k))` comparisons.
- * The merge is stable: rows with equal keys come in input order (every row of `inputs[0]`
- * before those of `inputs[1]`, ...), and within one input in row order, so merging the sorted
- * pieces of a table equals a stable sort of the whole.
+ * It compares one encoded word per row for a single null-free fixed-width key, and otherwise
+ * normalized-key prefixes (as the sort does), falling back to the full row comparison only where
+ * prefixes tie and do not hold the whole key. A merge of many rows runs on two threads: one tree
+ * writes the first half of the output from the front, another the second half from the back,
+ * and the columns are gathered by both threads. The merge is stable: rows with equal keys come
+ * in input order (every row of `inputs[0]` before those of `inputs[1]`, ...), and within one
+ * input in row order, so merging the sorted pieces of a table equals a stable sort of the whole.
  * @param inputs the sorted tables; same column count and types; any may be empty
  * @param key_columns indices of the key columns in every input, most significant first
  * @param orders one entry per key column, or empty for all ASCENDING, nulls BEFORE

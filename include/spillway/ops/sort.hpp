@@ -4,8 +4,10 @@
  *
  * The CPU implementation builds a binary-comparable normalized key prefix per row (see
  * normalized_key.hpp), radix sorts (prefix, row) pairs, and resolves rows whose prefixes are
- * equal but whose keys may differ beyond the prefix with a full row comparison. Inputs of
- * `PARALLEL_SORT_MIN_ROWS` rows or more are sorted in two halves on two threads and merged.
+ * equal but whose keys may differ beyond the prefix with a full row comparison. The radix sort
+ * cuts large inputs into 256 buckets by their first varying byte (one MSD pass) and sorts each
+ * bucket by LSD passes while it is in cache. Inputs of `PARALLEL_SORT_MIN_ROWS` rows or more are
+ * sorted in two halves on two threads and merged; `sort` gathers the rows on two threads.
  */
 #pragma once
 

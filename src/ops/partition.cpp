@@ -1,0 +1,276 @@
+#include "ops/row_comparator.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/ops/bounds.hpp>
+#include <spillway/ops/partition.hpp>
+#include <spillway/table/gather.hpp>
+
+#include <xxhash.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+namespace spillway {
+namespace detail {
+namespace {
+
+/// `value` with its bytes in little-endian order, whatever the platform's order.
+template <typename Unsigned>
+Unsigned to_little_endian(Unsigned value) noexcept {
+  if constexpr (std::endian::native == std::endian::little || sizeof(Unsigned) == 1) {
+    return value;
+  } else {
+    Unsigned result = 0;
+    for (std::size_t byte = 0; byte < sizeof(Unsigned); ++byte) {
+      result = static_cast<Unsigned>((result << 8U) | ((value >> (8U * byte)) & 0xFFU));
+    }
+    return result;
+  }
+}
+
+/// The unsigned integer of the same width as `T`.
+template <typename T>
+using same_width_unsigned = std::conditional_t<
+  sizeof(T) == 1,
+  std::uint8_t,
+  std::conditional_t<sizeof(T) == 2,
+                     std::uint16_t,
+                     std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>>;
+
+/// The canonical bits of a fixed-width value: floats with -0.0 and NaN normalized.
+template <typename T>
+same_width_unsigned<T> canonical_bits(T value) noexcept {
+  using bits_type = same_width_unsigned<T>;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(value)) {
+      value = std::numeric_limits<T>::quiet_NaN();
+    } else if (value == T{0}) {
+      value = T{0};
+    }
+  }
+  bits_type bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  return to_little_endian(bits);
+}
+
+/// Folds column `keys` into the running row hashes `hashes[0 .. rows)`.
+void hash_column(column_view const& keys, std::uint64_t* hashes) {
+  std::size_t const rows = keys.size();
+  auto const hash_null   = [&](std::size_t row) {
+    hashes[row] = XXH3_64bits_withSeed(nullptr, 0, hashes[row] ^ null_hash_salt);
+  };
+  if (keys.type().id() == type_id::STRING) {
+    for (std::size_t row = 0; row < rows; ++row) {
+      if (keys.is_null(row)) {
+        hash_null(row);
+        continue;
+      }
+      std::string_view const value = keys.string_at(row);
+      hashes[row]                  = XXH3_64bits_withSeed(value.data(), value.size(), hashes[row]);
+    }
+    return;
+  }
+  visit_fixed_width(keys.type(), [&]<typename T>() {
+    T const* values = keys.data<T>();
+    for (std::size_t row = 0; row < rows; ++row) {
+      if (keys.is_null(row)) {
+        hash_null(row);
+        continue;
+      }
+      auto const bits = canonical_bits(values[row]);
+      hashes[row]     = XXH3_64bits_withSeed(&bits, sizeof(bits), hashes[row]);
+    }
+  });
+}
+
+std::vector<std::size_t> partition_offsets(std::uint64_t const* ids,
+                                           std::size_t rows,
+                                           std::size_t num_partitions,
+                                           std::vector<std::size_t>& counts) {
+  counts.assign(num_partitions, 0);
+  for (std::size_t row = 0; row < rows; ++row) {
+    ++counts[ids[row]];
+  }
+  std::vector<std::size_t> offsets(num_partitions + 1, 0);
+  for (std::size_t partition = 0; partition < num_partitions; ++partition) {
+    offsets[partition + 1] = offsets[partition] + counts[partition];
+  }
+  return offsets;
+}
+
+/// Groups `input` by the UINT64 ids `ids` (each < num_partitions, already checked).
+partitioned_table group_by_ids(table_view const& input,
+                               std::uint64_t const* ids,
+                               std::size_t num_partitions,
+                               stream_view stream,
+                               memory_resources mrs) {
+  std::size_t const rows = input.num_rows();
+  std::vector<std::size_t> next;
+  std::vector<std::size_t> offsets = partition_offsets(ids, rows, num_partitions, next);
+  // Counting sort: `next[p]` is where partition p's next row goes.
+  for (std::size_t partition = 0; partition < num_partitions; ++partition) {
+    next[partition] = offsets[partition];
+  }
+  auto row_map = make_fixed_width_column(
+    type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.temporary());
+  auto* map = row_map->mutable_data<std::uint64_t>();
+  for (std::size_t row = 0; row < rows; ++row) {
+    map[next[ids[row]]++] = row;
+  }
+  partitioned_table result;
+  result.rows    = detail::gather(input, row_map->view(), out_of_bounds_policy::FAIL, stream, mrs);
+  result.offsets = std::move(offsets);
+  return result;
+}
+
+void expect_partitions(std::size_t num_partitions, char const* what) {
+  SPILLWAY_EXPECTS(num_partitions > 0,
+                   std::string(what) + ": the number of partitions must be at least 1",
+                   invalid_argument);
+}
+
+}  // namespace
+
+std::unique_ptr<column> hash_rows(table_view const& keys,
+                                  std::uint64_t seed,
+                                  stream_view stream,
+                                  memory_resources mrs) {
+  auto result = make_fixed_width_column(
+    type_id::UINT64, keys.num_rows(), mask_state::UNALLOCATED, stream, mrs.output());
+  auto* hashes = result->mutable_data<std::uint64_t>();
+  for (std::size_t row = 0; row < keys.num_rows(); ++row) {
+    hashes[row] = seed;
+  }
+  for (column_view const& key : keys) {
+    hash_column(key, hashes);
+  }
+  return result;
+}
+
+partitioned_table hash_partition(table_view const& input,
+                                 std::span<std::size_t const> key_columns,
+                                 std::size_t num_partitions,
+                                 std::uint64_t seed,
+                                 stream_view stream,
+                                 memory_resources mrs) {
+  expect_partitions(num_partitions, "hash_partition");
+  table_view const keys = input.select(key_columns);
+  auto ids              = detail::hash_rows(keys, seed, stream, mrs.temporary());
+  auto* values          = ids->mutable_data<std::uint64_t>();
+  for (std::size_t row = 0; row < input.num_rows(); ++row) {
+    values[row] %= num_partitions;
+  }
+  return group_by_ids(input, values, num_partitions, stream, mrs);
+}
+
+partitioned_table range_partition(table_view const& input,
+                                  std::span<std::size_t const> key_columns,
+                                  table_view const& splitters,
+                                  sort_order const& orders,
+                                  stream_view stream,
+                                  memory_resources mrs) {
+  table_view const keys = input.select(key_columns);
+  expect_same_key_types(splitters, keys, "range_partition");
+  sort_order const resolved = resolve_orders(orders, keys.num_columns());
+  if (splitters.num_columns() > 0) {
+    row_comparator const comparator{splitters, resolved};
+    for (std::size_t row = 1; row < splitters.num_rows(); ++row) {
+      SPILLWAY_EXPECTS(comparator.compare(splitters, row - 1, splitters, row) <= 0,
+                       "range_partition: the splitters are not sorted (row " +
+                         std::to_string(row - 1) + " comes after row " + std::to_string(row) + ")",
+                       invalid_argument);
+    }
+  }
+  auto ids = detail::upper_bound(splitters, keys, resolved, stream, mrs.temporary());
+  return group_by_ids(
+    input, ids->mutable_data<std::uint64_t>(), splitters.num_rows() + 1, stream, mrs);
+}
+
+partitioned_table partition_by_map(table_view const& input,
+                                   column_view const& partition_map,
+                                   std::size_t num_partitions,
+                                   stream_view stream,
+                                   memory_resources mrs) {
+  expect_partitions(num_partitions, "partition_by_map");
+  type_id const id = partition_map.type().id();
+  SPILLWAY_EXPECTS(
+    id == type_id::UINT32 || id == type_id::UINT64,
+    "partition_by_map: the map must be UINT32 or UINT64, not " + to_string(partition_map.type()),
+    invalid_argument);
+  SPILLWAY_EXPECTS_EQ(partition_map.size(),
+                      input.num_rows(),
+                      "partition_by_map: one partition id per row",
+                      invalid_argument);
+  SPILLWAY_EXPECTS(
+    !partition_map.has_nulls(), "partition_by_map: the map has nulls", invalid_argument);
+  auto ids = make_fixed_width_column(
+    type_id::UINT64, input.num_rows(), mask_state::UNALLOCATED, stream, mrs.temporary());
+  auto* values = ids->mutable_data<std::uint64_t>();
+  for (std::size_t row = 0; row < input.num_rows(); ++row) {
+    std::uint64_t const value = id == type_id::UINT32 ? partition_map.data<std::uint32_t>()[row]
+                                                      : partition_map.data<std::uint64_t>()[row];
+    SPILLWAY_EXPECTS_LT(value,
+                        num_partitions,
+                        "partition_by_map: partition id out of range at row " + std::to_string(row),
+                        invalid_argument);
+    values[row] = value;
+  }
+  return group_by_ids(input, values, num_partitions, stream, mrs);
+}
+
+}  // namespace detail
+
+table_view partitioned_table::partition(std::size_t index) const {
+  SPILLWAY_EXPECTS_LT(
+    index, num_partitions(), "partitioned_table::partition: no such partition", invalid_argument);
+  return slice(rows->view(), offsets[index], offsets[index + 1]);
+}
+
+std::vector<table_view> partitioned_table::partitions() const {
+  std::vector<table_view> result;
+  result.reserve(num_partitions());
+  table_view const all = rows->view();
+  for (std::size_t index = 0; index < num_partitions(); ++index) {
+    result.push_back(slice(all, offsets[index], offsets[index + 1]));
+  }
+  return result;
+}
+
+std::unique_ptr<column> hash_rows(table_view const& keys,
+                                  std::uint64_t seed,
+                                  stream_view stream,
+                                  memory_resources mrs) {
+  return detail::hash_rows(keys, seed, stream, mrs);
+}
+
+partitioned_table hash_partition(table_view const& input,
+                                 std::span<std::size_t const> key_columns,
+                                 std::size_t num_partitions,
+                                 std::uint64_t seed,
+                                 stream_view stream,
+                                 memory_resources mrs) {
+  return detail::hash_partition(input, key_columns, num_partitions, seed, stream, mrs);
+}
+
+partitioned_table range_partition(table_view const& input,
+                                  std::span<std::size_t const> key_columns,
+                                  table_view const& splitters,
+                                  sort_order const& orders,
+                                  stream_view stream,
+                                  memory_resources mrs) {
+  return detail::range_partition(input, key_columns, splitters, orders, stream, mrs);
+}
+
+partitioned_table partition_by_map(table_view const& input,
+                                   column_view const& partition_map,
+                                   std::size_t num_partitions,
+                                   stream_view stream,
+                                   memory_resources mrs) {
+  return detail::partition_by_map(input, partition_map, num_partitions, stream, mrs);
+}
+
+}  // namespace spillway
