@@ -66,3 +66,26 @@ if(NOT SPILLWAY_ENABLE_ARROW STREQUAL "OFF")
     endif()
   endif()
 endif()
+
+# MPI for multi-process shuffles (Debian: libopenmpi-dev, openmpi-bin). AUTO builds the MPI
+# communicator when find_package(MPI) finds a C++-capable MPI; without it, constructing one
+# throws not_supported.
+set(SPILLWAY_ENABLE_MPI "AUTO" CACHE STRING "Build the MPI communicator: AUTO, ON or OFF")
+set_property(CACHE SPILLWAY_ENABLE_MPI PROPERTY STRINGS AUTO ON OFF)
+set(SPILLWAY_HAS_MPI OFF)
+if(NOT SPILLWAY_ENABLE_MPI STREQUAL "OFF")
+  find_package(MPI QUIET COMPONENTS CXX)
+  if(MPI_CXX_FOUND)
+    set(SPILLWAY_HAS_MPI ON)
+    message(STATUS "spillway: MPI communicator enabled (MPI ${MPI_CXX_VERSION})")
+  elseif(SPILLWAY_ENABLE_MPI STREQUAL "ON")
+    message(FATAL_ERROR "SPILLWAY_ENABLE_MPI=ON but find_package(MPI COMPONENTS CXX) failed; "
+                        "run scripts/install-deps.sh")
+  else()
+    message(STATUS "spillway: no MPI found; building without the MPI communicator")
+  endif()
+endif()
+# How mpirun must run here, in one place: scripts/mpirun.env (VAR=value lines), read by the test
+# registration (tests/shuffle) and by scripts/mpirun.sh.
+file(STRINGS ${PROJECT_SOURCE_DIR}/scripts/mpirun.env SPILLWAY_MPIEXEC_ENVIRONMENT
+     REGEX "^[A-Za-z_][A-Za-z0-9_]*=")

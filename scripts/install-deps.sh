@@ -8,6 +8,7 @@ DEBIAN_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev
   libzstd-dev liblz4-dev libxxhash-dev
+  libopenmpi-dev openmpi-bin  # the MPI communicator and its multi-process tests
   chromium  # headless, for the run report test (tests/runtime); skipped when absent
 )
 

@@ -23,6 +23,9 @@ command add_gen_command(CLI::App& parent);
 /** @brief `spillway sort INPUT -o OUTPUT --by ...`: an out-of-core sort within budgets. */
 command add_sort_command(CLI::App& parent);
 
+/** @brief `spillway shuffle INPUT -o OUTPUT --by ... --partitions P`: hash partitioning. */
+command add_shuffle_command(CLI::App& parent);
+
 /** @brief `spillway verify OUTPUT --by ... [--against INPUT]`: order, count and checksum. */
 command add_verify_command(CLI::App& parent);
 

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Print the help of every subcommand");
   std::vector<spillway::cli::command> const commands{spillway::cli::add_gen_command(app),
                                                      spillway::cli::add_sort_command(app),
+                                                     spillway::cli::add_shuffle_command(app),
                                                      spillway::cli::add_verify_command(app)};
   try {
     app.parse(argc, argv);

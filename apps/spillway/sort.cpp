@@ -9,6 +9,7 @@
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "output_directory.hpp"
+#include "ranks.hpp"
 
 #include <spillway/core/units.hpp>
 #include <spillway/io/batch_writer.hpp>
@@ -74,9 +75,11 @@ struct sort_arguments {
   std::string strategy   = "auto";
   std::string format;
   std::string report;
-  std::size_t threads = 1;
-  bool json           = false;
-  bool overwrite      = false;
+  std::size_t threads      = 1;
+  int ranks                = 1;       ///< in-process ranks of a distributed sort
+  std::string shuffle_mode = "push";  ///< its range shuffle
+  bool json                = false;
+  bool overwrite           = false;
 };
 
 sort_strategy strategy_named(std::string const& name) {
@@ -252,6 +255,22 @@ nlohmann::ordered_json transfer_json(spill_statistics const& spilled,
 }
 
 int run_sort(sort_arguments const& args) {
+  if (args.ranks > 1 || launched_by_mpirun()) {
+    return run_distributed_sort({args.input,
+                                 args.output,
+                                 args.by,
+                                 args.device_memory,
+                                 args.host_memory,
+                                 args.spill_dir,
+                                 args.batch_size,
+                                 args.file_size,
+                                 args.strategy,
+                                 args.format,
+                                 args.shuffle_mode,
+                                 args.ranks,
+                                 args.json,
+                                 args.overwrite});
+  }
   install_spill_cleanup_on_signals();
   auto const start = std::chrono::steady_clock::now();
 
@@ -538,6 +557,16 @@ command add_sort_command(CLI::App& parent) {
     ->capture_default_str();
   app->add_option("--format", args->format, "Input format (default: from the extension)")
     ->check(CLI::IsMember({"parquet", "csv", "arrow", "arrows"}));
+  app
+    ->add_option("--ranks",
+                 args->ranks,
+                 "Sort across this many in-process ranks (sample, range shuffle, local sort; rank "
+                 "r writes part-<r>-*). Under mpirun the ranks are its processes")
+    ->check(CLI::Range(1, 256))
+    ->capture_default_str();
+  app->add_option("--shuffle-mode", args->shuffle_mode, "Across ranks: pull or push shuffle")
+    ->check(CLI::IsMember({"pull", "push"}))
+    ->capture_default_str();
   app->add_flag("--json", args->json, "Print a JSON summary on stdout");
   app->add_option("--report",
                   args->report,

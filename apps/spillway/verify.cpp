@@ -8,7 +8,9 @@
 #include "commands.hpp"
 
 #include <spillway/core/units.hpp>
+#include <spillway/io/dataset.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/ops/partition.hpp>
 
 #include <xxhash.h>
 
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +39,8 @@ struct verify_arguments {
   std::string by;
   std::string against;
   std::string format;
+  std::size_t partitions = 0;  ///< check hash partitions (files `partition-<p>-*`), not order
+  std::uint64_t seed     = 0;  ///< the hash seed of the partitioning
 };
 
 /** @brief What a pass over a dataset found. */
@@ -170,6 +175,66 @@ dataset_digest scan(std::string const& source,
   return digest;
 }
 
+/** @return the partition number in a file name `partition-<p>-<n>.<ext>` */
+std::size_t partition_of_file(std::string const& file) {
+  auto const name         = std::filesystem::path(file).filename().string();
+  constexpr char prefix[] = "partition-";
+  auto const digits_at    = sizeof(prefix) - 1;
+  auto const dash         = name.find('-', digits_at);
+  if (name.rfind(prefix, 0) != 0 || dash == std::string::npos || dash == digits_at) {
+    throw verification_error(file + " is not named partition-<p>-<n>: cannot tell its partition");
+  }
+  return std::stoull(name.substr(digits_at, dash - digits_at));
+}
+
+/**
+ * @brief Reads every file of `source`, hashing its rows, and checks that each row of a file
+ * `partition-<p>-*` hashes (`hash_rows` of the `by` columns, `seed`) to partition p of
+ * `partitions`.
+ * @throws verification_error at the first row in the wrong partition
+ */
+dataset_digest scan_partitions(std::string const& source,
+                               std::string const& format_flag,
+                               std::vector<key_spec> const& keys,
+                               std::size_t partitions,
+                               std::uint64_t seed,
+                               host_memory_resource& host) {
+  dataset_digest digest;
+  bool first = true;
+  for (auto const& file : expand_dataset(source)) {
+    auto const partition = partition_of_file(file);
+    if (partition >= partitions) {
+      throw verification_error(file + " names partition " + std::to_string(partition) +
+                               " of only " + std::to_string(partitions));
+    }
+    auto reader = open_dataset(file, resolve_format(file, format_flag), VERIFY_BATCH_BYTES, host);
+    if (first) {
+      digest.schema = reader->schema();
+      first         = false;
+    } else if (reader->schema() != digest.schema) {
+      throw verification_error(file + " has columns (" + to_string(reader->schema()) +
+                               ") unlike the other files (" + to_string(digest.schema) + ")");
+    }
+    auto const resolved  = resolve_sort_keys(keys, digest.schema, file);
+    std::size_t file_row = 0;
+    while (auto batch = reader->next()) {
+      auto const view   = batch->view();
+      auto const hashes = hash_rows(view.select(resolved.columns), seed, default_stream(), host);
+      for (std::size_t row = 0; row < view.num_rows(); ++row) {
+        if (hashes->view().data<std::uint64_t>()[row] % partitions != partition) {
+          throw verification_error(
+            file + ": row " + std::to_string(file_row + row) + " belongs to partition " +
+            std::to_string(hashes->view().data<std::uint64_t>()[row] % partitions) + ", not " +
+            std::to_string(partition));
+        }
+      }
+      file_row += view.num_rows();
+      add_rows(view, digest);
+    }
+  }
+  return digest;
+}
+
 std::string hex(uint128 value) {
   char text[40];
   std::snprintf(text,
@@ -184,7 +249,10 @@ int run_verify(verify_arguments const& args) {
   auto const start = std::chrono::steady_clock::now();
   auto const keys  = parse_sort_keys(args.by);
   host_memory_resource host;
-  auto const output = scan(args.output, args.format, &keys, args.by, host);
+  auto const output =
+    args.partitions > 0
+      ? scan_partitions(args.output, args.format, keys, args.partitions, args.seed, host)
+      : scan(args.output, args.format, &keys, args.by, host);
   std::string against_note;
   if (!args.against.empty()) {
     auto const input = scan(args.against, "", nullptr, args.by, host);
@@ -206,13 +274,17 @@ int run_verify(verify_arguments const& args) {
   }
   double const seconds =
     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr,
-               "spillway verify: OK: %zu rows of %s in order by %s%s, %.2f s\n",
-               output.rows,
-               args.output.c_str(),
-               args.by.c_str(),
-               against_note.c_str(),
-               seconds);
+  std::fprintf(
+    stderr,
+    "spillway verify: OK: %zu rows of %s %s %s%s, %.2f s\n",
+    output.rows,
+    args.output.c_str(),
+    args.partitions > 0
+      ? ("in their hash partitions (of " + std::to_string(args.partitions) + ") by").c_str()
+      : "in order by",
+    args.by.c_str(),
+    against_note.c_str(),
+    seconds);
   return static_cast<int>(exit_code::OK);
 }
 
@@ -229,6 +301,11 @@ command add_verify_command(CLI::App& parent) {
     ->required();
   app->add_option("--by", args->by, "Key columns, as for sort")->required();
   app->add_option("--against", args->against, "The dataset it was sorted from");
+  app->add_option("--partitions",
+                  args->partitions,
+                  "Check hash partitioning instead of order: every row of a file partition-<p>-* "
+                  "hashes by --by to p of this many partitions (the output of spillway shuffle)");
+  app->add_option("--seed", args->seed, "With --partitions: the hash seed (default 0)");
   app->add_option("--format", args->format, "Format of the checked dataset (default: extension)")
     ->check(CLI::IsMember({"parquet", "csv", "arrow", "arrows"}));
   return command{app, [args] { return run_verify(*args); }};

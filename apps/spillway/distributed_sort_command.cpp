@@ -1,0 +1,211 @@
+/**
+ * `spillway sort` across ranks (`--ranks N`, or under `mpirun`): every rank samples its share of
+ * the input files, the ranks agree on splitters, range-shuffle their rows and sort their range out
+ * of core on their own emulated device; rank r writes `part-<r>-<n>.parquet`.
+ */
+#include "command_line.hpp"
+#include "output_directory.hpp"
+#include "ranks.hpp"
+
+#include <spillway/core/units.hpp>
+#include <spillway/io/batch_writer.hpp>
+#include <spillway/io/dataset.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/runtime/device_environment.hpp>
+#include <spillway/shuffle/distributed_sort.hpp>
+#include <spillway/spill/spill_directory.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+
+namespace spillway::cli {
+namespace {
+
+/// A read batch (and an output batch) is at most this fraction of a rank's device.
+constexpr std::size_t DEVICE_SHARE_PER_BATCH = 8;
+/// The sort task's base lease, in input batches.
+constexpr std::size_t BASE_LEASE_BATCHES = 4;
+/// Output batches are at most this large.
+constexpr std::size_t MAX_OUTPUT_BATCH = 64_MiB;
+
+sort_strategy strategy_named(std::string const& name) {
+  if (name == "merge") {
+    return sort_strategy::MERGE;
+  }
+  return name == "sample" ? sort_strategy::SAMPLE : sort_strategy::AUTO;
+}
+
+}  // namespace
+
+int run_distributed_sort(distributed_sort_request const& request) {
+  install_spill_cleanup_on_signals();
+  auto const start         = std::chrono::steady_clock::now();
+  auto const keys          = parse_sort_keys(request.by);
+  auto const device_memory = parse_size_flag("--device-memory", request.device_memory);
+  auto const host_memory   = parse_size_flag("--host-memory", request.host_memory);
+  auto const batch_size    = parse_size_flag("--batch-size", request.batch_size);
+  auto const file_size     = parse_size_flag("--file-size", request.file_size);
+  if (request.mode != "pull" && request.mode != "push") {
+    throw usage_error("--shuffle-mode must be pull or push, not '" + request.mode + "'");
+  }
+  auto const format = resolve_format(request.input, request.format);
+  auto const files  = expand_dataset(request.input);
+  host_memory_resource host;
+  table_schema schema;
+  {
+    auto reader = open_dataset(files.front(), format, 1_MiB, memory_resources{host});
+    schema      = reader->schema();
+  }
+  auto const resolved = resolve_sort_keys(keys, schema, request.input);
+  std::vector<std::string> names;
+  for (auto const& column : schema) {
+    names.push_back(column.name);
+  }
+  std::size_t const batch_bytes =
+    std::max<std::size_t>(1, std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH));
+
+  std::mutex mutex;
+  std::unique_ptr<output_directory> directory;
+  std::vector<std::string> written;
+  std::string summary_line;
+  nlohmann::ordered_json summary;
+
+  run_on_ranks(request.ranks, [&](communicator& comm) {
+    {
+      std::lock_guard lock(mutex);
+      if (!directory && (comm.rank() == 0 || launched_by_mpirun())) {
+        directory = std::make_unique<output_directory>(request.output, request.overwrite);
+      }
+    }
+    comm.barrier();
+    device_environment_options environment_options;
+    environment_options.device_memory = device_memory;
+    environment_options.host_memory   = host_memory;
+    environment_options.spill_root    = request.spill_dir;
+    device_environment environment(environment_options);
+    device_task task(environment, task_id{static_cast<std::uint64_t>(comm.rank()) + 1});
+    task_context::thread_binding bind(task.context());
+    host_memory_resource rank_host;
+    statistics_resource_adaptor io_scratch{rank_host};
+    lease_request_options base_options;
+    base_options.is_base  = true;
+    auto const base_lease = task.context().request_lease(
+      std::min(device_memory, BASE_LEASE_BATCHES * batch_bytes), base_options);
+
+    distributed_sort_options options;
+    options.key_columns  = resolved.columns;
+    options.orders       = resolved.orders;
+    options.mode         = request.mode == "pull" ? shuffle_mode::PULL : shuffle_mode::PUSH;
+    options.inbox_budget = device_memory / 4;
+    options.sort.merge_budget_bytes = device_memory / 2;
+    options.sort.output_batch_bytes =
+      std::min(device_memory / DEVICE_SHARE_PER_BATCH, MAX_OUTPUT_BATCH);
+    options.sort.strategy    = strategy_named(request.strategy);
+    options.sort.coordinator = &environment.coordinator();
+    options.sort.task        = &task.context();
+
+    auto const mine = files_of_rank(files, comm.rank(), comm.size());
+    memory_resources const reader_resources{environment.device(), io_scratch};
+    batch_writer_options writer_options;
+    writer_options.directory         = request.output;
+    writer_options.target_file_bytes = file_size;
+    char prefix[32];
+    std::snprintf(prefix, sizeof(prefix), "part-%05d", comm.rank());
+    writer_options.file_prefix = prefix;
+    batch_writer writer(writer_options, names, default_stream(), memory_resources{io_scratch});
+    auto const stats = distributed_sort(
+      comm,
+      environment.store(),
+      [&](std::function<void(std::unique_ptr<table>)> const& consume) {
+        read_files(mine, format, batch_bytes, reader_resources, consume);
+      },
+      [&](table_view const& batch) { writer.write(batch); },
+      options,
+      default_stream(),
+      memory_resources{environment.device()},
+      rank_host);
+    auto const my_files = writer.close();
+    auto const spills   = environment.store().statistics();
+    auto const sums =
+      sum_over_ranks(comm,
+                     {stats.input_rows,
+                      stats.sort.input_bytes,
+                      stats.output_rows,
+                      stats.shuffle.bytes_written,
+                      spills.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes,
+                      spills.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes +
+                        spills.between(spill_tier::HOST, spill_tier::DISK).raw_bytes});
+    auto const peaks = max_over_ranks(comm,
+                                      {environment.raw_device().peak_bytes(),
+                                       environment.host_tier().statistics().peak_bytes,
+                                       stats.output_rows,
+                                       static_cast<std::uint64_t>(stats.sample_time.count()),
+                                       static_cast<std::uint64_t>(stats.shuffle_time.count()),
+                                       static_cast<std::uint64_t>(stats.sort_time.count())});
+    auto all_files   = gather_names(comm, my_files);
+    if (sums[0] != sums[2]) {
+      throw std::runtime_error("distributed sort wrote " + std::to_string(sums[2]) + " rows of " +
+                               std::to_string(sums[0]) + " read");
+    }
+    if (comm.rank() != 0) {
+      return;
+    }
+    double const seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard lock(mutex);
+    written = std::move(all_files);
+    summary = {{"input", request.input},
+               {"output", request.output},
+               {"by", request.by},
+               {"ranks", comm.size()},
+               {"transport", launched_by_mpirun() ? "mpi" : "in-process"},
+               {"shuffle_mode", request.mode},
+               {"rows", sums[0]},
+               {"bytes", sums[1]},
+               {"seconds", seconds},
+               {"rows_per_second", seconds > 0 ? static_cast<double>(sums[0]) / seconds : 0.0},
+               {"largest_rank_rows", peaks[2]},
+               {"sample_seconds_max", static_cast<double>(peaks[3]) * 1e-9},
+               {"shuffle_seconds_max", static_cast<double>(peaks[4]) * 1e-9},
+               {"sort_seconds_max", static_cast<double>(peaks[5]) * 1e-9},
+               {"shuffled_bytes", sums[3]},
+               {"spilled_device_to_host_bytes", sums[4]},
+               {"spilled_to_disk_bytes", sums[5]},
+               {"device_memory_per_rank", device_memory},
+               {"device_peak_max", peaks[0]},
+               {"host_memory_per_rank", host_memory},
+               {"host_peak_max", peaks[1]},
+               {"output_files", written.size()}};
+    char line[256];
+    std::snprintf(line,
+                  sizeof(line),
+                  "spillway sort: %llu rows (%s) on %d ranks in %.2f s (%.0f rows/s), largest "
+                  "rank %llu rows, device peak %s of %s per rank, %zu file(s) in %s",
+                  static_cast<unsigned long long>(sums[0]),
+                  format_bytes(sums[1]).c_str(),
+                  comm.size(),
+                  seconds,
+                  seconds > 0 ? static_cast<double>(sums[0]) / seconds : 0.0,
+                  static_cast<unsigned long long>(peaks[2]),
+                  format_bytes(peaks[0]).c_str(),
+                  format_bytes(device_memory).c_str(),
+                  written.size(),
+                  request.output.c_str());
+    summary_line = line;
+  });
+  if (!summary_line.empty()) {
+    directory->commit(written);
+    std::fprintf(stderr, "%s\n", summary_line.c_str());
+    if (request.json) {
+      std::cout << summary.dump() << std::endl;
+    }
+  }
+  return static_cast<int>(exit_code::OK);
+}
+
+}  // namespace spillway::cli

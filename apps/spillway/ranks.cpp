@@ -1,0 +1,127 @@
+#include "command_line.hpp"
+#include "ranks.hpp"
+
+#include <spillway/shuffle/in_process_communicator.hpp>
+#include <spillway/shuffle/mpi_communicator.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+
+namespace spillway::cli {
+namespace {
+
+std::vector<std::vector<std::byte>> gather_words(communicator& comm,
+                                                 std::vector<std::uint64_t> const& values) {
+  return comm.allgather(std::as_bytes(std::span<std::uint64_t const>(values)));
+}
+
+std::uint64_t word_at(std::vector<std::byte> const& bytes, std::size_t index) {
+  std::uint64_t value = 0;
+  std::memcpy(&value, bytes.data() + index * sizeof(value), sizeof(value));
+  return value;
+}
+
+}  // namespace
+
+bool launched_by_mpirun() noexcept {
+  for (char const* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (std::getenv(name) != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void run_on_ranks(int in_process_ranks, std::function<void(communicator&)> const& body) {
+  if (!launched_by_mpirun()) {
+    run_in_process(in_process_ranks, body);
+    return;
+  }
+  if (in_process_ranks != 1) {
+    throw usage_error("--ranks " + std::to_string(in_process_ranks) +
+                      " cannot be combined with mpirun: the ranks are mpirun's processes");
+  }
+  if (!mpi_backend_available()) {
+    throw usage_error("started by mpirun, but this spillway was built without MPI (" +
+                      mpi_unavailable_reason() + ")");
+  }
+  mpi_environment environment;
+  mpi_communicator comm(environment);
+  try {
+    body(comm);
+  } catch (communication_error const&) {
+    throw;
+  } catch (std::exception const& error) {
+    comm.fail("rank " + std::to_string(comm.rank()) + ": " + error.what());
+    throw;
+  }
+}
+
+std::vector<std::string> files_of_rank(std::vector<std::string> const& files, int rank, int size) {
+  std::vector<std::string> mine;
+  for (std::size_t i = static_cast<std::size_t>(rank); i < files.size();
+       i += static_cast<std::size_t>(size)) {
+    mine.push_back(files[i]);
+  }
+  return mine;
+}
+
+void read_files(std::vector<std::string> const& files,
+                file_format format,
+                std::size_t batch_bytes,
+                memory_resources mrs,
+                std::function<void(std::unique_ptr<table>)> const& consume) {
+  for (auto const& file : files) {
+    auto reader = open_dataset(file, format, batch_bytes, mrs);
+    while (auto batch = reader->next()) {
+      consume(std::move(batch));
+    }
+  }
+}
+
+std::vector<std::uint64_t> sum_over_ranks(communicator& comm, std::vector<std::uint64_t> values) {
+  auto const all = gather_words(comm, values);
+  std::fill(values.begin(), values.end(), 0);
+  for (auto const& theirs : all) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      values[i] += word_at(theirs, i);
+    }
+  }
+  return values;
+}
+
+std::vector<std::uint64_t> max_over_ranks(communicator& comm, std::vector<std::uint64_t> values) {
+  auto const all = gather_words(comm, values);
+  for (auto const& theirs : all) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      values[i] = std::max(values[i], word_at(theirs, i));
+    }
+  }
+  return values;
+}
+
+std::vector<std::string> gather_names(communicator& comm, std::vector<std::string> const& names) {
+  std::vector<std::byte> mine;
+  for (auto const& name : names) {
+    auto const* bytes = reinterpret_cast<std::byte const*>(name.data());
+    mine.insert(mine.end(), bytes, bytes + name.size());
+    mine.push_back(std::byte{0});
+  }
+  std::vector<std::string> all;
+  for (auto const& theirs : comm.allgather(mine)) {
+    std::string current;
+    for (auto const b : theirs) {
+      if (b == std::byte{0}) {
+        all.push_back(std::move(current));
+        current.clear();
+      } else {
+        current.push_back(static_cast<char>(b));
+      }
+    }
+  }
+  return all;
+}
+
+}  // namespace spillway::cli

@@ -1,0 +1,83 @@
+/**
+ * @file ranks.hpp
+ * @brief What the multi-rank subcommands share: running one body per rank (the processes of an
+ * `mpirun`, or threads of this process), a rank's share of the input files, and the small
+ * exchanges that turn per-rank results into one summary.
+ */
+#pragma once
+
+#include <spillway/io/file_format.hpp>
+#include <spillway/memory/memory_resources.hpp>
+#include <spillway/shuffle/communicator.hpp>
+#include <spillway/table/table.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spillway::cli {
+
+/** @return whether this process was started by `mpirun` (OpenMPI, MPICH or PMIx variables) */
+bool launched_by_mpirun() noexcept;
+
+/**
+ * @brief Runs `body` on every rank: under `mpirun`, once in this process on the world
+ * communicator (`in_process_ranks` must then be 1); otherwise on `in_process_ranks` threads.
+ * @throws usage_error when ranks are asked for in both ways, or MPI support is not built in
+ */
+void run_on_ranks(int in_process_ranks, std::function<void(communicator&)> const& body);
+
+/** @return the files of `files` that rank `rank` of `size` reads: every `size`-th from `rank` */
+std::vector<std::string> files_of_rank(std::vector<std::string> const& files, int rank, int size);
+
+/**
+ * @brief Reads `files` one after another in batches of about `batch_bytes`, handing each batch to
+ * `consume`; batches from `mrs.output()`, reader scratch from `mrs.temporary()`.
+ */
+void read_files(std::vector<std::string> const& files,
+                file_format format,
+                std::size_t batch_bytes,
+                memory_resources mrs,
+                std::function<void(std::unique_ptr<table>)> const& consume);
+
+/** @return `values` summed element-wise over the ranks (every rank passes as many) */
+std::vector<std::uint64_t> sum_over_ranks(communicator& comm, std::vector<std::uint64_t> values);
+
+/** @return `values` maximised element-wise over the ranks */
+std::vector<std::uint64_t> max_over_ranks(communicator& comm, std::vector<std::uint64_t> values);
+
+/** @return every rank's `names`, concatenated in rank order */
+std::vector<std::string> gather_names(communicator& comm, std::vector<std::string> const& names);
+
+}  // namespace spillway::cli
+
+namespace spillway::cli {
+
+/** @brief What `spillway sort` passes on when it runs across ranks. */
+struct distributed_sort_request {
+  std::string input;
+  std::string output;
+  std::string by;
+  std::string device_memory;  ///< per rank
+  std::string host_memory;    ///< per rank
+  std::string spill_dir;
+  std::string batch_size;
+  std::string file_size;
+  std::string strategy;
+  std::string format;
+  std::string mode = "push";  ///< the range shuffle: pull or push
+  int ranks        = 1;       ///< in-process ranks (1 under mpirun)
+  bool json        = false;
+  bool overwrite   = false;
+};
+
+/**
+ * @brief `spillway sort` across ranks: sample, splitters, range shuffle, local out-of-core sort;
+ * rank r writes `part-<r>-<n>.parquet`, so the files in name order are globally sorted.
+ */
+int run_distributed_sort(distributed_sort_request const& request);
+
+}  // namespace spillway::cli

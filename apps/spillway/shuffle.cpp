@@ -1,0 +1,448 @@
+/**
+ * `spillway shuffle`: hash-partitions a dataset by `--by` into `--partitions` partitions across
+ * ranks (threads of this process with `--ranks`, or the processes of `mpirun`) with the pull or
+ * push shuffle, every rank on its own emulated device of `--device-memory` that spills through its
+ * spill store. Partition p is written by its owner as `partition-<p>-<n>.parquet`; the files
+ * appear only once all of them are complete.
+ */
+#include "command_line.hpp"
+#include "commands.hpp"
+#include "output_directory.hpp"
+#include "ranks.hpp"
+
+#include <spillway/core/logging.hpp>
+#include <spillway/core/units.hpp>
+#include <spillway/io/batch_writer.hpp>
+#include <spillway/io/dataset.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/runtime/device_environment.hpp>
+#include <spillway/shuffle/shuffler.hpp>
+#include <spillway/spill/spill_directory.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace spillway::cli {
+namespace {
+
+/// A read batch is at most this fraction of a rank's device.
+constexpr std::size_t DEVICE_SHARE_PER_BATCH = 8;
+/// The most partitions accepted.
+constexpr std::size_t MAX_PARTITIONS = 1U << 20U;
+/// The most in-process ranks accepted.
+constexpr int MAX_RANKS = 256;
+
+struct shuffle_arguments {
+  std::string input;
+  std::string output;
+  std::string by;
+  std::size_t partitions    = 0;
+  std::string mode          = "push";
+  int ranks                 = 1;
+  std::string device_memory = "512MiB";
+  std::string host_memory   = "2GiB";
+  std::string spill_dir;
+  std::string batch_size   = "64MiB";
+  std::string file_size    = "256MiB";
+  std::string inbox_budget = "64MiB";
+  std::string format;
+  std::string checkpoint_dir;
+  std::uint64_t seed = 0;
+  bool json          = false;
+  bool overwrite     = false;
+};
+
+/** @brief One rank's counters, summed or maximised over the ranks for the summary. */
+struct rank_totals {
+  std::uint64_t rows_in = 0, bytes_in = 0, rows_out = 0, files = 0, shards = 0, bytes_shuffled = 0,
+                messages = 0, recomputed = 0, backpressure_waits = 0, spilled_host = 0,
+                spilled_disk = 0, resumed = 0;
+  std::uint64_t device_peak = 0, host_peak = 0;
+};
+
+/** @return what names batch `index` of `file` read in batches of `batch_bytes`, in every run */
+std::string map_identity(std::string const& file, std::size_t batch_bytes, std::size_t index) {
+  std::error_code error;
+  auto const size     = std::filesystem::file_size(file, error);
+  auto const modified = std::filesystem::last_write_time(file, error).time_since_epoch().count();
+  return std::filesystem::absolute(file).string() + "|" + std::to_string(size) + "|" +
+         std::to_string(modified) + "|" + std::to_string(batch_bytes) + "|" + std::to_string(index);
+}
+
+/** @return the marker that says every map task of `file` is checkpointed, and how many there are */
+std::filesystem::path done_marker(std::string const& directory,
+                                  std::string const& file,
+                                  std::size_t batch_bytes) {
+  auto const identity = map_identity(file, batch_bytes, 0);
+  char name[48];
+  std::snprintf(name,
+                sizeof(name),
+                "file-%016llx.done",
+                static_cast<unsigned long long>(std::hash<std::string>{}(identity)));
+  return std::filesystem::path(directory) / name;
+}
+
+/** @return batch `index` of `file`, read again (a lost shard's lineage) */
+std::unique_ptr<table> reread_batch(std::string const& file,
+                                    file_format format,
+                                    std::size_t batch_bytes,
+                                    std::size_t index,
+                                    memory_resources mrs) {
+  auto reader = open_dataset(file, format, batch_bytes, mrs);
+  for (std::size_t k = 0;; ++k) {
+    auto batch = reader->next();
+    if (!batch) {
+      throw std::runtime_error(file + " no longer has batch " + std::to_string(index) +
+                               ": it changed during the shuffle");
+    }
+    if (k == index) {
+      return batch;
+    }
+  }
+}
+
+/// Fault injection for the resume tests: "<rank>:<maps>" kills the process that hosts that rank
+/// (SIGKILL, as a lost machine) once it has added that many map tasks.
+void maybe_die(int rank, std::size_t maps_added) {
+  static char const* const spec = std::getenv("SPILLWAY_TEST_KILL_AFTER_MAPS");
+  if (spec == nullptr) {
+    return;
+  }
+  int kill_rank       = -1;
+  unsigned long after = 0;
+  if (std::sscanf(spec, "%d:%lu", &kill_rank, &after) == 2 && kill_rank == rank &&
+      maps_added == after) {
+    std::raise(SIGKILL);
+  }
+}
+
+/**
+ * @brief Adds the map tasks of `files` with identities, so that their shards are checkpointed; a
+ * file whose maps were all checkpointed by an earlier run is not read at all.
+ */
+void add_checkpointed_maps(shuffler& shuffle,
+                           std::string const& directory,
+                           std::vector<std::string> const& files,
+                           file_format format,
+                           std::size_t batch_bytes,
+                           memory_resources mrs,
+                           int rank,
+                           rank_totals& totals) {
+  std::size_t added = 0;
+  for (auto const& file : files) {
+    auto const lineage = [file, format, batch_bytes](std::size_t index) {
+      return [file, format, batch_bytes, index](stream_view, memory_resources out) {
+        return reread_batch(file, format, batch_bytes, index, out);
+      };
+    };
+    auto const marker   = done_marker(directory, file, batch_bytes);
+    std::size_t batches = 0;
+    if (std::ifstream in{marker}; in >> batches) {
+      for (std::size_t index = 0; index < batches; ++index) {
+        static_cast<void>(shuffle.add_map(lineage(index), map_identity(file, batch_bytes, index)));
+        maybe_die(rank, ++added);
+      }
+      continue;
+    }
+    auto reader = open_dataset(file, format, batch_bytes, mrs);
+    for (std::size_t index = 0;; ++index) {
+      auto batch = reader->next();
+      if (!batch) {
+        batches = index;
+        break;
+      }
+      totals.rows_in += batch->num_rows();
+      totals.bytes_in += batch->allocated_bytes();
+      auto first = std::make_shared<std::unique_ptr<table>>(std::move(batch));
+      auto again = lineage(index);
+      static_cast<void>(shuffle.add_map(
+        [first, again](stream_view stream, memory_resources out) {
+          if (*first) {  // the batch just read, once; then read again from the file
+            return std::exchange(*first, nullptr);
+          }
+          return again(stream, out);
+        },
+        map_identity(file, batch_bytes, index)));
+      maybe_die(rank, ++added);
+    }
+    // Written under a temporary name and renamed: a marker that exists is complete.
+    auto const temporary = marker.string() + ".tmp";
+    std::ofstream out{temporary};
+    out << batches << '\n';
+    out.close();
+    std::error_code error;
+    if (out) {
+      std::filesystem::rename(temporary, marker, error);
+    }
+    if (!out || error) {
+      std::filesystem::remove(temporary, error);
+      log(log_level::WARN,
+          "cannot mark " + file + " as checkpointed in " + directory +
+            "; a rerun reads it again (its map tasks are still resumed)");
+    }
+  }
+}
+
+int run_shuffle(shuffle_arguments const& args) {
+  install_spill_cleanup_on_signals();
+  auto const start         = std::chrono::steady_clock::now();
+  auto const device_memory = parse_size_flag("--device-memory", args.device_memory);
+  auto const host_memory   = parse_size_flag("--host-memory", args.host_memory);
+  auto const batch_size    = parse_size_flag("--batch-size", args.batch_size);
+  auto const file_size     = parse_size_flag("--file-size", args.file_size);
+  auto const inbox_budget  = parse_size_flag("--inbox-budget", args.inbox_budget);
+  if (args.partitions == 0 || args.partitions > MAX_PARTITIONS) {
+    throw usage_error("--partitions must be between 1 and " + std::to_string(MAX_PARTITIONS));
+  }
+  if (args.ranks < 1 || args.ranks > MAX_RANKS) {
+    throw usage_error("--ranks must be between 1 and " + std::to_string(MAX_RANKS));
+  }
+  if (args.mode != "pull" && args.mode != "push") {
+    throw usage_error("--mode must be pull or push, not '" + args.mode + "'");
+  }
+  auto const keys = parse_sort_keys(args.by);
+  for (auto const& key : keys) {
+    if (key.ordering.direction != order::ASCENDING || key.ordering.nulls != null_order::BEFORE) {
+      throw usage_error("--by " + args.by + ": a shuffle hashes its keys; give column names only");
+    }
+  }
+  auto const format = resolve_format(args.input, args.format);
+  auto const files  = expand_dataset(args.input);
+  host_memory_resource host;
+  table_schema schema;
+  {
+    auto reader = open_dataset(files.front(), format, 1_MiB, memory_resources{host});
+    schema      = reader->schema();
+  }
+  auto const resolved = resolve_sort_keys(keys, schema, args.input);
+  std::vector<std::string> names;
+  for (auto const& column : schema) {
+    names.push_back(column.name);
+  }
+  std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
+
+  std::mutex summary_mutex;
+  nlohmann::ordered_json summary;
+  std::string summary_line;
+  std::vector<std::string> written;
+  std::unique_ptr<output_directory> directory;
+  std::mutex directory_mutex;
+
+  run_on_ranks(args.ranks, [&](communicator& comm) {
+    {
+      // Every rank checks the output before any writes (under mpirun each process guards it).
+      std::lock_guard lock(directory_mutex);
+      if (!directory && (comm.rank() == 0 || launched_by_mpirun())) {
+        directory = std::make_unique<output_directory>(args.output, args.overwrite);
+      }
+    }
+    comm.barrier();
+    device_environment_options environment_options;
+    environment_options.device_memory = device_memory;
+    environment_options.host_memory   = host_memory;
+    environment_options.spill_root    = args.spill_dir;
+    device_environment environment(environment_options);
+    device_task task(environment, task_id{static_cast<std::uint64_t>(comm.rank()) + 1});
+    task_context::thread_binding bind(task.context());
+    host_memory_resource rank_host;
+    statistics_resource_adaptor io_scratch{rank_host};
+
+    shuffle_options options(rank_host);
+    options.partitions.method         = partition_method::HASH;
+    options.partitions.key_columns    = resolved.columns;
+    options.partitions.num_partitions = args.partitions;
+    options.partitions.seed           = args.seed;
+    options.inbox_budget              = inbox_budget;
+    options.checkpoint_directory      = args.checkpoint_dir;
+    shuffler shuffle(args.mode == "pull" ? shuffle_mode::PULL : shuffle_mode::PUSH,
+                     comm,
+                     environment.store(),
+                     options,
+                     default_stream(),
+                     memory_resources{environment.device()});
+    rank_totals totals;
+    memory_resources const reader_resources{environment.device(), io_scratch};
+    auto const my_files = files_of_rank(files, comm.rank(), comm.size());
+    if (args.checkpoint_dir.empty()) {
+      read_files(my_files,
+                 format,
+                 std::max<std::size_t>(batch_bytes, 1),
+                 reader_resources,
+                 [&](std::unique_ptr<table> batch) {
+                   totals.rows_in += batch->num_rows();
+                   totals.bytes_in += batch->allocated_bytes();
+                   static_cast<void>(shuffle.add_map(batch->view()));
+                 });
+    } else {
+      add_checkpointed_maps(shuffle,
+                            args.checkpoint_dir,
+                            my_files,
+                            format,
+                            std::max<std::size_t>(batch_bytes, 1),
+                            reader_resources,
+                            comm.rank(),
+                            totals);
+    }
+    shuffle.finish_maps();
+    std::vector<std::string> mine;
+    for (auto const partition : shuffle.owned_partitions()) {
+      if (shuffle.directory().partition_bytes(partition) == 0) {
+        continue;
+      }
+      batch_writer_options writer_options;
+      writer_options.directory         = args.output;
+      writer_options.target_file_bytes = file_size;
+      char prefix[32];
+      std::snprintf(prefix, sizeof(prefix), "partition-%05zu", partition);
+      writer_options.file_prefix = prefix;
+      batch_writer writer(writer_options, names, default_stream(), memory_resources{io_scratch});
+      shuffle.for_each_batch(partition, [&](table_view const& batch) {
+        totals.rows_out += batch.num_rows();
+        writer.write(batch);
+      });
+      for (auto& name : writer.close()) {
+        mine.push_back(std::move(name));
+      }
+    }
+    shuffle.close();
+    totals.files              = mine.size();
+    auto const stats          = shuffle.statistics();
+    auto const spills         = environment.store().statistics();
+    totals.resumed            = stats.resumed_maps;
+    totals.shards             = stats.shards_written;
+    totals.bytes_shuffled     = stats.bytes_written;
+    totals.messages           = stats.messages_sent;
+    totals.recomputed         = stats.recomputed_maps;
+    totals.backpressure_waits = stats.backpressure_waits;
+    totals.spilled_host       = spills.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes;
+    totals.spilled_disk       = spills.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes +
+                          spills.between(spill_tier::HOST, spill_tier::DISK).raw_bytes;
+    auto const sums  = sum_over_ranks(comm,
+                                     {totals.rows_in,
+                                       totals.bytes_in,
+                                       totals.rows_out,
+                                       totals.files,
+                                       totals.shards,
+                                       totals.bytes_shuffled,
+                                       totals.messages,
+                                       totals.recomputed,
+                                       totals.backpressure_waits,
+                                       totals.spilled_host,
+                                       totals.spilled_disk,
+                                       totals.resumed});
+    auto const peaks = max_over_ranks(
+      comm,
+      {environment.raw_device().peak_bytes(), environment.host_tier().statistics().peak_bytes});
+    auto all_files          = gather_names(comm, mine);
+    std::size_t rows_mapped = 0;  // by every rank's map tasks, read now or resumed
+    for (std::size_t partition = 0; partition < args.partitions; ++partition) {
+      rows_mapped += shuffle.directory().partition_rows(partition);
+    }
+    if (rows_mapped != sums[2] || (args.checkpoint_dir.empty() && sums[0] != sums[2])) {
+      throw std::runtime_error("shuffle wrote " + std::to_string(sums[2]) + " rows of " +
+                               std::to_string(rows_mapped) + " mapped");
+    }
+    if (comm.rank() != 0) {
+      return;
+    }
+    double const seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::lock_guard lock(summary_mutex);
+    written = std::move(all_files);
+    summary = {{"input", args.input},
+               {"output", args.output},
+               {"ranks", comm.size()},
+               {"transport", launched_by_mpirun() ? "mpi" : "in-process"},
+               {"mode", args.mode},
+               {"partitions", args.partitions},
+               {"rows", sums[2]},
+               {"rows_read", sums[0]},
+               {"bytes", sums[1]},
+               {"files", sums[3]},
+               {"seconds", seconds},
+               {"bytes_per_second", seconds > 0 ? static_cast<double>(sums[1]) / seconds : 0.0},
+               {"shards", sums[4]},
+               {"shard_bytes", sums[5]},
+               {"messages", sums[6]},
+               {"recomputed_maps", sums[7]},
+               {"resumed_maps", sums[11]},
+               {"backpressure_waits", sums[8]},
+               {"spilled_device_to_host_bytes", sums[9]},
+               {"spilled_to_disk_bytes", sums[10]},
+               {"device_budget_per_rank", device_memory},
+               {"device_peak_max", peaks[0]},
+               {"host_budget_per_rank", host_memory},
+               {"host_peak_max", peaks[1]}};
+    char line[256];
+    std::snprintf(
+      line,
+      sizeof(line),
+      "spillway shuffle: %llu rows (%s) into %zu partitions on %d ranks (%s) in "
+      "%.2f s, %s/s; device peak %s of %s per rank",
+      static_cast<unsigned long long>(sums[0]),
+      format_bytes(sums[1]).c_str(),
+      args.partitions,
+      comm.size(),
+      args.mode.c_str(),
+      seconds,
+      format_bytes(static_cast<std::size_t>(static_cast<double>(sums[1]) / std::max(seconds, 1e-9)))
+        .c_str(),
+      format_bytes(peaks[0]).c_str(),
+      format_bytes(device_memory).c_str());
+    summary_line = line;
+  });
+  if (!summary_line.empty()) {  // rank 0 of this process
+    directory->commit(written);
+    std::fprintf(stderr, "%s\n", summary_line.c_str());
+    if (args.json) {
+      std::cout << summary.dump() << std::endl;
+    }
+  }
+  return static_cast<int>(exit_code::OK);
+}
+
+}  // namespace
+
+command add_shuffle_command(CLI::App& parent) {
+  auto args = std::make_shared<shuffle_arguments>();
+  auto* app = parent.add_subcommand(
+    "shuffle",
+    "Hash-partition a dataset by key columns across ranks (in-process, or mpirun's processes) "
+    "with the pull or push shuffle, within per-rank memory budgets");
+  app->add_option("input", args->input, "Input dataset (file, directory or glob)")->required();
+  app->add_option("-o,--output", args->output, "Output directory")->required();
+  app->add_option("--by", args->by, "Key columns to hash, comma-separated")->required();
+  app->add_option("--partitions", args->partitions, "Number of partitions")->required();
+  app->add_option("--mode", args->mode, "pull or push (default push)");
+  app->add_option("--ranks", args->ranks, "In-process ranks (default 1; under mpirun: 1)");
+  app->add_option("--device-memory", args->device_memory, "Device budget per rank (512MiB)");
+  app->add_option("--host-memory", args->host_memory, "Host spill budget per rank (2GiB)");
+  app->add_option("--spill-dir", args->spill_dir, "Where spill files go (default $TMPDIR)");
+  app->add_option("--batch-size", args->batch_size, "Target bytes of a read batch (64MiB)");
+  app->add_option("--file-size", args->file_size, "Target bytes of an output file (256MiB)");
+  app->add_option("--inbox-budget", args->inbox_budget, "Push: bytes in flight to a rank (64MiB)");
+  app->add_option("--seed", args->seed, "Hash seed (default 0)");
+  app->add_option("--format", args->format, "Input format (default: from the extension)");
+  app->add_option("--checkpoint-dir",
+                  args->checkpoint_dir,
+                  "Persist every map task's shards here; a rerun with the same input, flags and "
+                  "directory reads them back instead of reading and partitioning that input again "
+                  "(remove the directory once the shuffle has succeeded)");
+  app->add_flag("--json", args->json, "Print a JSON summary on stdout");
+  app->add_flag("--overwrite", args->overwrite, "Replace the files of an existing output");
+  return {app, [args] { return run_shuffle(*args); }};
+}
+
+}  // namespace spillway::cli

@@ -1,0 +1,315 @@
+#include <spillway/core/error.hpp>
+#include <spillway/memory/buffer.hpp>
+#include <spillway/memory/copy.hpp>
+#include <spillway/ops/sample.hpp>
+#include <spillway/ops/sort.hpp>
+#include <spillway/shuffle/distributed_sort.hpp>
+#include <spillway/table/column.hpp>
+#include <spillway/table/concatenate.hpp>
+#include <spillway/table/copy.hpp>
+#include <spillway/table/gather.hpp>
+#include <spillway/table/pack.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/** @brief A column of `values` in `resource`, copied from the host. */
+template <typename T>
+std::unique_ptr<column> column_from_host(data_type type,
+                                         std::vector<T> const& values,
+                                         stream_view stream,
+                                         resource_ref resource) {
+  auto result =
+    make_fixed_width_column(type, values.size(), mask_state::UNALLOCATED, stream, resource);
+  if (!values.empty()) {
+    copy_bytes(result->template mutable_data<T>(),
+               resource.kind(),
+               values.data(),
+               memory_kind::HOST,
+               values.size() * sizeof(T),
+               stream);
+  }
+  return result;
+}
+
+/** @brief `[u64 metadata bytes][metadata][data]` of `input` packed, in host memory. */
+std::vector<std::byte> serialize(table_view const& input,
+                                 stream_view stream,
+                                 memory_resources mrs) {
+  auto const packed =
+    detail::pack(input, stream, memory_resources{mrs.temporary(), mrs.temporary()});
+  std::uint64_t const metadata_bytes = packed.metadata.size();
+  std::vector<std::byte> out(sizeof(metadata_bytes) + packed.metadata.size() + packed.data.size());
+  std::memcpy(out.data(), &metadata_bytes, sizeof(metadata_bytes));
+  std::memcpy(out.data() + sizeof(metadata_bytes), packed.metadata.data(), packed.metadata.size());
+  if (!packed.data.empty()) {
+    copy_bytes(out.data() + sizeof(metadata_bytes) + packed.metadata.size(),
+               memory_kind::HOST,
+               packed.data.data(),
+               packed.data.kind(),
+               packed.data.size(),
+               stream);
+  }
+  return out;
+}
+
+/** @brief A serialized table copied into `resource`, and its view. */
+struct received_table {
+  buffer data;
+  table_view view;
+};
+
+received_table deserialize(std::vector<std::byte> const& bytes,
+                           int source,
+                           stream_view stream,
+                           resource_ref resource) {
+  std::uint64_t metadata_bytes = 0;
+  SPILLWAY_EXPECTS(
+    bytes.size() >= sizeof(metadata_bytes),
+    "distributed sort: the sample of rank " + std::to_string(source) + " is truncated",
+    corruption_error);
+  std::memcpy(&metadata_bytes, bytes.data(), sizeof(metadata_bytes));
+  SPILLWAY_EXPECTS(
+    metadata_bytes <= bytes.size() - sizeof(metadata_bytes),
+    "distributed sort: the sample of rank " + std::to_string(source) + " has a bad header",
+    corruption_error);
+  std::span<std::uint8_t const> const metadata{
+    reinterpret_cast<std::uint8_t const*>(bytes.data() + sizeof(metadata_bytes)),
+    static_cast<std::size_t>(metadata_bytes)};
+  auto const* const data = bytes.data() + sizeof(metadata_bytes) + metadata_bytes;
+  auto const data_bytes  = bytes.size() - sizeof(metadata_bytes) - metadata_bytes;
+  received_table result;
+  if (data_bytes > 0) {
+    result.data = buffer(data, memory_kind::HOST, data_bytes, stream, resource);
+  }
+  result.view = unpack(metadata, result.data.data(), result.data.size(), resource.kind());
+  return result;
+}
+
+/**
+ * @brief The `parts - 1` splitter rows of the weighted sample of every rank (keys, then one
+ * FLOAT64 weight column), or null when no rank sampled a row.
+ */
+std::unique_ptr<table> agree_on_splitters(communicator& comm,
+                                          std::unique_ptr<table> local_sample,
+                                          std::size_t num_keys,
+                                          sort_order const& orders,
+                                          std::size_t& sampled_rows,
+                                          stream_view stream,
+                                          memory_resources mrs,
+                                          resource_ref host) {
+  auto const on_host = memory_resources{host, host};
+  std::vector<std::byte> mine;
+  if (local_sample && local_sample->num_rows() > 0) {
+    mine = serialize(local_sample->view(), stream, on_host);
+  }
+  local_sample.reset();
+  auto const all = comm.allgather(mine);
+  std::vector<received_table> parts;
+  std::vector<table_view> views;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r].empty()) {
+      continue;
+    }
+    parts.push_back(deserialize(all[r], static_cast<int>(r), stream, host));
+    views.push_back(parts.back().view);
+  }
+  if (views.empty()) {
+    sampled_rows = 0;
+    return nullptr;
+  }
+  auto samples = detail::concatenate(views, stream, on_host);
+  parts.clear();
+  sampled_rows = samples->num_rows();
+
+  std::vector<std::size_t> key_indices(num_keys);
+  std::iota(key_indices.begin(), key_indices.end(), std::size_t{0});
+  auto const keys  = samples->view().select(key_indices);
+  auto const order = detail::sorted_order(keys, orders, sort_stability::STABLE, stream, on_host);
+  auto sorted =
+    detail::gather(samples->view(), order->view(), out_of_bounds_policy::FAIL, stream, on_host);
+  samples.reset();
+
+  std::vector<double> weights(sorted->num_rows());
+  auto const weight_column = sorted->view().column(num_keys);
+  copy_bytes(weights.data(),
+             memory_kind::HOST,
+             weight_column.data<double>(),
+             host.kind(),
+             weights.size() * sizeof(double),
+             stream);
+  double const total = std::accumulate(weights.begin(), weights.end(), 0.0);
+  auto const ranges  = static_cast<std::size_t>(comm.size());
+  std::vector<std::uint64_t> rows;
+  double cumulative = 0.0;
+  std::size_t i     = 0;
+  for (std::size_t j = 1; j < ranges; ++j) {
+    double const target = total * static_cast<double>(j) / static_cast<double>(ranges);
+    while (i < weights.size() && cumulative + weights[i] < target) {
+      cumulative += weights[i++];
+    }
+    rows.push_back(std::min<std::uint64_t>(i, weights.size() - 1));
+  }
+  auto const map = column_from_host(type_id::UINT64, rows, stream, host);
+  return detail::gather(sorted->view().select(key_indices),
+                        map->view(),
+                        out_of_bounds_policy::FAIL,
+                        stream,
+                        memory_resources{mrs.output(), host});
+}
+
+/**
+ * @brief At most `limit` rows of a weighted sample (keys, then weights), chosen uniformly; each
+ * kept row's weight grows by rows / limit so the total weight stays an unbiased estimate.
+ */
+std::unique_ptr<table> bound_sample(std::unique_ptr<table> weighted,
+                                    std::size_t num_keys,
+                                    std::size_t limit,
+                                    std::uint64_t seed,
+                                    stream_view stream,
+                                    memory_resources on_host) {
+  auto const rows = weighted->num_rows();
+  if (rows <= limit) {
+    return weighted;
+  }
+  auto kept           = detail::sample(weighted->view(), limit, seed, stream, on_host);
+  auto* const weights = kept->get_column(num_keys).mutable_data<double>();
+  double const scale  = static_cast<double>(rows) / static_cast<double>(kept->num_rows());
+  for (std::size_t i = 0; i < kept->num_rows(); ++i) {
+    weights[i] *= scale;
+  }
+  return kept;
+}
+
+}  // namespace
+
+distributed_sort_statistics distributed_sort(communicator& comm,
+                                             spill_store& store,
+                                             batch_source const& input,
+                                             batch_sink const& output,
+                                             distributed_sort_options const& options,
+                                             stream_view stream,
+                                             memory_resources mrs,
+                                             resource_ref host) {
+  SPILLWAY_EXPECTS(
+    !options.key_columns.empty(), "distributed sort: no key columns", invalid_argument);
+  SPILLWAY_EXPECTS(options.orders.empty() || options.orders.size() == options.key_columns.size(),
+                   "distributed sort: " + std::to_string(options.orders.size()) + " orders for " +
+                     std::to_string(options.key_columns.size()) + " key columns",
+                   invalid_argument);
+  distributed_sort_statistics stats;
+  auto const rank = static_cast<std::uint64_t>(comm.rank());
+
+  // 1. Sample pass: weighted key samples of every batch (keys, then the rows each stands for).
+  auto start         = clock_type::now();
+  auto const tmp     = memory_resources{mrs.temporary(), mrs.temporary()};
+  auto const on_host = memory_resources{host, host};
+  std::vector<std::unique_ptr<table>> samples;
+  input([&](std::unique_ptr<table> batch) {
+    SPILLWAY_EXPECTS(
+      batch != nullptr, "distributed sort: the input gave a null batch", invalid_argument);
+    for (auto const column : options.key_columns) {
+      SPILLWAY_EXPECTS(column < batch->num_columns(),
+                       "distributed sort: key column " + std::to_string(column) +
+                         " is out of range for a batch of " + std::to_string(batch->num_columns()) +
+                         " columns",
+                       invalid_argument);
+    }
+    ++stats.input_batches;
+    auto const rows = batch->num_rows();
+    stats.input_rows += rows;
+    if (rows == 0 || options.samples_per_batch == 0) {
+      return;
+    }
+    auto const seed = options.sample_seed ^ (rank << 40U) ^ stats.input_batches;
+    auto keys       = detail::sample(
+      batch->view().select(options.key_columns), options.samples_per_batch, seed, stream, tmp);
+    batch.reset();
+    std::vector<double> weights(keys->num_rows(),
+                                static_cast<double>(rows) / static_cast<double>(keys->num_rows()));
+    auto columns = detail::copy(keys->view(), stream, on_host)->release();
+    columns.push_back(column_from_host(type_id::FLOAT64, weights, stream, host));
+    samples.push_back(std::make_unique<table>(std::move(columns)));
+  });
+  std::unique_ptr<table> local_sample;
+  if (!samples.empty()) {
+    std::vector<table_view> views;
+    views.reserve(samples.size());
+    for (auto const& sample : samples) {
+      views.push_back(sample->view());
+    }
+    local_sample = detail::concatenate(views, stream, on_host);
+    samples.clear();
+    auto const per_rank =
+      std::max<std::size_t>(1, options.max_samples / static_cast<std::size_t>(comm.size()));
+    local_sample = bound_sample(std::move(local_sample),
+                                options.key_columns.size(),
+                                per_rank,
+                                options.sample_seed ^ rank,
+                                stream,
+                                on_host);
+  }
+  auto const splitters = agree_on_splitters(comm,
+                                            std::move(local_sample),
+                                            options.key_columns.size(),
+                                            options.orders,
+                                            stats.sampled_rows,
+                                            stream,
+                                            mrs,
+                                            host);
+  stats.sample_time    = clock_type::now() - start;
+  if (splitters == nullptr) {
+    return stats;  // no rank has a row: every rank saw the same empty allgather
+  }
+
+  // 2. Shuffle pass: every batch is a map task of a RANGE shuffle; partition r is rank r's.
+  start = clock_type::now();
+  shuffle_options shuffle_config(host);
+  shuffle_config.partitions.method      = partition_method::RANGE;
+  shuffle_config.partitions.key_columns = options.key_columns;
+  shuffle_config.partitions.splitters   = splitters->view();
+  shuffle_config.partitions.orders      = options.orders;
+  shuffle_config.shuffle_id             = options.shuffle_id;
+  shuffle_config.inbox_budget           = options.inbox_budget;
+  shuffler shuffle(options.mode, comm, store, shuffle_config, stream, mrs);
+  input([&](std::unique_ptr<table> batch) {
+    if (batch->num_rows() > 0) {
+      static_cast<void>(shuffle.add_map(batch->view()));
+    }
+  });
+  shuffle.finish_maps();
+  stats.shuffle_time = clock_type::now() - start;
+
+  // 3. Local sort of this rank's range.
+  start                    = clock_type::now();
+  auto sort_options        = options.sort;
+  sort_options.key_columns = options.key_columns;
+  sort_options.orders      = options.orders;
+  external_sorter sorter(store, sort_options, stream, mrs, host);
+  shuffle.for_each_batch(static_cast<std::size_t>(comm.rank()), [&](table_view const& shard) {
+    sorter.push(detail::copy(shard, stream, mrs));
+  });
+  shuffle.close();
+  stats.shuffle = shuffle.statistics();
+  sorter.finish();
+  while (auto batch = sorter.next()) {
+    stats.output_rows += batch->num_rows();
+    ++stats.output_batches;
+    output(batch->view());
+  }
+  stats.sort      = sorter.statistics();
+  stats.sort_time = clock_type::now() - start;
+  return stats;
+}
+
+}  // namespace spillway

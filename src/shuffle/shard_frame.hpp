@@ -1,0 +1,39 @@
+/**
+ * @file shard_frame.hpp
+ * @brief A shard as one buffer: a 64-byte header, the packed table's metadata and its data, so
+ * that one spillable buffer holds it and one message carries it. Private to the shuffle layer.
+ *
+ * Layout (all integers 64-bit, host order): magic, metadata bytes, rows, data offset, data bytes,
+ * then zero padding to 64 bytes; the metadata; zero padding to a multiple of 64; the data.
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/memory/buffer.hpp>
+#include <spillway/memory/memory_resources.hpp>
+#include <spillway/table/table_view.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace spillway::detail {
+
+/**
+ * @brief Packs `rows` into one frame from `mrs.output()`; the packed copy it starts from comes
+ * from `mrs.temporary()`.
+ */
+buffer make_shard_frame(table_view const& rows, stream_view stream, memory_resources mrs);
+
+/**
+ * @brief Views the table in a frame of `size` bytes at `bytes` (of `kind` memory), without
+ * copying the data; `metadata` receives the host copy of the metadata the view was decoded from.
+ * @throws spillway::corruption_error when the frame is malformed
+ */
+table_view view_shard_frame(void const* bytes,
+                            std::size_t size,
+                            memory_kind kind,
+                            stream_view stream,
+                            std::vector<std::uint8_t>& metadata);
+
+}  // namespace spillway::detail

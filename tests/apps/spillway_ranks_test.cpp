@@ -1,0 +1,149 @@
+/**
+ * End-to-end tests of the multi-rank commands: `spillway shuffle` (pull and push, in-process
+ * ranks and mpirun) checked by `spillway verify --partitions`, and `spillway sort` across ranks
+ * (`--ranks`, mpirun) checked by `spillway verify --against`: every row kept, in its partition or
+ * in global order, within each rank's device budget, spilling, leaving no spill files.
+ */
+#include "cli_fixture.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+using spillway::cli_testing::SpillwayCli;
+
+/// Per-rank budgets small enough that 200k timeseries rows (about 9 MiB) spill on every rank.
+constexpr char const* RANK_BUDGETS = " --device-memory 2MiB --host-memory 2MiB --spill-dir spill";
+
+/**
+ * @return the command prefix that starts `ranks` processes with mpirun, or "" when unavailable.
+ * LeakSanitizer is off for them: OpenMPI leaves its own allocations behind at exit (the mpi test
+ * binaries do the same; every other test finds our leaks).
+ */
+std::string mpirun(int ranks) {
+#ifdef SPILLWAY_MPIRUN
+  return std::string{"ASAN_OPTIONS=detect_leaks=0 '" SPILLWAY_MPIRUN "' -np "} +
+         std::to_string(ranks) + " ";
+#else
+  static_cast<void>(ranks);
+  return "";
+#endif
+}
+
+class SpillwayRanks : public SpillwayCli {
+ protected:
+  void SetUp() override {
+    SpillwayCli::SetUp();
+    run_ok("gen timeseries --rows 200000 --files 5 --seed 3 -o in");
+  }
+};
+
+TEST_F(SpillwayRanks, ShuffleInProcessPullAndPush) {
+  for (std::string const mode : {"pull", "push"}) {
+    auto const result =
+      run_ok("shuffle in -o out-" + mode + " --by id --partitions 37 --ranks 3 --mode " + mode +
+             RANK_BUDGETS + " --json");
+    auto const summary = nlohmann::json::parse(result.out);
+    EXPECT_EQ(summary.at("rows").get<std::size_t>(), 200000U);
+    EXPECT_EQ(summary.at("ranks").get<int>(), 3);
+    EXPECT_LE(summary.at("device_peak_max").get<std::size_t>(), std::size_t{2} << 20U);
+    EXPECT_GT(summary.at("spilled_device_to_host_bytes").get<std::size_t>(), 0U);
+    EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
+    run_ok("verify out-" + mode + " --by id --partitions 37 --against in");
+    // The same rows checked against the wrong partition count fail.
+    EXPECT_EQ(run("verify out-" + mode + " --by id --partitions 36").exit_code, 1);
+  }
+}
+
+TEST_F(SpillwayRanks, ShuffleOnOneRankEqualsThreeRanks) {
+  run_ok("shuffle in -o one --by id,name --partitions 8" + std::string{RANK_BUDGETS});
+  run_ok("shuffle in -o three --by id,name --partitions 8 --ranks 3" + std::string{RANK_BUDGETS});
+  run_ok("verify one --by id,name --partitions 8 --against three");
+}
+
+TEST_F(SpillwayRanks, SortAcrossInProcessRanks) {
+  auto const result =
+    run_ok("sort in -o out --by name:desc,timestamp --ranks 4 --shuffle-mode pull" +
+           std::string{RANK_BUDGETS} + " --json");
+  auto const summary = nlohmann::json::parse(result.out);
+  EXPECT_EQ(summary.at("rows").get<std::size_t>(), 200000U);
+  EXPECT_EQ(summary.at("output_files").get<std::size_t>(), 4U);
+  EXPECT_LE(summary.at("device_peak_max").get<std::size_t>(), std::size_t{2} << 20U);
+  EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
+  run_ok("verify out --by name:desc,timestamp --against in");
+}
+
+TEST_F(SpillwayRanks, ShuffleResumesFromCheckpointsAfterTheProcessWasKilled) {
+  std::string const shuffle =
+    "shuffle in -o out --by id --partitions 8 --ranks 2 --batch-size 256KiB --checkpoint-dir ck "
+    "--json" +
+    std::string{RANK_BUDGETS};
+  // The process dies (SIGKILL, like a lost machine) once rank 1 has added its 4th map task.
+  auto const killed = run_launched("SPILLWAY_TEST_KILL_AFTER_MAPS=1:4 '" SPILLWAY_EXE "' " +
+                                   shuffle + " > /dev/null");
+  EXPECT_NE(killed.exit_code, 0);
+  EXPECT_TRUE(files_in("out").empty()) << "a killed shuffle left output files";
+  auto const resumed = nlohmann::json::parse(run_ok(shuffle).out);
+  EXPECT_GE(resumed.at("resumed_maps").get<std::size_t>(), 4U);
+  EXPECT_EQ(resumed.at("rows").get<std::size_t>(), 200000U);
+  run_ok("verify out --by id --partitions 8 --against in");
+  // Every file is now marked done: a third run reads no input at all.
+  auto const again = nlohmann::json::parse(run_ok(shuffle + " --overwrite").out);
+  EXPECT_EQ(again.at("rows_read").get<std::size_t>(), 0U);
+  EXPECT_EQ(again.at("rows").get<std::size_t>(), 200000U);
+  run_ok("verify out --by id --partitions 8 --against in");
+}
+
+TEST_F(SpillwayRanks, ShuffleErrors) {
+  expect_failure(run("shuffle in -o out --by nope --partitions 4"), 2, "nope", "out");
+  expect_failure(run("shuffle in -o out --by id --partitions 0"), 2, "--partitions", "out");
+  expect_failure(
+    run("shuffle in -o out --by id:desc --partitions 4"), 2, "column names only", "out");
+  expect_failure(
+    run("shuffle in -o out --by id --partitions 4 --mode sideways"), 2, "--mode", "out");
+  expect_failure(run("shuffle missing -o out --by id --partitions 4"), 1, "missing", "out");
+}
+
+TEST_F(SpillwayRanks, ShuffleAndSortUnderMpirun) {
+  if (mpirun(2).empty()) {
+    GTEST_SKIP() << "built without MPI: no mpirun to start ranks with";
+  }
+  for (int ranks : {2, 3}) {
+    auto const out = "mpi-shuffle-" + std::to_string(ranks);
+    launched_ok(mpirun(ranks) + "'" SPILLWAY_EXE "' shuffle in -o " + out +
+                " --by id --partitions 16 --mode push --json" + RANK_BUDGETS);
+    run_ok("verify " + out + " --by id --partitions 16 --against in");
+    auto const sorted  = "mpi-sort-" + std::to_string(ranks);
+    auto const result  = launched_ok(mpirun(ranks) + "'" SPILLWAY_EXE "' sort in -o " + sorted +
+                                    " --by x --json" + RANK_BUDGETS);
+    auto const summary = nlohmann::json::parse(result.out);
+    EXPECT_EQ(summary.at("ranks").get<int>(), ranks);
+    EXPECT_EQ(summary.at("transport").get<std::string>(), "mpi");
+    run_ok("verify " + sorted + " --by x --against in");
+  }
+  EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
+}
+
+TEST_F(SpillwayRanks, ShuffleUnderMpirunResumesAfterARankIsKilled) {
+  if (mpirun(2).empty()) {
+    GTEST_SKIP() << "built without MPI: no mpirun to start ranks with";
+  }
+  std::string const shuffle = "'" SPILLWAY_EXE
+                              "' shuffle in -o out --by id --partitions 8 --batch-size 256KiB "
+                              "--checkpoint-dir ck --json" +
+                              std::string{RANK_BUDGETS};
+  // Rank 1's process is killed after its 3rd map task: mpirun ends the job.
+  auto const killed =
+    run_launched("SPILLWAY_TEST_KILL_AFTER_MAPS=1:3 " + mpirun(2) + shuffle + " > /dev/null");
+  EXPECT_NE(killed.exit_code, 0);
+  EXPECT_TRUE(files_in("out").empty()) << "a killed shuffle left output files";
+  auto const resumed = nlohmann::json::parse(launched_ok(mpirun(2) + shuffle).out);
+  EXPECT_GE(resumed.at("resumed_maps").get<std::size_t>(), 3U);
+  run_ok("verify out --by id --partitions 8 --against in");
+}
+
+}  // namespace

@@ -1,0 +1,33 @@
+// The main of MPI test binaries: MPI around RUN_ALL_TESTS, gtest output from rank 0 only, and an
+// exit code that is non-zero on every rank when a test failed on any.
+#include "testing/rank_groups_mpi.hpp"
+
+#include <spillway/shuffle/mpi_communicator.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <vector>
+
+int main(int argc, char** argv) {
+  spillway::mpi_environment environment(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (environment.world_rank() != 0) {
+    // The other ranks run silently: no printer, no XML/JSON report (rank 0 writes it).
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    delete listeners.Release(listeners.default_xml_generator());
+  }
+  spillway::testing::set_rank_group_environment(&environment);
+  int const result = RUN_ALL_TESTS();
+  bool any_failed  = false;
+  {
+    spillway::mpi_communicator comm(environment);
+    std::vector<std::byte> const mine{std::byte{result != 0 ? std::uint8_t{1} : std::uint8_t{0}}};
+    for (auto const& flag : comm.allgather(mine)) {
+      any_failed = any_failed || flag.at(0) != std::byte{0};
+    }
+  }
+  spillway::testing::set_rank_group_environment(nullptr);
+  return any_failed ? 1 : 0;
+}

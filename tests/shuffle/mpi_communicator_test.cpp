@@ -1,0 +1,111 @@
+// What only the MPI communicator has: derived datatypes for large messages, failure notices
+// between processes, one environment per process. Runs in shuffle_mpi_tests under mpirun.
+#include "testing/rank_groups.hpp"
+#include "testing/rank_groups_mpi.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/shuffle/mpi_communicator.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <future>
+#include <string>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+using testing::rank_group_environment;
+
+std::vector<std::byte> pattern(std::size_t bytes, int seed) {
+  std::vector<std::byte> out(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) {
+    out[i] = static_cast<std::byte>((i * 131U + static_cast<std::size_t>(seed) * 7U) & 0xffU);
+  }
+  return out;
+}
+
+TEST(MpiCommunicator, MessagesAboveTheThresholdTravelAsDerivedDatatypes) {
+  using namespace spillway::literals;
+  // A threshold of 1000 bytes sends these as 1000-byte chunks plus a remainder, the path that
+  // messages above INT_MAX take with the default threshold.
+  mpi_communicator comm(rank_group_environment(), mpi_communicator::options{1000});
+  host_memory_resource host;
+  int const next     = (comm.rank() + 1) % comm.size();
+  int const previous = (comm.rank() + comm.size() - 1) % comm.size();
+  std::vector<std::size_t> const sizes{999, 1000, 1001, 2000, 12345, 3_MiB + 7};
+  std::vector<std::vector<std::byte>> payloads;
+  std::vector<std::future<void>> sent;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    payloads.push_back(pattern(sizes[i], comm.rank()));
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    sent.push_back(comm.send(next, static_cast<std::uint32_t>(i), payloads[i]));
+  }
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    auto message        = comm.receive(previous, static_cast<std::uint32_t>(i), host).get();
+    auto const expected = pattern(sizes[i], previous);
+    ASSERT_EQ(message.data.size(), sizes[i]);
+    EXPECT_EQ(std::memcmp(message.data.data(), expected.data(), sizes[i]), 0) << sizes[i];
+  }
+  for (auto& s : sent) {
+    s.get();
+  }
+  // alltoall's point-to-point exchange uses the same datatypes.
+  std::vector<std::vector<std::byte>> to_each;
+  for (int d = 0; d < comm.size(); ++d) {
+    to_each.push_back(pattern(2500 + static_cast<std::size_t>(d), comm.rank()));
+  }
+  auto const from_each = comm.alltoall(to_each);
+  for (int s = 0; s < comm.size(); ++s) {
+    EXPECT_EQ(from_each[static_cast<std::size_t>(s)],
+              pattern(2500 + static_cast<std::size_t>(comm.rank()), s));
+  }
+}
+
+TEST(MpiCommunicator, FailTellsEveryRankAndNobodyHangs) {
+  mpi_communicator comm(rank_group_environment());
+  host_memory_resource host;
+  comm.barrier();
+  if (comm.rank() == 0) {
+    comm.fail("rank 0 gives up on purpose");
+    EXPECT_TRUE(comm.failed());
+    std::vector<std::byte> const payload(8);
+    EXPECT_THROW(comm.send(0, 1, payload).get(), communication_error);
+  } else {
+    // Rank 0 never sends this: the notice fails the receive instead.
+    auto pending = comm.receive(0, 1, host);
+    try {
+      static_cast<void>(pending.get());
+      ADD_FAILURE() << "the receive completed";
+    } catch (communication_error const& e) {
+      EXPECT_NE(std::string{e.what()}.find("rank 0 gives up on purpose"), std::string::npos)
+        << e.what();
+    }
+    EXPECT_TRUE(comm.failed());
+    EXPECT_THROW(comm.barrier(), communication_error);
+  }
+}
+
+TEST(MpiCommunicator, DescribeAndEnvironment) {
+  auto& environment = rank_group_environment();
+  mpi_communicator comm(environment);
+  EXPECT_EQ(comm.rank(), environment.world_rank());
+  EXPECT_EQ(comm.size(), environment.world_size());
+  EXPECT_TRUE(mpi_backend_available());
+  EXPECT_EQ(mpi_unavailable_reason(), "");
+  auto const text = comm.describe();
+  EXPECT_EQ(
+    text.rfind("mpi rank " + std::to_string(comm.rank()) + " of " + std::to_string(comm.size()), 0),
+    0U)
+    << text;
+  EXPECT_THROW(mpi_environment{}, logic_error);
+  EXPECT_THROW(mpi_communicator(environment, mpi_communicator::options{0}), invalid_argument);
+}
+
+}  // namespace
+}  // namespace spillway

@@ -1,0 +1,37 @@
+/**
+ * @file rank_groups.hpp
+ * @brief Runs one test body on every rank of a group, in whichever environment the test binary
+ * was built for: threads of this process (`rank_groups_in_process.cpp`) or the processes of an
+ * `mpirun` (`rank_groups_mpi.cpp`). Shuffle tests written against it run in both.
+ *
+ * What a failure does, in both environments: when the body throws or records a gtest failure on
+ * some rank, that rank fails the group (`in_process_group::fail` / `mpi_communicator::fail`), so
+ * the pending and later communicator operations of every other rank throw `communication_error`
+ * instead of waiting for it; the test then fails on every rank, naming the rank and its error.
+ * A rank blocked on anything but its communicator (a bug in the body) is ended by the ctest
+ * timeout.
+ */
+#pragma once
+
+#include <spillway/shuffle/communicator.hpp>
+
+#include <functional>
+#include <vector>
+
+namespace spillway::testing {
+
+/**
+ * @brief Runs `body` once per group, on every rank of it; returns when every rank has returned.
+ *
+ * In process: groups of {1, 2, 3, 4, 8} ranks, one thread each. Under MPI: one group, all the
+ * processes of MPI_COMM_WORLD (a fresh communicator per call).
+ */
+void for_each_rank_group(std::function<void(communicator&)> const& body);
+
+/** @return the group sizes `for_each_rank_group` runs, in order */
+std::vector<int> rank_group_sizes();
+
+/** @return true when ranks are processes (MPI), false when they are threads of this process */
+bool ranks_are_processes() noexcept;
+
+}  // namespace spillway::testing
