@@ -59,9 +59,10 @@ struct shuffle_arguments {
   std::string inbox_budget = "64MiB";
   std::string format;
   std::string checkpoint_dir;
-  std::uint64_t seed = 0;
-  bool json          = false;
-  bool overwrite     = false;
+  std::string compression = "snappy";
+  std::uint64_t seed      = 0;
+  bool json               = false;
+  bool overwrite          = false;
 };
 
 /** @brief One rank's counters, summed or maximised over the ranks for the summary. */
@@ -129,17 +130,19 @@ void maybe_die(int rank, std::size_t maps_added) {
 }
 
 /**
- * @brief Adds the map tasks of `files` with identities, so that their shards are checkpointed; a
- * file whose maps were all checkpointed by an earlier run is not read at all.
+ * @brief Adds a map task per batch of `files`. Its lineage is the file itself: a lost shard's map
+ * task reads its batch from the file again, so no copy of the input is kept. With a checkpoint
+ * directory the maps are named (their shards are checkpointed) and a file whose maps were all
+ * checkpointed by an earlier run is not read at all.
  */
-void add_checkpointed_maps(shuffler& shuffle,
-                           std::string const& directory,
-                           std::vector<std::string> const& files,
-                           file_format format,
-                           std::size_t batch_bytes,
-                           memory_resources mrs,
-                           int rank,
-                           rank_totals& totals) {
+void add_file_maps(shuffler& shuffle,
+                   std::string const& directory,
+                   std::vector<std::string> const& files,
+                   file_format format,
+                   std::size_t batch_bytes,
+                   memory_resources mrs,
+                   int rank,
+                   rank_totals& totals) {
   std::size_t added = 0;
   for (auto const& file : files) {
     auto const lineage = [file, format, batch_bytes](std::size_t index) {
@@ -147,11 +150,16 @@ void add_checkpointed_maps(shuffler& shuffle,
         return reread_batch(file, format, batch_bytes, index, out);
       };
     };
-    auto const marker   = done_marker(directory, file, batch_bytes);
+    bool const checkpointed = !directory.empty();
+    auto const identity     = [&](std::size_t index) {
+      return checkpointed ? map_identity(file, batch_bytes, index) : std::string{};
+    };
+    auto const marker =
+      checkpointed ? done_marker(directory, file, batch_bytes) : std::filesystem::path{};
     std::size_t batches = 0;
-    if (std::ifstream in{marker}; in >> batches) {
+    if (std::ifstream in{marker}; checkpointed && in >> batches) {
       for (std::size_t index = 0; index < batches; ++index) {
-        static_cast<void>(shuffle.add_map(lineage(index), map_identity(file, batch_bytes, index)));
+        static_cast<void>(shuffle.add_map(lineage(index), identity(index)));
         maybe_die(rank, ++added);
       }
       continue;
@@ -174,8 +182,11 @@ void add_checkpointed_maps(shuffler& shuffle,
           }
           return again(stream, out);
         },
-        map_identity(file, batch_bytes, index)));
+        identity(index)));
       maybe_die(rank, ++added);
+    }
+    if (!checkpointed) {
+      continue;
     }
     // Written under a temporary name and renamed: a marker that exists is complete.
     auto const temporary = marker.string() + ".tmp";
@@ -203,6 +214,9 @@ int run_shuffle(shuffle_arguments const& args) {
   auto const batch_size    = parse_size_flag("--batch-size", args.batch_size);
   auto const file_size     = parse_size_flag("--file-size", args.file_size);
   auto const inbox_budget  = parse_size_flag("--inbox-budget", args.inbox_budget);
+  auto const compression   = args.compression == "none"   ? parquet_compression::NONE
+                             : args.compression == "zstd" ? parquet_compression::ZSTD
+                                                          : parquet_compression::SNAPPY;
   if (args.partitions == 0 || args.partitions > MAX_PARTITIONS) {
     throw usage_error("--partitions must be between 1 and " + std::to_string(MAX_PARTITIONS));
   }
@@ -275,26 +289,14 @@ int run_shuffle(shuffle_arguments const& args) {
     rank_totals totals;
     memory_resources const reader_resources{environment.device(), io_scratch};
     auto const my_files = files_of_rank(files, comm.rank(), comm.size());
-    if (args.checkpoint_dir.empty()) {
-      read_files(my_files,
-                 format,
-                 std::max<std::size_t>(batch_bytes, 1),
-                 reader_resources,
-                 [&](std::unique_ptr<table> batch) {
-                   totals.rows_in += batch->num_rows();
-                   totals.bytes_in += batch->allocated_bytes();
-                   static_cast<void>(shuffle.add_map(batch->view()));
-                 });
-    } else {
-      add_checkpointed_maps(shuffle,
-                            args.checkpoint_dir,
-                            my_files,
-                            format,
-                            std::max<std::size_t>(batch_bytes, 1),
-                            reader_resources,
-                            comm.rank(),
-                            totals);
-    }
+    add_file_maps(shuffle,
+                  args.checkpoint_dir,
+                  my_files,
+                  format,
+                  std::max<std::size_t>(batch_bytes, 1),
+                  reader_resources,
+                  comm.rank(),
+                  totals);
     shuffle.finish_maps();
     std::vector<std::string> mine;
     for (auto const partition : shuffle.owned_partitions()) {
@@ -306,7 +308,8 @@ int run_shuffle(shuffle_arguments const& args) {
       writer_options.target_file_bytes = file_size;
       char prefix[32];
       std::snprintf(prefix, sizeof(prefix), "partition-%05zu", partition);
-      writer_options.file_prefix = prefix;
+      writer_options.file_prefix         = prefix;
+      writer_options.parquet.compression = compression;
       batch_writer writer(writer_options, names, default_stream(), memory_resources{io_scratch});
       shuffle.for_each_batch(partition, [&](table_view const& batch) {
         totals.rows_out += batch.num_rows();
@@ -440,6 +443,9 @@ command add_shuffle_command(CLI::App& parent) {
                   "Persist every map task's shards here; a rerun with the same input, flags and "
                   "directory reads them back instead of reading and partitioning that input again "
                   "(remove the directory once the shuffle has succeeded)");
+  app->add_option("--compression", args->compression, "Parquet page compression of the output")
+    ->check(CLI::IsMember({"none", "snappy", "zstd"}))
+    ->capture_default_str();
   app->add_flag("--json", args->json, "Print a JSON summary on stdout");
   app->add_flag("--overwrite", args->overwrite, "Replace the files of an existing output");
   return {app, [args] { return run_shuffle(*args); }};

@@ -12,6 +12,11 @@ of this machine), its "tasks" shuffle and its "p2p" shuffle (which uses pyarrow)
 spillway runs `spillway shuffle` in one process (in-process ranks) and, with --mpi-ranks, under
 mpirun, in pull and push modes.
 
+With --in-memory, the input is loaded first and only the shuffle is timed: spillway's
+`spillway_shuffle_bench` holds each rank's input in its spill store, then times the map tasks,
+the exchange and reading every partition; dask persists the dataset on its workers, then times
+`df.shuffle(...).map_partitions(len).compute()`. Nothing is written.
+
   python3 bench/compare/shuffle_vs_dask.py --rows 31600000 --partitions 64 \
       [--engines spillway-pull,spillway-push,dask-tasks,dask-p2p] [--mpi-ranks 2,4]
 """
@@ -56,6 +61,41 @@ def run_spillway(args, mode, ranks, out_dir):
     return seconds, stdout.strip().splitlines()[-1] if stdout.strip() else ""
 
 
+def run_spillway_in_memory(args, mode, ranks):
+    command = [args.shuffle_bench, args.data, "--by", args.by, "--partitions",
+               str(args.partitions), "--mode", mode, "--device-memory", args.device_memory,
+               "--host-memory", args.host_memory]
+    if ranks:
+        command = [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks)] + command
+    else:
+        command += ["--ranks", str(args.ranks)]
+    _, stdout = run_timed(command)
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    return summary["seconds"], json.dumps(summary)
+
+
+def run_dask_in_memory(args, method):
+    code = f"""
+import time, dask, dask.dataframe as dd
+from distributed import Client, LocalCluster, wait
+if __name__ == "__main__":
+    cluster = LocalCluster(n_workers={args.workers}, threads_per_worker=1,
+                           memory_limit="{args.dask_memory}", dashboard_address=None,
+                           local_directory="{args.temp}")
+    client = Client(cluster)
+    df = dd.read_parquet("{args.data}").persist()
+    wait(df)
+    start = time.perf_counter()
+    counts = df.shuffle("{args.by}", npartitions={args.partitions},
+                        shuffle_method="{method}").map_partitions(len).compute()
+    print(time.perf_counter() - start, int(counts.sum()))
+    client.close(); cluster.close()
+"""
+    _, stdout = run_timed([sys.executable, "-c", code])
+    seconds, rows = stdout.strip().splitlines()[-1].split()
+    return float(seconds), int(rows)
+
+
 def run_dask(args, method, out_dir):
     code = f"""
 import time, dask, dask.dataframe as dd
@@ -93,6 +133,10 @@ def main():
     parser.add_argument("--spillway", default=os.path.join(ROOT, "build", "release", "apps",
                                                            "spillway"))
     parser.add_argument("--temp", default=None, help="directory for outputs and spills")
+    parser.add_argument("--in-memory", action="store_true",
+                        help="time the shuffle alone, its input already loaded")
+    parser.add_argument("--shuffle-bench", default=os.path.join(ROOT, "build", "release", "bench",
+                                                                "spillway_shuffle_bench"))
     args = parser.parse_args()
 
     args.temp = args.temp or tempfile.mkdtemp(prefix="shuffle-bench-", dir=ROOT)
@@ -120,6 +164,20 @@ def main():
         out_dir = os.path.join(args.temp, "out-" + label.replace(" ", "_").replace("(", "")
                                .replace(")", ""))
         shutil.rmtree(out_dir, ignore_errors=True)
+        if args.in_memory:
+            if engine.startswith("spillway-"):
+                seconds, extra = run_spillway_in_memory(args, mode, ranks)
+                out_rows = json.loads(extra)["rows"]
+            else:
+                seconds, out_rows = run_dask_in_memory(args, mode)
+                extra = "persisted first; shuffle and a count per partition timed"
+            if out_rows != rows:
+                raise SystemExit(f"{label}: counted {out_rows} rows, expected {rows}")
+            rate = nbytes / seconds / 1e6
+            results.append((label, seconds, rate))
+            print(json.dumps({"engine": label, "seconds": round(seconds, 3),
+                              "MB_per_s": round(rate, 1), "detail": extra}), flush=True)
+            continue
         if engine.startswith("spillway-"):
             seconds, summary = run_spillway(args, mode, ranks, out_dir)
             extra = summary

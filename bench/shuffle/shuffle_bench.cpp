@@ -1,0 +1,173 @@
+/**
+ * The shuffle alone, data in memory: every rank reads its share of a Parquet dataset's files into
+ * its spill store first (not timed), then the timed part runs the map tasks (hash partitioning
+ * into shards), the exchange (pull or push) and the reading of every owned partition (each batch
+ * is touched, not written anywhere). Ranks are threads (--ranks) or, under mpirun, processes.
+ * Prints one JSON line from rank 0; bench/compare/shuffle_vs_dask.py --in-memory drives it.
+ *
+ *   spillway_shuffle_bench DATASET --by id --partitions 64 --mode push --ranks 2
+ */
+#include <spillway/core/units.hpp>
+#include <spillway/io/dataset.hpp>
+#include <spillway/io/parquet.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/runtime/device_environment.hpp>
+#include <spillway/shuffle/in_process_communicator.hpp>
+#include <spillway/shuffle/mpi_communicator.hpp>
+#include <spillway/shuffle/shuffler.hpp>
+#include <spillway/table/copy.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace spillway;
+
+struct arguments {
+  std::string dataset;
+  std::string by         = "id";
+  std::size_t partitions = 64;
+  std::string mode       = "push";
+  int ranks              = 2;
+  std::size_t device     = 512_MiB;
+  std::size_t host       = 2_GiB;
+  std::size_t batch      = 64_MiB;
+};
+
+arguments parse(int argc, char** argv) {
+  arguments args;
+  for (int i = 1; i < argc; ++i) {
+    std::string const flag = argv[i];
+    auto const value       = [&] { return i + 1 < argc ? std::string{argv[++i]} : std::string{}; };
+    if (flag == "--by") {
+      args.by = value();
+    } else if (flag == "--partitions") {
+      args.partitions = std::stoull(value());
+    } else if (flag == "--mode") {
+      args.mode = value();
+    } else if (flag == "--ranks") {
+      args.ranks = std::stoi(value());
+    } else if (flag == "--device-memory") {
+      args.device = parse_bytes(value());
+    } else if (flag == "--host-memory") {
+      args.host = parse_bytes(value());
+    } else if (flag == "--batch-size") {
+      args.batch = parse_bytes(value());
+    } else {
+      args.dataset = flag;
+    }
+  }
+  return args;
+}
+
+std::uint64_t sum_over(communicator& comm, std::uint64_t value) {
+  std::uint64_t total = 0;
+  for (auto const& theirs :
+       comm.allgather(std::as_bytes(std::span<std::uint64_t const>(&value, 1)))) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, theirs.data(), sizeof(v));
+    total += v;
+  }
+  return total;
+}
+
+void run_rank(communicator& comm, arguments const& args, std::vector<std::string> const& files) {
+  device_environment_options options;
+  options.device_memory = args.device;
+  options.host_memory   = args.host;
+  device_environment environment(options);
+  device_task task(environment, task_id{static_cast<std::uint64_t>(comm.rank()) + 1});
+  task_context::thread_binding bind(task.context());
+
+  // Untimed: this rank's files into the spill store (where a pipeline would hold its input).
+  std::vector<spillable_table> inputs;
+  std::uint64_t bytes = 0;
+  std::size_t key     = 0;
+  for (std::size_t f = static_cast<std::size_t>(comm.rank()); f < files.size();
+       f += static_cast<std::size_t>(comm.size())) {
+    parquet_read_options read;
+    read.target_batch_bytes = args.batch;
+    auto reader             = open_parquet(
+      files[f], read, default_stream(), memory_resources{environment.device(), environment.host()});
+    for (std::size_t c = 0; c < reader->schema().size(); ++c) {
+      if (reader->schema()[c].name == args.by) {
+        key = c;
+      }
+    }
+    while (auto batch = reader->next()) {
+      bytes += batch->allocated_bytes();
+      inputs.push_back(environment.store().make_spillable(std::move(batch), 0));
+    }
+  }
+  comm.barrier();
+  auto const start = std::chrono::steady_clock::now();
+  shuffle_options shuffle_config(environment.host());
+  shuffle_config.partitions.method         = partition_method::HASH;
+  shuffle_config.partitions.key_columns    = {key};
+  shuffle_config.partitions.num_partitions = args.partitions;
+  shuffler shuffle(args.mode == "pull" ? shuffle_mode::PULL : shuffle_mode::PUSH,
+                   comm,
+                   environment.store(),
+                   shuffle_config,
+                   default_stream(),
+                   memory_resources{environment.device()});
+  for (auto const& input : inputs) {  // the lineage is the stored input itself
+    static_cast<void>(shuffle.add_map([&input](stream_view stream, memory_resources mrs) {
+      auto const pinned = input.acquire();
+      return copy(pinned.view(), stream, mrs);
+    }));
+  }
+  shuffle.finish_maps();
+  std::uint64_t rows = 0;
+  for (auto const partition : shuffle.owned_partitions()) {
+    shuffle.for_each_batch(partition, [&](table_view const& batch) { rows += batch.num_rows(); });
+  }
+  shuffle.close();
+  double const seconds =
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto const total_rows  = sum_over(comm, rows);
+  auto const total_bytes = sum_over(comm, bytes);
+  auto const spilled     = sum_over(
+    comm, environment.store().statistics().between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes);
+  if (comm.rank() == 0) {
+    std::printf(
+      "{\"ranks\": %d, \"mode\": \"%s\", \"partitions\": %zu, \"rows\": %llu, \"bytes\": %llu, "
+      "\"seconds\": %.3f, \"MB_per_s\": %.1f, \"spilled_device_to_host_bytes\": %llu}\n",
+      comm.size(),
+      args.mode.c_str(),
+      args.partitions,
+      static_cast<unsigned long long>(total_rows),
+      static_cast<unsigned long long>(total_bytes),
+      seconds,
+      static_cast<double>(total_bytes) / seconds / 1e6,
+      static_cast<unsigned long long>(spilled));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto const args = parse(argc, argv);
+  if (args.dataset.empty()) {
+    std::fprintf(stderr,
+                 "usage: spillway_shuffle_bench DATASET [--by col] [--partitions P] "
+                 "[--mode pull|push] [--ranks N] [--device-memory B] [--host-memory B]\n");
+    return 2;
+  }
+  auto const files = expand_dataset(args.dataset);
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr && mpi_backend_available()) {
+    mpi_environment environment;
+    mpi_communicator comm(environment);
+    run_rank(comm, args, files);
+    return 0;
+  }
+  run_in_process(args.ranks, [&](communicator& comm) { run_rank(comm, args, files); });
+  return 0;
+}
