@@ -149,6 +149,13 @@ file_format resolve_format(std::string const& source, std::string const& format_
   return *format;
 }
 
+sort_strategy parse_strategy(std::string_view name) {
+  if (name == "merge") {
+    return sort_strategy::MERGE;
+  }
+  return name == "sample" ? sort_strategy::SAMPLE : sort_strategy::AUTO;
+}
+
 std::unique_ptr<batch_reader> open_dataset(std::string const& source,
                                            file_format format,
                                            std::size_t target_batch_bytes,

@@ -9,6 +9,7 @@
 #include <spillway/io/file_format.hpp>
 #include <spillway/io/schema.hpp>
 #include <spillway/memory/memory_resources.hpp>
+#include <spillway/ooc/external_sort.hpp>
 #include <spillway/ops/sort_order.hpp>
 
 #include <cstddef>
@@ -56,6 +57,9 @@ std::string user_message(std::string_view what);
  * @throws usage_error naming the flag and the text when it is not a size or is zero
  */
 std::size_t parse_size_flag(std::string_view flag, std::string_view text);
+
+/** @return the strategy named by `--strategy` ("merge", "sample"; anything else: AUTO) */
+sort_strategy parse_strategy(std::string_view name);
 
 /** @brief One entry of `--by`: a column name with its direction and null placement. */
 struct key_spec {

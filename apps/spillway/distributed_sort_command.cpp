@@ -33,13 +33,6 @@ constexpr std::size_t BASE_LEASE_BATCHES = 4;
 /// Output batches are at most this large.
 constexpr std::size_t MAX_OUTPUT_BATCH = 64_MiB;
 
-sort_strategy strategy_named(std::string const& name) {
-  if (name == "merge") {
-    return sort_strategy::MERGE;
-  }
-  return name == "sample" ? sort_strategy::SAMPLE : sort_strategy::AUTO;
-}
-
 }  // namespace
 
 int run_distributed_sort(distributed_sort_request const& request) {
@@ -70,31 +63,20 @@ int run_distributed_sort(distributed_sort_request const& request) {
     std::max<std::size_t>(1, std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH));
 
   std::mutex mutex;
-  std::unique_ptr<output_directory> directory;
+  shared_output output(request.output, request.overwrite);
   std::vector<std::string> written;
   std::string summary_line;
   nlohmann::ordered_json summary;
 
   run_on_ranks(request.ranks, [&](communicator& comm) {
-    {
-      std::lock_guard lock(mutex);
-      if (!directory && (comm.rank() == 0 || launched_by_mpirun())) {
-        directory = std::make_unique<output_directory>(request.output, request.overwrite);
-      }
-    }
-    comm.barrier();
-    device_environment_options environment_options;
-    environment_options.device_memory = device_memory;
-    environment_options.host_memory   = host_memory;
-    environment_options.spill_root    = request.spill_dir;
-    device_environment environment(environment_options);
-    device_task task(environment, task_id{static_cast<std::uint64_t>(comm.rank()) + 1});
-    task_context::thread_binding bind(task.context());
-    host_memory_resource rank_host;
-    statistics_resource_adaptor io_scratch{rank_host};
+    output.open(comm);
+    rank_device rank(comm, device_memory, host_memory, request.spill_dir);
+    auto& environment = rank.environment();
+    auto& rank_host   = rank.host();
+    auto& io_scratch  = rank.io_scratch();
     lease_request_options base_options;
     base_options.is_base  = true;
-    auto const base_lease = task.context().request_lease(
+    auto const base_lease = rank.task().request_lease(
       std::min(device_memory, BASE_LEASE_BATCHES * batch_bytes), base_options);
 
     distributed_sort_options options;
@@ -105,9 +87,9 @@ int run_distributed_sort(distributed_sort_request const& request) {
     options.sort.merge_budget_bytes = device_memory / 2;
     options.sort.output_batch_bytes =
       std::min(device_memory / DEVICE_SHARE_PER_BATCH, MAX_OUTPUT_BATCH);
-    options.sort.strategy    = strategy_named(request.strategy);
+    options.sort.strategy    = parse_strategy(request.strategy);
     options.sort.coordinator = &environment.coordinator();
-    options.sort.task        = &task.context();
+    options.sort.task        = &rank.task();
 
     auto const mine = files_of_rank(files, comm.rank(), comm.size());
     memory_resources const reader_resources{environment.device(), io_scratch};
@@ -199,7 +181,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
     summary_line = line;
   });
   if (!summary_line.empty()) {
-    directory->commit(written);
+    output.commit(written);
     std::fprintf(stderr, "%s\n", summary_line.c_str());
     if (request.json) {
       std::cout << summary.dump() << std::endl;

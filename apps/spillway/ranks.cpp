@@ -25,6 +25,41 @@ std::uint64_t word_at(std::vector<std::byte> const& bytes, std::size_t index) {
 
 }  // namespace
 
+void shared_output::open(communicator& comm) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!directory_ && (comm.rank() == 0 || launched_by_mpirun())) {
+      directory_ = std::make_unique<output_directory>(path_, overwrite_);
+    }
+  }
+  comm.barrier();
+}
+
+void shared_output::commit(std::vector<std::string> const& written) {
+  std::lock_guard lock(mutex_);
+  if (directory_) {
+    directory_->commit(written);
+  }
+}
+
+device_environment_options rank_device::options(std::size_t device_memory,
+                                                std::size_t host_memory,
+                                                std::string const& spill_dir) {
+  device_environment_options result;
+  result.device_memory = device_memory;
+  result.host_memory   = host_memory;
+  result.spill_root    = spill_dir;
+  return result;
+}
+
+rank_device::rank_device(communicator const& comm,
+                         std::size_t device_memory,
+                         std::size_t host_memory,
+                         std::string const& spill_dir)
+  : environment_(options(device_memory, host_memory, spill_dir)),
+    task_(environment_, task_id{static_cast<std::uint64_t>(comm.rank()) + 1}),
+    bind_(task_.context()) {}
+
 bool launched_by_mpirun() noexcept {
   for (char const* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
     if (std::getenv(name) != nullptr) {

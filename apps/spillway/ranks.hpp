@@ -6,8 +6,14 @@
  */
 #pragma once
 
+#include "output_directory.hpp"
+
 #include <spillway/io/file_format.hpp>
+#include <spillway/lease/task_context.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/memory_resources.hpp>
+#include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/runtime/device_environment.hpp>
 #include <spillway/shuffle/communicator.hpp>
 #include <spillway/table/table.hpp>
 
@@ -15,10 +21,63 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 namespace spillway::cli {
+
+/**
+ * @brief The output directory of a multi-rank command: guarded once per process (by in-process
+ * rank 0, or by every process under mpirun) before any rank writes, kept by `commit`.
+ */
+class shared_output {
+ public:
+  /** @see output_directory */
+  shared_output(std::string path, bool overwrite) : path_(std::move(path)), overwrite_(overwrite) {}
+
+  /** @brief Every rank calls it first: guards the directory, then waits for every rank. */
+  void open(communicator& comm);
+  /** @brief Keeps `written` (every rank's files), on the process that guarded the directory. */
+  void commit(std::vector<std::string> const& written);
+
+ private:
+  std::string path_;
+  bool overwrite_;
+  std::mutex mutex_;
+  std::unique_ptr<output_directory> directory_;
+};
+
+/**
+ * @brief One rank's emulated device (its OOM protocol, lease arbiter and spill store) and its
+ * task, bound to the constructing thread, plus plain host memory for I/O scratch.
+ * @note Construct it on the rank's own thread.
+ */
+class rank_device {
+ public:
+  rank_device(communicator const& comm,
+              std::size_t device_memory,
+              std::size_t host_memory,
+              std::string const& spill_dir);
+
+  [[nodiscard]] device_environment& environment() noexcept { return environment_; }
+  [[nodiscard]] task_context& task() noexcept { return task_.context(); }
+  /** @return plain host memory for this rank's control messages and keys */
+  [[nodiscard]] host_memory_resource& host() noexcept { return host_; }
+  /** @return host memory for reader and writer scratch, counted */
+  [[nodiscard]] statistics_resource_adaptor& io_scratch() noexcept { return io_scratch_; }
+
+ private:
+  static device_environment_options options(std::size_t device_memory,
+                                            std::size_t host_memory,
+                                            std::string const& spill_dir);
+
+  device_environment environment_;
+  device_task task_;
+  task_context::thread_binding bind_;
+  host_memory_resource host_;
+  statistics_resource_adaptor io_scratch_{host_};
+};
 
 /** @return whether this process was started by `mpirun` (OpenMPI, MPICH or PMIx variables) */
 bool launched_by_mpirun() noexcept;

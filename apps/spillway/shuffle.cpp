@@ -251,27 +251,14 @@ int run_shuffle(shuffle_arguments const& args) {
   nlohmann::ordered_json summary;
   std::string summary_line;
   std::vector<std::string> written;
-  std::unique_ptr<output_directory> directory;
-  std::mutex directory_mutex;
+  shared_output output(args.output, args.overwrite);
 
   run_on_ranks(args.ranks, [&](communicator& comm) {
-    {
-      // Every rank checks the output before any writes (under mpirun each process guards it).
-      std::lock_guard lock(directory_mutex);
-      if (!directory && (comm.rank() == 0 || launched_by_mpirun())) {
-        directory = std::make_unique<output_directory>(args.output, args.overwrite);
-      }
-    }
-    comm.barrier();
-    device_environment_options environment_options;
-    environment_options.device_memory = device_memory;
-    environment_options.host_memory   = host_memory;
-    environment_options.spill_root    = args.spill_dir;
-    device_environment environment(environment_options);
-    device_task task(environment, task_id{static_cast<std::uint64_t>(comm.rank()) + 1});
-    task_context::thread_binding bind(task.context());
-    host_memory_resource rank_host;
-    statistics_resource_adaptor io_scratch{rank_host};
+    output.open(comm);
+    rank_device rank(comm, device_memory, host_memory, args.spill_dir);
+    auto& environment = rank.environment();
+    auto& rank_host   = rank.host();
+    auto& io_scratch  = rank.io_scratch();
 
     shuffle_options options(rank_host);
     options.partitions.method         = partition_method::HASH;
@@ -407,7 +394,7 @@ int run_shuffle(shuffle_arguments const& args) {
     summary_line = line;
   });
   if (!summary_line.empty()) {  // rank 0 of this process
-    directory->commit(written);
+    output.commit(written);
     std::fprintf(stderr, "%s\n", summary_line.c_str());
     if (args.json) {
       std::cout << summary.dump() << std::endl;

@@ -82,16 +82,6 @@ struct sort_arguments {
   bool overwrite           = false;
 };
 
-sort_strategy strategy_named(std::string const& name) {
-  if (name == "merge") {
-    return sort_strategy::MERGE;
-  }
-  if (name == "sample") {
-    return sort_strategy::SAMPLE;
-  }
-  return sort_strategy::AUTO;
-}
-
 /** @return a lower bound of the bytes of one row of `schema` on the device */
 std::size_t min_row_bytes(table_schema const& schema) {
   std::size_t bytes = 0;
@@ -376,7 +366,7 @@ int run_sort(sort_arguments const& args) {
   options.orders             = resolved.orders;
   options.merge_budget_bytes = device_memory / 2;
   options.output_batch_bytes = std::min(device_memory / DEVICE_SHARE_PER_BATCH, MAX_OUTPUT_BATCH);
-  options.strategy           = strategy_named(args.strategy);
+  options.strategy           = parse_strategy(args.strategy);
   options.coordinator        = &coordinator;
   options.task               = &task;
   // The base lease covers a few batches; merges ask for more when they need it.

@@ -26,15 +26,8 @@ namespace {
 
 using testing::for_each_rank_group;
 
-std::vector<std::byte> bytes_of(std::string const& text) {
-  std::vector<std::byte> out(text.size());
-  std::memcpy(out.data(), text.data(), text.size());
-  return out;
-}
-
-std::string text_of(buffer const& data) {
-  return {static_cast<char const*>(data.data()), data.size()};
-}
+using testing::bytes_of;
+using testing::text_of;
 
 int next_rank(communicator const& comm) { return (comm.rank() + 1) % comm.size(); }
 int previous_rank(communicator const& comm) {

@@ -1,3 +1,5 @@
+#include "testing/rank_groups.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
@@ -14,15 +16,8 @@
 namespace spillway {
 namespace {
 
-std::vector<std::byte> bytes_of(std::string const& text) {
-  std::vector<std::byte> out(text.size());
-  std::memcpy(out.data(), text.data(), text.size());
-  return out;
-}
-
-std::string text_of(buffer const& data) {
-  return {static_cast<char const*>(data.data()), data.size()};
-}
+using testing::bytes_of;
+using testing::text_of;
 
 TEST(InProcessCommunicator, RejectsBadGroupSizes) {
   EXPECT_THROW(in_process_group(0), invalid_argument);

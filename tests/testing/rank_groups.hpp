@@ -15,7 +15,11 @@
 
 #include <spillway/shuffle/communicator.hpp>
 
+#include <gtest/gtest.h>
+
+#include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace spillway::testing {
@@ -33,5 +37,31 @@ std::vector<int> rank_group_sizes();
 
 /** @return true when ranks are processes (MPI), false when they are threads of this process */
 bool ranks_are_processes() noexcept;
+
+/** @return the failed parts (assertions) of the running test so far */
+inline int failed_test_parts() {
+  auto const* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (info == nullptr) {
+    return 0;
+  }
+  auto const* result = info->result();
+  int failed         = 0;
+  for (int i = 0; i < result->total_part_count(); ++i) {
+    failed += result->GetTestPartResult(i).failed() ? 1 : 0;
+  }
+  return failed;
+}
+
+/** @return the bytes of `text`, as a message carries them */
+inline std::vector<std::byte> bytes_of(std::string const& text) {
+  std::vector<std::byte> out(text.size());
+  std::memcpy(out.data(), text.data(), text.size());
+  return out;
+}
+
+/** @return a received message's bytes as text */
+inline std::string text_of(buffer const& data) {
+  return {static_cast<char const*>(data.data()), data.size()};
+}
 
 }  // namespace spillway::testing

@@ -10,24 +10,6 @@
 #include <string>
 
 namespace spillway::testing {
-namespace {
-
-/** @return the number of failed parts of the running test so far */
-int failed_parts() {
-  auto const* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  if (info == nullptr) {
-    return 0;
-  }
-  auto const* result = info->result();
-  int failed         = 0;
-  for (int i = 0; i < result->total_part_count(); ++i) {
-    failed += result->GetTestPartResult(i).failed() ? 1 : 0;
-  }
-  return failed;
-}
-
-}  // namespace
-
 std::vector<int> rank_group_sizes() { return {1, 2, 3, 4, 8}; }
 
 bool ranks_are_processes() noexcept { return false; }
@@ -35,12 +17,12 @@ bool ranks_are_processes() noexcept { return false; }
 void for_each_rank_group(std::function<void(communicator&)> const& body) {
   for (int size : rank_group_sizes()) {
     SCOPED_TRACE("group of " + std::to_string(size) + " in-process ranks");
-    int const failed_before = failed_parts();
+    int const failed_before = failed_test_parts();
     try {
       run_in_process(size, [&](communicator& comm) {
         body(comm);
         // A rank that stopped at a failed assertion may leave its peers waiting: fail the group.
-        if (failed_parts() != failed_before) {
+        if (failed_test_parts() != failed_before) {
           throw std::runtime_error("rank " + std::to_string(comm.rank()) +
                                    " finished with a failed assertion");
         }
@@ -49,7 +31,7 @@ void for_each_rank_group(std::function<void(communicator&)> const& body) {
       ADD_FAILURE() << "group of " << size << " ranks: " << e.what();
       return;
     }
-    if (failed_parts() != failed_before) {
+    if (failed_test_parts() != failed_before) {
       return;
     }
   }

@@ -16,19 +16,6 @@ namespace {
 
 mpi_environment* current_environment = nullptr;
 
-int failed_parts() {
-  auto const* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  if (info == nullptr) {
-    return 0;
-  }
-  auto const* result = info->result();
-  int failed         = 0;
-  for (int i = 0; i < result->total_part_count(); ++i) {
-    failed += result->GetTestPartResult(i).failed() ? 1 : 0;
-  }
-  return failed;
-}
-
 }  // namespace
 
 void set_rank_group_environment(mpi_environment* environment) noexcept {
@@ -58,7 +45,7 @@ void for_each_rank_group(std::function<void(communicator&)> const& body) {
   std::string error;  // empty while this rank is fine
   {
     mpi_communicator comm(environment);
-    int const failed_before = failed_parts();
+    int const failed_before = failed_test_parts();
     try {
       body(comm);
     } catch (std::exception const& e) {
@@ -66,7 +53,7 @@ void for_each_rank_group(std::function<void(communicator&)> const& body) {
     } catch (...) {
       error = "an exception that is not a std::exception";
     }
-    if (error.empty() && failed_parts() != failed_before) {
+    if (error.empty() && failed_test_parts() != failed_before) {
       error = "a failed assertion";
     }
     if (!error.empty()) {
