@@ -145,9 +145,13 @@ void add_file_maps(shuffler& shuffle,
                    rank_totals& totals) {
   std::size_t added = 0;
   for (auto const& file : files) {
-    auto const lineage = [file, format, batch_bytes](std::size_t index) {
-      return [file, format, batch_bytes, index](stream_view, memory_resources out) {
-        return reread_batch(file, format, batch_bytes, index, out);
+    // The batch into the shuffle's memory; the reader's own scratch on the host, as when the
+    // file was first read.
+    auto const reader_scratch = mrs.temporary();
+    auto const lineage        = [file, format, batch_bytes, reader_scratch](std::size_t index) {
+      return [file, format, batch_bytes, index, reader_scratch](stream_view, memory_resources out) {
+        return reread_batch(
+          file, format, batch_bytes, index, memory_resources{out.output(), reader_scratch});
       };
     };
     bool const checkpointed = !directory.empty();
@@ -267,6 +271,10 @@ int run_shuffle(shuffle_arguments const& args) {
     options.partitions.seed           = args.seed;
     options.inbox_budget              = inbox_budget;
     options.checkpoint_directory      = args.checkpoint_dir;
+    if (char const* loss = std::getenv("SPILLWAY_TEST_SHARD_LOSS"); loss != nullptr) {
+      // Fault injection for the recompute tests: drop shards with this probability.
+      options.testing_shard_loss = random_shard_loss(std::strtod(loss, nullptr), args.seed + 1);
+    }
     shuffler shuffle(args.mode == "pull" ? shuffle_mode::PULL : shuffle_mode::PUSH,
                      comm,
                      environment.store(),

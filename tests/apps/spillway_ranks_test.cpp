@@ -98,6 +98,21 @@ TEST_F(SpillwayRanks, ShuffleResumesFromCheckpointsAfterTheProcessWasKilled) {
   run_ok("verify out --by id --partitions 8 --against in");
 }
 
+TEST_F(SpillwayRanks, LostShardsAreRebuiltByReadingTheirBatchAgain) {
+  for (std::string const mode : {"pull", "push"}) {
+    // A third of the shards dropped at random points: their map tasks read their batch from the
+    // input file again (the command keeps no copy of its input).
+    auto const result =
+      run_launched("SPILLWAY_TEST_SHARD_LOSS=0.3 '" SPILLWAY_EXE "' shuffle in -o out-" + mode +
+                   " --by id --partitions 8 --ranks 3 --batch-size 256KiB --mode " + mode +
+                   " --json" + RANK_BUDGETS);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    auto const summary = nlohmann::json::parse(result.out);
+    EXPECT_GT(summary.at("recomputed_maps").get<std::size_t>(), 0U);
+    run_ok("verify out-" + mode + " --by id --partitions 8 --against in");
+  }
+}
+
 TEST_F(SpillwayRanks, ShuffleErrors) {
   expect_failure(run("shuffle in -o out --by nope --partitions 4"), 2, "nope", "out");
   expect_failure(run("shuffle in -o out --by id --partitions 0"), 2, "--partitions", "out");
