@@ -207,6 +207,10 @@ distributed_sort_statistics distributed_sort(communicator& comm,
                    "distributed sort: " + std::to_string(options.orders.size()) + " orders for " +
                      std::to_string(options.key_columns.size()) + " key columns",
                    invalid_argument);
+  SPILLWAY_EXPECTS(options.samples_per_batch > 0 && options.max_samples > 0,
+                   "distributed sort: samples_per_batch and max_samples must be at least 1 (the "
+                   "splitters come from the samples)",
+                   invalid_argument);
   distributed_sort_statistics stats;
   auto const rank = static_cast<std::uint64_t>(comm.rank());
 
@@ -228,7 +232,7 @@ distributed_sort_statistics distributed_sort(communicator& comm,
     ++stats.input_batches;
     auto const rows = batch->num_rows();
     stats.input_rows += rows;
-    if (rows == 0 || options.samples_per_batch == 0) {
+    if (rows == 0) {
       return;
     }
     auto const seed = options.sample_seed ^ (rank << 40U) ^ stats.input_batches;

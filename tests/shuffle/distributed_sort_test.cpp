@@ -269,6 +269,30 @@ INSTANTIATE_TEST_SUITE_P(Cases,
                                            sort_case{keys_kind::STRINGS_DESC, shuffle_mode::PUSH}),
                          case_name);
 
+TEST(DistributedSortOptions, NoSamplesIsAnErrorNotASilentlyEmptyOutput) {
+  testing::for_each_rank_group([](communicator& comm) {
+    host_memory_resource host;
+    device_environment_options env_options;
+    env_options.device_memory = 1_MiB;
+    env_options.host_memory   = 1_MiB;
+    env_options.spill_root    = ::testing::TempDir();
+    device_environment env(env_options);
+    distributed_sort_options options;
+    options.key_columns       = {0};
+    options.samples_per_batch = 0;
+    EXPECT_THROW(static_cast<void>(distributed_sort(
+                   comm,
+                   env.store(),
+                   [](auto const&) {},
+                   [](table_view const&) {},
+                   options,
+                   default_stream(),
+                   memory_resources{env.device()},
+                   host)),
+                 invalid_argument);
+  });
+}
+
 TEST(DistributedSortEmpty, NoRankHasARow) {
   testing::for_each_rank_group([](communicator& comm) {
     host_memory_resource host;

@@ -91,7 +91,8 @@ struct distributed_sort_statistics {
  * @param mrs batches and shards from `output` (the store's device resource), scratch from
  * `temporary`
  * @param host host memory for the sample exchange, control messages and the sorter's keys
- * @throws invalid_argument for no key columns or a key column out of range; what the shuffle, the
+ * @throws invalid_argument for no key columns, a key column out of range, or no samples asked for
+ * (`samples_per_batch` or `max_samples` 0); what the shuffle, the
  * sort, `input` or `output` throw
  */
 distributed_sort_statistics distributed_sort(communicator& comm,
