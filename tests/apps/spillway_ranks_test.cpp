@@ -19,6 +19,11 @@ using spillway::cli_testing::SpillwayCli;
 /// Per-rank budgets small enough that 200k timeseries rows (about 9 MiB) spill on every rank.
 constexpr char const* RANK_BUDGETS = " --device-memory 2MiB --host-memory 2MiB --spill-dir spill";
 
+/// The resume tests' budgets: the Parquet reader holds a whole row group (40k rows, 1.8 MB here)
+/// on the device while it hands out batches, which leaves too little of 2 MiB for a map task that
+/// runs beside a burst of checkpointed shards read back.
+constexpr char const* RESUME_BUDGETS = " --device-memory 4MiB --host-memory 2MiB --spill-dir spill";
+
 /**
  * @return the command prefix that starts `ranks` processes with mpirun, or "" when unavailable.
  * LeakSanitizer is off for them: OpenMPI leaves its own allocations behind at exit (the mpi test
@@ -81,7 +86,7 @@ TEST_F(SpillwayRanks, ShuffleResumesFromCheckpointsAfterTheProcessWasKilled) {
   std::string const shuffle =
     "shuffle in -o out --by id --partitions 8 --ranks 2 --batch-size 256KiB --checkpoint-dir ck "
     "--json" +
-    std::string{RANK_BUDGETS};
+    std::string{RESUME_BUDGETS};
   // The process dies (SIGKILL, like a lost machine) once rank 1 has added its 4th map task.
   auto const killed = run_launched("SPILLWAY_TEST_KILL_AFTER_MAPS=1:4 '" SPILLWAY_EXE "' " +
                                    shuffle + " > /dev/null");
@@ -150,7 +155,7 @@ TEST_F(SpillwayRanks, ShuffleUnderMpirunResumesAfterARankIsKilled) {
   std::string const shuffle = "'" SPILLWAY_EXE
                               "' shuffle in -o out --by id --partitions 8 --batch-size 256KiB "
                               "--checkpoint-dir ck --json" +
-                              std::string{RANK_BUDGETS};
+                              std::string{RESUME_BUDGETS};
   // Rank 1's process is killed after its 3rd map task: mpirun ends the job.
   auto const killed =
     run_launched("SPILLWAY_TEST_KILL_AFTER_MAPS=1:3 " + mpirun(2) + shuffle + " > /dev/null");
