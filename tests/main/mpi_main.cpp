@@ -7,16 +7,46 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <vector>
+
+namespace {
+
+/** @brief Prints a failed assertion of this (non-zero) rank on stderr. */
+class failure_printer : public ::testing::EmptyTestEventListener {
+ public:
+  explicit failure_printer(int rank) : rank_(rank) {}
+  void OnTestPartResult(::testing::TestPartResult const& result) override {
+    if (!result.failed()) {
+      return;
+    }
+    auto const* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::fprintf(stderr,
+                 "rank %d: failure in %s.%s at %s:%d: %s\n",
+                 rank_,
+                 test != nullptr ? test->test_suite_name() : "?",
+                 test != nullptr ? test->name() : "?",
+                 result.file_name() != nullptr ? result.file_name() : "?",
+                 result.line_number(),
+                 result.message());
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
 
 int main(int argc, char** argv) {
   spillway::mpi_environment environment(&argc, &argv);
   ::testing::InitGoogleTest(&argc, argv);
   if (environment.world_rank() != 0) {
-    // The other ranks run silently: no printer, no XML/JSON report (rank 0 writes it).
+    // The other ranks run silently: no printer, no XML/JSON report (rank 0 writes it); only
+    // their own failures are printed, on stderr, naming the rank.
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
     delete listeners.Release(listeners.default_xml_generator());
+    listeners.Append(new failure_printer(environment.world_rank()));
   }
   spillway::testing::set_rank_group_environment(&environment);
   int const result = RUN_ALL_TESTS();
