@@ -46,19 +46,11 @@ int run_distributed_sort(distributed_sort_request const& request) {
   if (request.mode != "pull" && request.mode != "push") {
     throw usage_error("--shuffle-mode must be pull or push, not '" + request.mode + "'");
   }
-  auto const format = resolve_format(request.input, request.format);
-  auto const files  = expand_dataset(request.input);
-  host_memory_resource host;
-  table_schema schema;
-  {
-    auto reader = open_dataset(files.front(), format, 1_MiB, memory_resources{host});
-    schema      = reader->schema();
-  }
-  auto const resolved = resolve_sort_keys(keys, schema, request.input);
-  std::vector<std::string> names;
-  for (auto const& column : schema) {
-    names.push_back(column.name);
-  }
+  auto const input    = describe_input(request.input, request.format);
+  auto const& format  = input.format;
+  auto const& files   = input.files;
+  auto const& names   = input.names;
+  auto const resolved = resolve_sort_keys(keys, input.schema, request.input);
   std::size_t const batch_bytes =
     std::max<std::size_t>(1, std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH));
 

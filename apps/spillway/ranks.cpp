@@ -1,6 +1,7 @@
 #include "command_line.hpp"
 #include "ranks.hpp"
 
+#include <spillway/io/dataset.hpp>
 #include <spillway/shuffle/in_process_communicator.hpp>
 #include <spillway/shuffle/mpi_communicator.hpp>
 
@@ -92,6 +93,19 @@ void run_on_ranks(int in_process_ranks, std::function<void(communicator&)> const
     comm.fail("rank " + std::to_string(comm.rank()) + ": " + error.what());
     throw;
   }
+}
+
+dataset_input describe_input(std::string const& source, std::string const& format_flag) {
+  dataset_input input;
+  input.format = resolve_format(source, format_flag);
+  input.files  = expand_dataset(source);
+  host_memory_resource host;
+  input.schema =
+    open_dataset(input.files.front(), input.format, 1U << 20U, memory_resources{host})->schema();
+  for (auto const& column : input.schema) {
+    input.names.push_back(column.name);
+  }
+  return input;
 }
 
 std::vector<std::string> files_of_rank(std::vector<std::string> const& files, int rank, int size) {

@@ -9,6 +9,7 @@
 #include "output_directory.hpp"
 
 #include <spillway/io/file_format.hpp>
+#include <spillway/io/schema.hpp>
 #include <spillway/lease/task_context.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/memory_resources.hpp>
@@ -88,6 +89,17 @@ bool launched_by_mpirun() noexcept;
  * @throws usage_error when ranks are asked for in both ways, or MPI support is not built in
  */
 void run_on_ranks(int in_process_ranks, std::function<void(communicator&)> const& body);
+
+/** @brief A multi-rank command's input: its files (split among the ranks) and its columns. */
+struct dataset_input {
+  file_format format;
+  std::vector<std::string> files;  ///< in name order
+  table_schema schema;             ///< of the first file (a dataset has one schema)
+  std::vector<std::string> names;  ///< the column names, for the writers
+};
+
+/** @brief Resolves `source`'s format and files and reads its schema from the first file. */
+dataset_input describe_input(std::string const& source, std::string const& format_flag);
 
 /** @return the files of `files` that rank `rank` of `size` reads: every `size`-th from `rank` */
 std::vector<std::string> files_of_rank(std::vector<std::string> const& files, int rank, int size);

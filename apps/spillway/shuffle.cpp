@@ -236,19 +236,11 @@ int run_shuffle(shuffle_arguments const& args) {
       throw usage_error("--by " + args.by + ": a shuffle hashes its keys; give column names only");
     }
   }
-  auto const format = resolve_format(args.input, args.format);
-  auto const files  = expand_dataset(args.input);
-  host_memory_resource host;
-  table_schema schema;
-  {
-    auto reader = open_dataset(files.front(), format, 1_MiB, memory_resources{host});
-    schema      = reader->schema();
-  }
-  auto const resolved = resolve_sort_keys(keys, schema, args.input);
-  std::vector<std::string> names;
-  for (auto const& column : schema) {
-    names.push_back(column.name);
-  }
+  auto const input              = describe_input(args.input, args.format);
+  auto const& format            = input.format;
+  auto const& files             = input.files;
+  auto const& names             = input.names;
+  auto const resolved           = resolve_sort_keys(keys, input.schema, args.input);
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
 
   std::mutex summary_mutex;
