@@ -2,12 +2,19 @@
 #include "testing/expect_tables_equal.hpp"
 
 #include <spillway/io/arrow_ipc.hpp>
+#include <spillway/io/batch_writer.hpp>
 #include <spillway/io/csv.hpp>
 #include <spillway/io/file_format.hpp>
 #include <spillway/io/parquet.hpp>
+#include <spillway/table/size_estimate.hpp>
 #include <spillway/table/table_view.hpp>
 
 #include <gtest/gtest.h>
+
+#if defined(SPILLWAY_IO_TEST_HAS_ARROW)
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
+#endif
 
 #include <filesystem>
 #include <limits>
@@ -42,6 +49,55 @@ TEST_F(RoundTripTest, ParquetEveryTypeWithNulls) {
   auto const output = read_all(*reader, default_stream(), host_);
   SPILLWAY_EXPECT_TABLES_EQUAL(input->view(), output->view());
 }
+
+#if defined(SPILLWAY_IO_TEST_HAS_ARROW)
+/** @return the rows of each row group of the Parquet file `path`, read by Arrow itself */
+std::vector<std::int64_t> row_group_rows(std::string const& path) {
+  auto const metadata = parquet::ParquetFileReader::OpenFile(path)->metadata();
+  std::vector<std::int64_t> rows;
+  for (int group = 0; group < metadata->num_row_groups(); ++group) {
+    rows.push_back(metadata->RowGroup(group)->num_rows());
+  }
+  return rows;
+}
+
+TEST_F(RoundTripTest, ParquetSmallWritesShareRowGroupsUpToTheRowAndByteLimits) {
+  SPILLWAY_SKIP_WITHOUT_ARROW();
+  auto const input = every_type_table(10000, 3, parquet_types());
+  auto const names = this->names(input->num_columns());
+  auto const write = [&](parquet_write_options const& options, std::size_t step) {
+    batch_writer_options writer_options;
+    writer_options.directory = path("w");
+    writer_options.parquet   = options;
+    batch_writer writer(writer_options, names, default_stream(), host_);
+    for (std::size_t begin = 0; begin < input->num_rows(); begin += step) {
+      writer.write(slice(input->view(), begin, std::min(begin + step, input->num_rows())));
+    }
+    auto files = writer.close();
+    EXPECT_EQ(files.size(), 1U);
+    SPILLWAY_EXPECT_TABLES_EQUAL(input->view(),
+                                 read_parquet(files[0], {}, default_stream(), host_)->view());
+    auto groups = row_group_rows(files[0]);
+    std::filesystem::remove_all(path("w"));
+    return groups;
+  };
+  // 100 writes of 100 rows fill row groups of 3000 rows: one per write would be 100 groups.
+  parquet_write_options by_rows;
+  by_rows.row_group_rows = 3000;
+  EXPECT_EQ(write(by_rows, 100), (std::vector<std::int64_t>{3000, 3000, 3000, 1000}));
+  // One write larger than a row group is cut across several.
+  EXPECT_EQ(write(by_rows, 10000), (std::vector<std::int64_t>{3000, 3000, 3000, 1000}));
+  // The byte limit: row groups of about 1/8 of the table.
+  parquet_write_options by_bytes;
+  by_bytes.row_group_bytes = estimate_size(input->view()) / 8;
+  auto const groups        = write(by_bytes, 100);
+  EXPECT_GE(groups.size(), 8U);
+  EXPECT_LE(groups.size(), 10U);
+  for (auto const rows : groups) {
+    EXPECT_LE(rows, 1300);
+  }
+}
+#endif
 
 TEST_F(RoundTripTest, ParquetEveryCompressionAndSlicedInput) {
   SPILLWAY_SKIP_WITHOUT_ARROW();

@@ -37,6 +37,9 @@ enum class parquet_compression : std::uint8_t { NONE, SNAPPY, ZSTD };
 struct parquet_write_options {
   parquet_compression compression = parquet_compression::ZSTD;  ///< page compression
   std::size_t row_group_rows      = 1U << 20U;                  ///< most rows in one row group
+  /// Most bytes (as tables in memory) in one row group. Successive writes fill one row group
+  /// until it reaches either limit; its encoded pages are held in memory until it is complete.
+  std::size_t row_group_bytes = 64_MiB;
 };
 
 /**

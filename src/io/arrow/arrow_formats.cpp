@@ -8,6 +8,8 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/io/file_format.hpp>
+#include <spillway/table/size_estimate.hpp>
+#include <spillway/table/table_view.hpp>
 
 #include <arrow/io/file.h>
 #include <arrow/ipc/reader.h>
@@ -349,14 +351,15 @@ class parquet_file_writer final : public format_writer {
     : path_(std::move(path)),
       pool_(std::make_unique<arrow_memory_pool>(mrs.temporary())),
       schema_(to_arrow_schema(schema)),
-      row_group_rows_(static_cast<int64_t>(std::max<std::size_t>(options.row_group_rows, 1))) {
+      row_group_rows_(std::max<std::size_t>(options.row_group_rows, 1)),
+      row_group_bytes_(std::max<std::size_t>(options.row_group_bytes, 1)) {
     try {
       sink_           = value_or_throw(arrow::io::FileOutputStream::Open(path_),
                              "cannot create Parquet file '" + path_ + "'");
       auto properties = parquet::WriterProperties::Builder()
                           .memory_pool(pool_.get())
                           ->compression(to_parquet(options.compression))
-                          ->max_row_group_length(row_group_rows_)
+                          ->max_row_group_length(static_cast<int64_t>(row_group_rows_))
                           ->build();
       auto arrow_properties = parquet::ArrowWriterProperties::Builder()
                                 .store_schema()  // keeps second timestamps and large_string
@@ -380,24 +383,54 @@ class parquet_file_writer final : public format_writer {
   parquet_file_writer(parquet_file_writer&&)                 = delete;
   parquet_file_writer& operator=(parquet_file_writer&&)      = delete;
 
+  /**
+   * Writes go into one buffered row group until it holds `row_group_rows` rows or about
+   * `row_group_bytes`: small writes (a shuffle's shards, a sort's output batches) still make row
+   * groups of a useful size, and a write larger than a row group is cut across several.
+   */
   void write(table_view const& input) override {
-    if (input.num_rows() == 0) {
+    std::size_t const rows = input.num_rows();
+    if (rows == 0) {
       return;
     }
+    double const row_bytes = std::max(estimate_row_size(input), 1.0);
     try {
-      auto batch = to_arrow_batch(input, schema_, pool_.get());
-      auto table = value_or_throw(arrow::Table::FromRecordBatches(schema_, {batch}),
-                                  "cannot write Parquet file '" + path_ + "'");
-      check_arrow(writer_->WriteTable(*table, row_group_rows_),
-                  "cannot write Parquet file '" + path_ + "'");
+      std::size_t begin = 0;
+      while (begin < rows) {
+        if (group_rows_ >= row_group_rows_ ||
+            (group_rows_ > 0 && static_cast<double>(group_bytes_) + row_bytes >
+                                  static_cast<double>(row_group_bytes_))) {
+          check_arrow(writer_->NewBufferedRowGroup(), "cannot write Parquet file '" + path_ + "'");
+          flushed_bytes_ += group_bytes_;
+          group_rows_  = 0;
+          group_bytes_ = 0;
+        }
+        auto const room_by_bytes = static_cast<std::size_t>(
+          std::max(0.0, static_cast<double>(row_group_bytes_ - group_bytes_)) / row_bytes);
+        std::size_t const take = std::min(
+          {rows - begin, row_group_rows_ - group_rows_, std::max<std::size_t>(room_by_bytes, 1)});
+        auto const part  = slice(input, begin, begin + take);
+        auto const batch = to_arrow_batch(part, schema_, pool_.get());
+        check_arrow(writer_->WriteRecordBatch(*batch), "cannot write Parquet file '" + path_ + "'");
+        group_rows_ += take;
+        group_bytes_ += std::min(row_group_bytes_,
+                                 static_cast<std::size_t>(static_cast<double>(take) * row_bytes));
+        begin += take;
+      }
     } catch (parquet::ParquetException const& error) {
       SPILLWAY_FAIL("cannot write Parquet file '" + path_ + "': " + error.what(), io_error);
     }
   }
 
+  /// The bytes in the file plus the buffered row group's, guessed from the file bytes per
+  /// in-memory byte of the row groups already flushed (1 before the first).
   [[nodiscard]] std::size_t bytes_written() const override {
-    auto const position = sink_->Tell();
-    return position.ok() ? static_cast<std::size_t>(*position) : 0;
+    auto const position   = sink_->Tell();
+    std::size_t const out = position.ok() ? static_cast<std::size_t>(*position) : 0;
+    double const ratio    = flushed_bytes_ > 0 && out > 0
+                              ? static_cast<double>(out) / static_cast<double>(flushed_bytes_)
+                              : 1.0;
+    return out + static_cast<std::size_t>(static_cast<double>(group_bytes_) * ratio);
   }
 
   void close() override {
@@ -413,7 +446,11 @@ class parquet_file_writer final : public format_writer {
   std::string path_;
   std::unique_ptr<arrow_memory_pool> pool_;
   std::shared_ptr<arrow::Schema> schema_;
-  int64_t row_group_rows_;
+  std::size_t row_group_rows_;
+  std::size_t row_group_bytes_;
+  std::size_t group_rows_    = 0;  ///< rows in the buffered row group
+  std::size_t group_bytes_   = 0;  ///< about their bytes in memory
+  std::size_t flushed_bytes_ = 0;  ///< about the in-memory bytes of the row groups flushed
   std::shared_ptr<arrow::io::FileOutputStream> sink_;
   std::unique_ptr<parquet::arrow::FileWriter> writer_;
 };
