@@ -269,50 +269,46 @@ INSTANTIATE_TEST_SUITE_P(Cases,
                                            sort_case{keys_kind::STRINGS_DESC, shuffle_mode::PUSH}),
                          case_name);
 
+/**
+ * @brief Sorts nothing on a 1 MiB device: this rank pushes no batch and counts what is emitted.
+ * @return the stats of `distributed_sort` with `options`
+ */
+distributed_sort_statistics sort_no_input(communicator& comm,
+                                          distributed_sort_options const& options,
+                                          std::size_t& emitted) {
+  host_memory_resource host;
+  device_environment_options env_options;
+  env_options.device_memory = 1_MiB;
+  env_options.host_memory   = 1_MiB;
+  env_options.spill_root    = ::testing::TempDir();
+  device_environment env(env_options);
+  return distributed_sort(
+    comm,
+    env.store(),
+    [](auto const&) {},
+    [&](table_view const&) { ++emitted; },
+    options,
+    default_stream(),
+    memory_resources{env.device()},
+    host);
+}
+
 TEST(DistributedSortOptions, NoSamplesIsAnErrorNotASilentlyEmptyOutput) {
   testing::for_each_rank_group([](communicator& comm) {
-    host_memory_resource host;
-    device_environment_options env_options;
-    env_options.device_memory = 1_MiB;
-    env_options.host_memory   = 1_MiB;
-    env_options.spill_root    = ::testing::TempDir();
-    device_environment env(env_options);
     distributed_sort_options options;
     options.key_columns       = {0};
     options.samples_per_batch = 0;
-    EXPECT_THROW(static_cast<void>(distributed_sort(
-                   comm,
-                   env.store(),
-                   [](auto const&) {},
-                   [](table_view const&) {},
-                   options,
-                   default_stream(),
-                   memory_resources{env.device()},
-                   host)),
-                 invalid_argument);
+    std::size_t emitted       = 0;
+    EXPECT_THROW(static_cast<void>(sort_no_input(comm, options, emitted)), invalid_argument);
   });
 }
 
 TEST(DistributedSortEmpty, NoRankHasARow) {
   testing::for_each_rank_group([](communicator& comm) {
-    host_memory_resource host;
-    device_environment_options env_options;
-    env_options.device_memory = 1_MiB;
-    env_options.host_memory   = 1_MiB;
-    env_options.spill_root    = ::testing::TempDir();
-    device_environment env(env_options);
     distributed_sort_options options;
     options.key_columns = {0};
     std::size_t emitted = 0;
-    auto const stats    = distributed_sort(
-      comm,
-      env.store(),
-      [](auto const&) {},
-      [&](table_view const&) { ++emitted; },
-      options,
-      default_stream(),
-      memory_resources{env.device()},
-      host);
+    auto const stats    = sort_no_input(comm, options, emitted);
     EXPECT_EQ(emitted, 0U);
     EXPECT_EQ(stats.sampled_rows, 0U);
   });
