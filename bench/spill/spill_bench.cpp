@@ -12,6 +12,8 @@
  * - host_to_disk/<codec>: `spill(HOST)` + wait for the write + fdatasync of the spill file (so the
  *   bytes are on the device, as in the raw write); disk_to_device: `acquire()` after the file's
  * pages were dropped from the page cache (posix_fadvise DONTNEED), so the read comes from the disk.
+ * - spill_among_many/N: one `spill(DEVICE)` + `acquire()` of a 4 KiB buffer while N other
+ *   buffers sit on the host: what choosing a victim costs as the store fills up.
  */
 #include <spillway/core/units.hpp>
 #include <spillway/memory/emulated_device_memory_resource.hpp>
@@ -207,6 +209,24 @@ void host_disk(benchmark::State& state, codec disk_codec, bool unspill) {
   state.counters["ratio"] = stats.disk_compression_ratio();
 }
 
+/// One device buffer spilled and brought back while `state.range(0)` others sit on the host.
+void spill_among_many(benchmark::State& state) {
+  auto const others = static_cast<std::size_t>(state.range(0));
+  spill_store store(bench_options(codec::NONE, codec::NONE));
+  std::vector<spillable_buffer> resting;
+  resting.reserve(others);
+  for (std::size_t i = 0; i < others; ++i) {
+    resting.push_back(store.make_spillable(buffer(64, default_stream(), device()), 0));
+  }
+  (void)store.spill(others * 64, spill_tier::DEVICE);
+  auto moving = store.make_spillable(buffer(4_KiB, default_stream(), device()), 0);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(store.spill(1, spill_tier::DEVICE));
+    benchmark::DoNotOptimize(moving.acquire());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 BENCHMARK(memcpy_bandwidth)->Unit(benchmark::kMillisecond);
 BENCHMARK(raw_sequential_write)->Unit(benchmark::kMillisecond)->Iterations(3);
 
@@ -228,6 +248,7 @@ SPILLWAY_CODEC_BENCH(host_disk, host_to_disk_zstd, false, codec::ZSTD);
 SPILLWAY_CODEC_BENCH(host_disk, disk_to_device_none, true, codec::NONE);
 SPILLWAY_CODEC_BENCH(host_disk, disk_to_device_lz4, true, codec::LZ4);
 SPILLWAY_CODEC_BENCH(host_disk, disk_to_device_zstd, true, codec::ZSTD);
+BENCHMARK(spill_among_many)->Arg(10)->Arg(1000)->Arg(100000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace spillway

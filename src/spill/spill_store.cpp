@@ -152,8 +152,22 @@ std::uint64_t spill_store_impl::insert(std::unique_ptr<spill_entry> entry) {
   auto const id   = entry->id;
   bytes_on_[index_of(entry->tier)] +=
     entry->tier == spill_tier::DEVICE ? entry->device_bytes : entry->host_bytes;
+  by_tier_[index_of(entry->tier)].insert(entry.get());
   entries_.emplace(id, std::move(entry));
   return id;
+}
+
+void spill_store_impl::set_tier(spill_entry& entry, spill_tier tier) {
+  by_tier_[index_of(entry.tier)].erase(&entry);
+  entry.tier = tier;
+  by_tier_[index_of(tier)].insert(&entry);
+}
+
+void spill_store_impl::touch(spill_entry& entry) {
+  auto& tier = by_tier_[index_of(entry.tier)];
+  tier.erase(&entry);
+  entry.last_use = ++clock_;
+  tier.insert(&entry);
 }
 
 // ---- host budget ---------------------------------------------------------------------------
@@ -333,7 +347,7 @@ void spill_store_impl::record_error(std::string const& message, bool is_write) {
 
 acquired_data spill_store_impl::pin(spill_entry& entry) {
   ++entry.pins;
-  entry.last_use = ++clock_;
+  touch(entry);
   acquired_data result;
   if (entry.device_table != nullptr) {
     result.view = entry.device_table->view();
@@ -454,7 +468,7 @@ void spill_store_impl::unspill_to_device(spill_entry& entry, scoped_lock& lock) 
   entry.device_data  = std::move(device);
   entry.device_bytes = raw;
   bytes_on_[index_of(spill_tier::DEVICE)] += raw;
-  entry.tier  = spill_tier::DEVICE;
+  set_tier(entry, spill_tier::DEVICE);
   entry.state = entry_state::STABLE;
   add_transfer(spill_tier::HOST, spill_tier::DEVICE, raw, raw, elapsed);
   emit(event_kind::UNSPILLED, entry, spill_tier::HOST, spill_tier::DEVICE, elapsed);
@@ -530,7 +544,7 @@ void spill_store_impl::stream_disk_to_device(spill_entry& entry, scoped_lock& lo
   entry.device_data  = std::move(device);
   entry.device_bytes = raw;
   bytes_on_[index_of(spill_tier::DEVICE)] += raw;
-  entry.tier = spill_tier::DEVICE;
+  set_tier(entry, spill_tier::DEVICE);
   add_transfer(spill_tier::DISK, spill_tier::DEVICE, raw, stored, elapsed);
   emit(event_kind::UNSPILLED, entry, spill_tier::DISK, spill_tier::DEVICE, elapsed);
   if (!dead_files.empty()) {
@@ -554,7 +568,7 @@ void spill_store_impl::unpin(std::uint64_t id) noexcept {
     }
     auto& entry = *it->second;
     --entry.pins;
-    entry.last_use = ++clock_;
+    touch(entry);
     if (entry.pins == 0 && entry.release_requested) {
       erase(entry, trash, dead_files);
     }
@@ -620,6 +634,7 @@ void spill_store_impl::erase(spill_entry& entry,
   }
   free_host_pieces(entry);
   drop_blocks(entry.blocks, dead_files);
+  by_tier_[index_of(entry.tier)].erase(&entry);
   auto const it = entries_.find(entry.id);
   trash.push_back(std::move(it->second));
   entries_.erase(it);
@@ -657,22 +672,15 @@ std::pair<int, task_id> spill_store_impl::priority_and_owner(std::uint64_t id) {
 std::vector<spill_entry*> spill_store_impl::select_victims(spill_tier tier,
                                                            std::size_t bytes,
                                                            std::optional<task_id> owner) {
-  std::vector<spill_entry*> candidates;
-  for (auto& [id, entry] : entries_) {
-    if (entry->tier == tier && entry->state == entry_state::STABLE && entry->pins == 0 &&
-        !entry->release_requested && (!owner || entry->owner == *owner)) {
-      candidates.push_back(entry.get());
-    }
-  }
-  std::sort(candidates.begin(), candidates.end(), [](spill_entry* lhs, spill_entry* rhs) {
-    return std::tie(lhs->priority, lhs->last_use, lhs->id) <
-           std::tie(rhs->priority, rhs->last_use, rhs->id);
-  });
   std::vector<spill_entry*> victims;
   std::size_t chosen = 0;
-  for (auto* entry : candidates) {
+  for (auto* entry : by_tier_[index_of(tier)]) {
     if (chosen >= bytes) {
       break;
+    }
+    if (entry->state != entry_state::STABLE || entry->pins > 0 || entry->release_requested ||
+        (owner && entry->owner != *owner)) {
+      continue;
     }
     victims.push_back(entry);
     chosen += tier == spill_tier::DEVICE ? entry->device_bytes : entry->host_bytes;
@@ -900,7 +908,7 @@ std::size_t spill_store_impl::spill_device_entry(spill_entry& entry) {
       entry.host_bytes  = stored;
       entry.host_codec  = host_codec;
       bytes_on_[index_of(spill_tier::HOST)] += stored;
-      entry.tier = spill_tier::HOST;
+      set_tier(entry, spill_tier::HOST);
       add_transfer(spill_tier::DEVICE, spill_tier::HOST, raw, stored, elapsed);
       emit(event_kind::SPILLED, entry, spill_tier::DEVICE, spill_tier::HOST, elapsed);
       keep_headroom();
@@ -911,7 +919,7 @@ std::size_t spill_store_impl::spill_device_entry(spill_entry& entry) {
         bytes_on_[index_of(spill_tier::DISK)] += block.location.block_size();
       }
       entry.blocks = std::move(blocks);
-      entry.tier   = spill_tier::DISK;
+      set_tier(entry, spill_tier::DISK);
       add_transfer(spill_tier::DEVICE, spill_tier::DISK, raw, stored, elapsed);
       emit(event_kind::SPILLED, entry, spill_tier::DEVICE, spill_tier::DISK, elapsed);
     }
@@ -1096,7 +1104,7 @@ void spill_store_impl::write_entry(std::uint64_t id, std::uint64_t ticket) noexc
         bytes_on_[index_of(spill_tier::DISK)] += block.location.block_size();
       }
       entry.blocks = std::move(blocks);
-      entry.tier   = spill_tier::DISK;
+      set_tier(entry, spill_tier::DISK);
       add_transfer(spill_tier::HOST, spill_tier::DISK, raw, stored, elapsed);
       emit(event_kind::SPILLED, entry, spill_tier::HOST, spill_tier::DISK, elapsed);
     } else {
@@ -1166,8 +1174,8 @@ void spill_store_impl::read_entry(std::uint64_t id) noexcept {
       entry.host_codec = codec::NONE;
       entry.host_pieces.push_back(host_piece{std::move(raw), raw_size});
       bytes_on_[index_of(spill_tier::HOST)] += raw_size;
-      entry.tier     = spill_tier::HOST;
-      entry.last_use = ++clock_;
+      set_tier(entry, spill_tier::HOST);
+      touch(entry);
       add_transfer(spill_tier::DISK, spill_tier::HOST, raw_size, stored, elapsed);
       emit(event_kind::UNSPILLED, entry, spill_tier::DISK, spill_tier::HOST, elapsed);
       keep_headroom();
@@ -1214,8 +1222,8 @@ spill_statistics spill_store_impl::statistics() const {
   scoped_lock lock(mutex_);
   auto result     = statistics_;
   result.bytes_on = bytes_on_;
-  for (auto const& [id, entry] : entries_) {
-    ++result.buffers_on[index_of(entry->tier)];
+  for (std::size_t tier = 0; tier < NUM_SPILL_TIERS; ++tier) {
+    result.buffers_on[tier] = by_tier_[tier].size();
   }
   return result;
 }

@@ -12,13 +12,16 @@
 #include <spillway/spill/spill_store.hpp>
 #include <spillway/table/pack.hpp>
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -45,6 +48,14 @@ struct host_piece {
 struct disk_block {
   spill_block_location location;
   std::uint64_t file_id = 0;
+};
+
+struct spill_entry;
+
+/** @brief The order in which a tier's entries are chosen to spill: lowest priority, then least
+ * recently used, then oldest. */
+struct victim_order {
+  bool operator()(spill_entry const* lhs, spill_entry const* rhs) const noexcept;
 };
 
 /** @brief One registered buffer or table. */
@@ -80,6 +91,12 @@ struct spill_entry {
   std::uint64_t write_ticket = 0;  ///< identifies the queued write; bumped to cancel it
   std::exception_ptr read_error;
 };
+
+inline bool victim_order::operator()(spill_entry const* lhs,
+                                     spill_entry const* rhs) const noexcept {
+  return std::tie(lhs->priority, lhs->last_use, lhs->id) <
+         std::tie(rhs->priority, rhs->last_use, rhs->id);
+}
 
 /** @brief A spill file being written or holding live blocks. */
 struct spill_file_state {
@@ -131,6 +148,10 @@ class spill_store_impl {
 
   spill_entry& find(std::uint64_t id) SPILLWAY_REQUIRES(mutex_);
   std::uint64_t insert(std::unique_ptr<spill_entry> entry) SPILLWAY_REQUIRES(mutex_);
+  /// Moves a registered entry to `tier`, keeping `by_tier_` in order.
+  void set_tier(spill_entry& entry, spill_tier tier) SPILLWAY_REQUIRES(mutex_);
+  /// Marks a registered entry as just used, keeping `by_tier_` in order.
+  void touch(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
   std::vector<spill_entry*> select_victims(spill_tier tier,
                                            std::size_t bytes,
                                            std::optional<task_id> owner) SPILLWAY_REQUIRES(mutex_);
@@ -190,6 +211,10 @@ class spill_store_impl {
   std::condition_variable changed_;
   std::condition_variable room_;  ///< host bytes were released, or a write finished
   std::unordered_map<std::uint64_t, std::unique_ptr<spill_entry>> entries_
+    SPILLWAY_GUARDED_BY(mutex_);
+  /// Every entry, by tier, in victim order: a spill visits only the entries it may take (plus
+  /// the busy ones it skips), however many sit in other tiers.
+  std::array<std::set<spill_entry*, victim_order>, NUM_SPILL_TIERS> by_tier_
     SPILLWAY_GUARDED_BY(mutex_);
   std::map<std::uint64_t, spill_file_state> files_state_ SPILLWAY_GUARDED_BY(mutex_);
   std::optional<std::uint64_t> current_file_ SPILLWAY_GUARDED_BY(mutex_);
