@@ -6,6 +6,7 @@
 #include "command_line.hpp"
 #include "output_directory.hpp"
 #include "ranks.hpp"
+#include "spill_failures.hpp"
 
 #include <spillway/core/units.hpp>
 #include <spillway/io/batch_writer.hpp>
@@ -63,114 +64,116 @@ int run_distributed_sort(distributed_sort_request const& request) {
   run_on_ranks(request.ranks, [&](communicator& comm) {
     output.open(comm);
     rank_device rank(comm, device_memory, host_memory, request.spill_dir);
-    auto& environment = rank.environment();
-    auto& rank_host   = rank.host();
-    auto& io_scratch  = rank.io_scratch();
-    lease_request_options base_options;
-    base_options.is_base  = true;
-    auto const base_lease = rank.task().request_lease(
-      std::min(device_memory, BASE_LEASE_BATCHES * batch_bytes), base_options);
+    explaining_spill_failures(rank.environment().store(), [&] {
+      auto& environment = rank.environment();
+      auto& rank_host   = rank.host();
+      auto& io_scratch  = rank.io_scratch();
+      lease_request_options base_options;
+      base_options.is_base  = true;
+      auto const base_lease = rank.task().request_lease(
+        std::min(device_memory, BASE_LEASE_BATCHES * batch_bytes), base_options);
 
-    distributed_sort_options options;
-    options.key_columns  = resolved.columns;
-    options.orders       = resolved.orders;
-    options.mode         = request.mode == "pull" ? shuffle_mode::PULL : shuffle_mode::PUSH;
-    options.inbox_budget = device_memory / 4;
-    options.sort.merge_budget_bytes = device_memory / 2;
-    options.sort.output_batch_bytes =
-      std::min(device_memory / DEVICE_SHARE_PER_BATCH, MAX_OUTPUT_BATCH);
-    options.sort.strategy    = parse_strategy(request.strategy);
-    options.sort.coordinator = &environment.coordinator();
-    options.sort.task        = &rank.task();
+      distributed_sort_options options;
+      options.key_columns  = resolved.columns;
+      options.orders       = resolved.orders;
+      options.mode         = request.mode == "pull" ? shuffle_mode::PULL : shuffle_mode::PUSH;
+      options.inbox_budget = device_memory / 4;
+      options.sort.merge_budget_bytes = device_memory / 2;
+      options.sort.output_batch_bytes =
+        std::min(device_memory / DEVICE_SHARE_PER_BATCH, MAX_OUTPUT_BATCH);
+      options.sort.strategy    = parse_strategy(request.strategy);
+      options.sort.coordinator = &environment.coordinator();
+      options.sort.task        = &rank.task();
 
-    auto const mine = files_of_rank(files, comm.rank(), comm.size());
-    memory_resources const reader_resources{environment.device(), io_scratch};
-    batch_writer_options writer_options;
-    writer_options.directory         = request.output;
-    writer_options.target_file_bytes = file_size;
-    char prefix[32];
-    std::snprintf(prefix, sizeof(prefix), "part-%05d", comm.rank());
-    writer_options.file_prefix = prefix;
-    batch_writer writer(writer_options, names, default_stream(), memory_resources{io_scratch});
-    auto const stats = distributed_sort(
-      comm,
-      environment.store(),
-      [&](std::function<void(std::unique_ptr<table>)> const& consume) {
-        read_files(mine, format, batch_bytes, reader_resources, consume);
-      },
-      [&](table_view const& batch) { writer.write(batch); },
-      options,
-      default_stream(),
-      memory_resources{environment.device()},
-      rank_host);
-    auto const my_files = writer.close();
-    auto const spills   = environment.store().statistics();
-    auto const sums =
-      sum_over_ranks(comm,
-                     {stats.input_rows,
-                      stats.sort.input_bytes,
-                      stats.output_rows,
-                      stats.shuffle.bytes_written,
-                      spills.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes,
-                      spills.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes +
-                        spills.between(spill_tier::HOST, spill_tier::DISK).raw_bytes});
-    auto const peaks = max_over_ranks(comm,
-                                      {environment.raw_device().peak_bytes(),
-                                       environment.host_tier().statistics().peak_bytes,
-                                       stats.output_rows,
-                                       static_cast<std::uint64_t>(stats.sample_time.count()),
-                                       static_cast<std::uint64_t>(stats.shuffle_time.count()),
-                                       static_cast<std::uint64_t>(stats.sort_time.count())});
-    auto all_files   = gather_names(comm, my_files);
-    if (sums[0] != sums[2]) {
-      throw std::runtime_error("distributed sort wrote " + std::to_string(sums[2]) + " rows of " +
-                               std::to_string(sums[0]) + " read");
-    }
-    if (comm.rank() != 0) {
-      return;
-    }
-    double const seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::lock_guard lock(mutex);
-    written = std::move(all_files);
-    summary = {{"input", request.input},
-               {"output", request.output},
-               {"by", request.by},
-               {"ranks", comm.size()},
-               {"transport", launched_by_mpirun() ? "mpi" : "in-process"},
-               {"shuffle_mode", request.mode},
-               {"rows", sums[0]},
-               {"bytes", sums[1]},
-               {"seconds", seconds},
-               {"rows_per_second", seconds > 0 ? static_cast<double>(sums[0]) / seconds : 0.0},
-               {"largest_rank_rows", peaks[2]},
-               {"sample_seconds_max", static_cast<double>(peaks[3]) * 1e-9},
-               {"shuffle_seconds_max", static_cast<double>(peaks[4]) * 1e-9},
-               {"sort_seconds_max", static_cast<double>(peaks[5]) * 1e-9},
-               {"shuffled_bytes", sums[3]},
-               {"spilled_device_to_host_bytes", sums[4]},
-               {"spilled_to_disk_bytes", sums[5]},
-               {"device_memory_per_rank", device_memory},
-               {"device_peak_max", peaks[0]},
-               {"host_memory_per_rank", host_memory},
-               {"host_peak_max", peaks[1]},
-               {"output_files", written.size()}};
-    char line[256];
-    std::snprintf(line,
-                  sizeof(line),
-                  "spillway sort: %llu rows (%s) on %d ranks in %.2f s (%.0f rows/s), largest "
-                  "rank %llu rows, device peak %s of %s per rank, %zu file(s) in %s",
-                  static_cast<unsigned long long>(sums[0]),
-                  format_bytes(sums[1]).c_str(),
-                  comm.size(),
-                  seconds,
-                  seconds > 0 ? static_cast<double>(sums[0]) / seconds : 0.0,
-                  static_cast<unsigned long long>(peaks[2]),
-                  format_bytes(peaks[0]).c_str(),
-                  format_bytes(device_memory).c_str(),
-                  written.size(),
-                  request.output.c_str());
-    summary_line = line;
+      auto const mine = files_of_rank(files, comm.rank(), comm.size());
+      memory_resources const reader_resources{environment.device(), io_scratch};
+      batch_writer_options writer_options;
+      writer_options.directory         = request.output;
+      writer_options.target_file_bytes = file_size;
+      char prefix[32];
+      std::snprintf(prefix, sizeof(prefix), "part-%05d", comm.rank());
+      writer_options.file_prefix = prefix;
+      batch_writer writer(writer_options, names, default_stream(), memory_resources{io_scratch});
+      auto const stats = distributed_sort(
+        comm,
+        environment.store(),
+        [&](std::function<void(std::unique_ptr<table>)> const& consume) {
+          read_files(mine, format, batch_bytes, reader_resources, consume);
+        },
+        [&](table_view const& batch) { writer.write(batch); },
+        options,
+        default_stream(),
+        memory_resources{environment.device()},
+        rank_host);
+      auto const my_files = writer.close();
+      auto const spills   = environment.store().statistics();
+      auto const sums =
+        sum_over_ranks(comm,
+                       {stats.input_rows,
+                        stats.sort.input_bytes,
+                        stats.output_rows,
+                        stats.shuffle.bytes_written,
+                        spills.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes,
+                        spills.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes +
+                          spills.between(spill_tier::HOST, spill_tier::DISK).raw_bytes});
+      auto const peaks = max_over_ranks(comm,
+                                        {environment.raw_device().peak_bytes(),
+                                         environment.host_tier().statistics().peak_bytes,
+                                         stats.output_rows,
+                                         static_cast<std::uint64_t>(stats.sample_time.count()),
+                                         static_cast<std::uint64_t>(stats.shuffle_time.count()),
+                                         static_cast<std::uint64_t>(stats.sort_time.count())});
+      auto all_files   = gather_names(comm, my_files);
+      if (sums[0] != sums[2]) {
+        throw std::runtime_error("distributed sort wrote " + std::to_string(sums[2]) + " rows of " +
+                                 std::to_string(sums[0]) + " read");
+      }
+      if (comm.rank() != 0) {
+        return;
+      }
+      double const seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::lock_guard lock(mutex);
+      written = std::move(all_files);
+      summary = {{"input", request.input},
+                 {"output", request.output},
+                 {"by", request.by},
+                 {"ranks", comm.size()},
+                 {"transport", launched_by_mpirun() ? "mpi" : "in-process"},
+                 {"shuffle_mode", request.mode},
+                 {"rows", sums[0]},
+                 {"bytes", sums[1]},
+                 {"seconds", seconds},
+                 {"rows_per_second", seconds > 0 ? static_cast<double>(sums[0]) / seconds : 0.0},
+                 {"largest_rank_rows", peaks[2]},
+                 {"sample_seconds_max", static_cast<double>(peaks[3]) * 1e-9},
+                 {"shuffle_seconds_max", static_cast<double>(peaks[4]) * 1e-9},
+                 {"sort_seconds_max", static_cast<double>(peaks[5]) * 1e-9},
+                 {"shuffled_bytes", sums[3]},
+                 {"spilled_device_to_host_bytes", sums[4]},
+                 {"spilled_to_disk_bytes", sums[5]},
+                 {"device_memory_per_rank", device_memory},
+                 {"device_peak_max", peaks[0]},
+                 {"host_memory_per_rank", host_memory},
+                 {"host_peak_max", peaks[1]},
+                 {"output_files", written.size()}};
+      char line[256];
+      std::snprintf(line,
+                    sizeof(line),
+                    "spillway sort: %llu rows (%s) on %d ranks in %.2f s (%.0f rows/s), largest "
+                    "rank %llu rows, device peak %s of %s per rank, %zu file(s) in %s",
+                    static_cast<unsigned long long>(sums[0]),
+                    format_bytes(sums[1]).c_str(),
+                    comm.size(),
+                    seconds,
+                    seconds > 0 ? static_cast<double>(sums[0]) / seconds : 0.0,
+                    static_cast<unsigned long long>(peaks[2]),
+                    format_bytes(peaks[0]).c_str(),
+                    format_bytes(device_memory).c_str(),
+                    written.size(),
+                    request.output.c_str());
+      summary_line = line;
+    });
   });
   if (!summary_line.empty()) {
     output.commit(written);

@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "output_directory.hpp"
 #include "ranks.hpp"
+#include "spill_failures.hpp"
 
 #include <spillway/core/logging.hpp>
 #include <spillway/core/units.hpp>
@@ -252,146 +253,148 @@ int run_shuffle(shuffle_arguments const& args) {
   run_on_ranks(args.ranks, [&](communicator& comm) {
     output.open(comm);
     rank_device rank(comm, device_memory, host_memory, args.spill_dir);
-    auto& environment = rank.environment();
-    auto& rank_host   = rank.host();
-    auto& io_scratch  = rank.io_scratch();
+    explaining_spill_failures(rank.environment().store(), [&] {
+      auto& environment = rank.environment();
+      auto& rank_host   = rank.host();
+      auto& io_scratch  = rank.io_scratch();
 
-    shuffle_options options(rank_host);
-    options.partitions.method         = partition_method::HASH;
-    options.partitions.key_columns    = resolved.columns;
-    options.partitions.num_partitions = args.partitions;
-    options.partitions.seed           = args.seed;
-    options.inbox_budget              = inbox_budget;
-    options.checkpoint_directory      = args.checkpoint_dir;
-    if (char const* loss = std::getenv("SPILLWAY_TEST_SHARD_LOSS"); loss != nullptr) {
-      // Fault injection for the recompute tests: drop shards with this probability.
-      options.testing_shard_loss = random_shard_loss(std::strtod(loss, nullptr), args.seed + 1);
-    }
-    shuffler shuffle(args.mode == "pull" ? shuffle_mode::PULL : shuffle_mode::PUSH,
-                     comm,
-                     environment.store(),
-                     options,
-                     default_stream(),
-                     memory_resources{environment.device()});
-    rank_totals totals;
-    memory_resources const reader_resources{environment.device(), io_scratch};
-    auto const my_files = files_of_rank(files, comm.rank(), comm.size());
-    add_file_maps(shuffle,
-                  args.checkpoint_dir,
-                  my_files,
-                  format,
-                  std::max<std::size_t>(batch_bytes, 1),
-                  reader_resources,
-                  comm.rank(),
-                  totals);
-    shuffle.finish_maps();
-    std::vector<std::string> mine;
-    for (auto const partition : shuffle.owned_partitions()) {
-      if (shuffle.directory().partition_bytes(partition) == 0) {
-        continue;
+      shuffle_options options(rank_host);
+      options.partitions.method         = partition_method::HASH;
+      options.partitions.key_columns    = resolved.columns;
+      options.partitions.num_partitions = args.partitions;
+      options.partitions.seed           = args.seed;
+      options.inbox_budget              = inbox_budget;
+      options.checkpoint_directory      = args.checkpoint_dir;
+      if (char const* loss = std::getenv("SPILLWAY_TEST_SHARD_LOSS"); loss != nullptr) {
+        // Fault injection for the recompute tests: drop shards with this probability.
+        options.testing_shard_loss = random_shard_loss(std::strtod(loss, nullptr), args.seed + 1);
       }
-      batch_writer_options writer_options;
-      writer_options.directory         = args.output;
-      writer_options.target_file_bytes = file_size;
-      char prefix[32];
-      std::snprintf(prefix, sizeof(prefix), "partition-%05zu", partition);
-      writer_options.file_prefix         = prefix;
-      writer_options.parquet.compression = compression;
-      batch_writer writer(writer_options, names, default_stream(), memory_resources{io_scratch});
-      shuffle.for_each_batch(partition, [&](table_view const& batch) {
-        totals.rows_out += batch.num_rows();
-        writer.write(batch);
-      });
-      for (auto& name : writer.close()) {
-        mine.push_back(std::move(name));
+      shuffler shuffle(args.mode == "pull" ? shuffle_mode::PULL : shuffle_mode::PUSH,
+                       comm,
+                       environment.store(),
+                       options,
+                       default_stream(),
+                       memory_resources{environment.device()});
+      rank_totals totals;
+      memory_resources const reader_resources{environment.device(), io_scratch};
+      auto const my_files = files_of_rank(files, comm.rank(), comm.size());
+      add_file_maps(shuffle,
+                    args.checkpoint_dir,
+                    my_files,
+                    format,
+                    std::max<std::size_t>(batch_bytes, 1),
+                    reader_resources,
+                    comm.rank(),
+                    totals);
+      shuffle.finish_maps();
+      std::vector<std::string> mine;
+      for (auto const partition : shuffle.owned_partitions()) {
+        if (shuffle.directory().partition_bytes(partition) == 0) {
+          continue;
+        }
+        batch_writer_options writer_options;
+        writer_options.directory         = args.output;
+        writer_options.target_file_bytes = file_size;
+        char prefix[32];
+        std::snprintf(prefix, sizeof(prefix), "partition-%05zu", partition);
+        writer_options.file_prefix         = prefix;
+        writer_options.parquet.compression = compression;
+        batch_writer writer(writer_options, names, default_stream(), memory_resources{io_scratch});
+        shuffle.for_each_batch(partition, [&](table_view const& batch) {
+          totals.rows_out += batch.num_rows();
+          writer.write(batch);
+        });
+        for (auto& name : writer.close()) {
+          mine.push_back(std::move(name));
+        }
       }
-    }
-    shuffle.close();
-    totals.files              = mine.size();
-    auto const stats          = shuffle.statistics();
-    auto const spills         = environment.store().statistics();
-    totals.resumed            = stats.resumed_maps;
-    totals.shards             = stats.shards_written;
-    totals.bytes_shuffled     = stats.bytes_written;
-    totals.messages           = stats.messages_sent;
-    totals.recomputed         = stats.recomputed_maps;
-    totals.backpressure_waits = stats.backpressure_waits;
-    totals.spilled_host       = spills.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes;
-    totals.spilled_disk       = spills.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes +
-                          spills.between(spill_tier::HOST, spill_tier::DISK).raw_bytes;
-    auto const sums  = sum_over_ranks(comm,
-                                     {totals.rows_in,
-                                       totals.bytes_in,
-                                       totals.rows_out,
-                                       totals.files,
-                                       totals.shards,
-                                       totals.bytes_shuffled,
-                                       totals.messages,
-                                       totals.recomputed,
-                                       totals.backpressure_waits,
-                                       totals.spilled_host,
-                                       totals.spilled_disk,
-                                       totals.resumed});
-    auto const peaks = max_over_ranks(
-      comm,
-      {environment.raw_device().peak_bytes(), environment.host_tier().statistics().peak_bytes});
-    auto all_files          = gather_names(comm, mine);
-    std::size_t rows_mapped = 0;  // by every rank's map tasks, read now or resumed
-    for (std::size_t partition = 0; partition < args.partitions; ++partition) {
-      rows_mapped += shuffle.directory().partition_rows(partition);
-    }
-    if (rows_mapped != sums[2] || (args.checkpoint_dir.empty() && sums[0] != sums[2])) {
-      throw std::runtime_error("shuffle wrote " + std::to_string(sums[2]) + " rows of " +
-                               std::to_string(rows_mapped) + " mapped");
-    }
-    if (comm.rank() != 0) {
-      return;
-    }
-    double const seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::lock_guard lock(summary_mutex);
-    written = std::move(all_files);
-    summary = {{"input", args.input},
-               {"output", args.output},
-               {"ranks", comm.size()},
-               {"transport", launched_by_mpirun() ? "mpi" : "in-process"},
-               {"mode", args.mode},
-               {"partitions", args.partitions},
-               {"rows", sums[2]},
-               {"rows_read", sums[0]},
-               {"bytes", sums[1]},
-               {"files", sums[3]},
-               {"seconds", seconds},
-               {"bytes_per_second", seconds > 0 ? static_cast<double>(sums[1]) / seconds : 0.0},
-               {"shards", sums[4]},
-               {"shard_bytes", sums[5]},
-               {"messages", sums[6]},
-               {"recomputed_maps", sums[7]},
-               {"resumed_maps", sums[11]},
-               {"backpressure_waits", sums[8]},
-               {"spilled_device_to_host_bytes", sums[9]},
-               {"spilled_to_disk_bytes", sums[10]},
-               {"device_budget_per_rank", device_memory},
-               {"device_peak_max", peaks[0]},
-               {"host_budget_per_rank", host_memory},
-               {"host_peak_max", peaks[1]}};
-    char line[256];
-    std::snprintf(
-      line,
-      sizeof(line),
-      "spillway shuffle: %llu rows (%s) into %zu partitions on %d ranks (%s) in "
-      "%.2f s, %s/s; device peak %s of %s per rank",
-      static_cast<unsigned long long>(sums[0]),
-      format_bytes(sums[1]).c_str(),
-      args.partitions,
-      comm.size(),
-      args.mode.c_str(),
-      seconds,
-      format_bytes(static_cast<std::size_t>(static_cast<double>(sums[1]) / std::max(seconds, 1e-9)))
-        .c_str(),
-      format_bytes(peaks[0]).c_str(),
-      format_bytes(device_memory).c_str());
-    summary_line = line;
+      shuffle.close();
+      totals.files              = mine.size();
+      auto const stats          = shuffle.statistics();
+      auto const spills         = environment.store().statistics();
+      totals.resumed            = stats.resumed_maps;
+      totals.shards             = stats.shards_written;
+      totals.bytes_shuffled     = stats.bytes_written;
+      totals.messages           = stats.messages_sent;
+      totals.recomputed         = stats.recomputed_maps;
+      totals.backpressure_waits = stats.backpressure_waits;
+      totals.spilled_host       = spills.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes;
+      totals.spilled_disk       = spills.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes +
+                            spills.between(spill_tier::HOST, spill_tier::DISK).raw_bytes;
+      auto const sums  = sum_over_ranks(comm,
+                                       {totals.rows_in,
+                                         totals.bytes_in,
+                                         totals.rows_out,
+                                         totals.files,
+                                         totals.shards,
+                                         totals.bytes_shuffled,
+                                         totals.messages,
+                                         totals.recomputed,
+                                         totals.backpressure_waits,
+                                         totals.spilled_host,
+                                         totals.spilled_disk,
+                                         totals.resumed});
+      auto const peaks = max_over_ranks(
+        comm,
+        {environment.raw_device().peak_bytes(), environment.host_tier().statistics().peak_bytes});
+      auto all_files          = gather_names(comm, mine);
+      std::size_t rows_mapped = 0;  // by every rank's map tasks, read now or resumed
+      for (std::size_t partition = 0; partition < args.partitions; ++partition) {
+        rows_mapped += shuffle.directory().partition_rows(partition);
+      }
+      if (rows_mapped != sums[2] || (args.checkpoint_dir.empty() && sums[0] != sums[2])) {
+        throw std::runtime_error("shuffle wrote " + std::to_string(sums[2]) + " rows of " +
+                                 std::to_string(rows_mapped) + " mapped");
+      }
+      if (comm.rank() != 0) {
+        return;
+      }
+      double const seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::lock_guard lock(summary_mutex);
+      written = std::move(all_files);
+      summary = {{"input", args.input},
+                 {"output", args.output},
+                 {"ranks", comm.size()},
+                 {"transport", launched_by_mpirun() ? "mpi" : "in-process"},
+                 {"mode", args.mode},
+                 {"partitions", args.partitions},
+                 {"rows", sums[2]},
+                 {"rows_read", sums[0]},
+                 {"bytes", sums[1]},
+                 {"files", sums[3]},
+                 {"seconds", seconds},
+                 {"bytes_per_second", seconds > 0 ? static_cast<double>(sums[1]) / seconds : 0.0},
+                 {"shards", sums[4]},
+                 {"shard_bytes", sums[5]},
+                 {"messages", sums[6]},
+                 {"recomputed_maps", sums[7]},
+                 {"resumed_maps", sums[11]},
+                 {"backpressure_waits", sums[8]},
+                 {"spilled_device_to_host_bytes", sums[9]},
+                 {"spilled_to_disk_bytes", sums[10]},
+                 {"device_budget_per_rank", device_memory},
+                 {"device_peak_max", peaks[0]},
+                 {"host_budget_per_rank", host_memory},
+                 {"host_peak_max", peaks[1]}};
+      char line[256];
+      std::snprintf(line,
+                    sizeof(line),
+                    "spillway shuffle: %llu rows (%s) into %zu partitions on %d ranks (%s) in "
+                    "%.2f s, %s/s; device peak %s of %s per rank",
+                    static_cast<unsigned long long>(sums[0]),
+                    format_bytes(sums[1]).c_str(),
+                    args.partitions,
+                    comm.size(),
+                    args.mode.c_str(),
+                    seconds,
+                    format_bytes(static_cast<std::size_t>(static_cast<double>(sums[1]) /
+                                                          std::max(seconds, 1e-9)))
+                      .c_str(),
+                    format_bytes(peaks[0]).c_str(),
+                    format_bytes(device_memory).c_str());
+      summary_line = line;
+    });
   });
   if (!summary_line.empty()) {  // rank 0 of this process
     output.commit(written);

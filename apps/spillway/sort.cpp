@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "output_directory.hpp"
 #include "ranks.hpp"
+#include "spill_failures.hpp"
 
 #include <spillway/core/units.hpp>
 #include <spillway/io/batch_writer.hpp>
@@ -376,21 +377,8 @@ int run_sort(sort_arguments const& args) {
     task.request_lease(std::min(device_memory, BASE_LEASE_BATCHES * batch_bytes), base_options);
   external_sorter sorter{store, options, default_stream(), device_with_spill, host};
 
-  // An out-of-memory after spill writes failed is really a full or broken spill disk: say so.
-  auto const with_spill_context = [&store](out_of_memory const& failure) {
-    auto const spilled = store.statistics();
-    if (spilled.write_errors == 0) {
-      throw;
-    }
-    throw out_of_memory(std::string{failure.what()} + "; spilling to disk failed " +
-                          std::to_string(spilled.write_errors) +
-                          " time(s), last: " + spilled.last_error,
-                        failure.requested_bytes(),
-                        failure.available_bytes(),
-                        failure.capacity_bytes());
-  };
   std::size_t input_batches = 0;
-  try {
+  explaining_spill_failures(store, [&] {
     while (auto batch = reader->next()) {
       auto const rows  = batch->num_rows();
       auto const bytes = batch->allocated_bytes();
@@ -401,9 +389,7 @@ int run_sort(sort_arguments const& args) {
     }
     reader.reset();
     sorter.finish();
-  } catch (out_of_memory const& failure) {
-    with_spill_context(failure);
-  }
+  });
   progress.rows_sorted = progress.rows_read.load();
   progress.writing     = true;
 
@@ -417,15 +403,13 @@ int run_sort(sort_arguments const& args) {
   writer_options.target_file_bytes = file_size;
   batch_writer writer{
     writer_options, names, default_stream(), memory_resources{device_with_spill, io_scratch}};
-  try {
+  explaining_spill_failures(store, [&] {
     while (auto batch = sorter.next()) {
       writer.write(batch->view());
       progress.rows_written += batch->num_rows();
       progress.bytes_written += batch->allocated_bytes();
     }
-  } catch (out_of_memory const& failure) {
-    with_spill_context(failure);
-  }
+  });
   auto const written = writer.close();
   directory.commit(written);
   bar.reset();

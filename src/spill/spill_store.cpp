@@ -335,9 +335,12 @@ void spill_store_impl::add_transfer(spill_tier from,
   moved.time += time;
 }
 
-void spill_store_impl::record_error(std::string const& message, bool is_write) {
+void spill_store_impl::record_error(std::string const& message, bool is_write, bool of_disk) {
   ++(is_write ? statistics_.write_errors : statistics_.read_errors);
   statistics_.last_error = message;
+  if (of_disk) {
+    statistics_.last_disk_error = message;
+  }
   log(log_level::WARN, "spill store: " + message);
   ++room_epoch_;
   room_.notify_all();  // waiters for room give up after a failed write
@@ -532,7 +535,7 @@ void spill_store_impl::stream_disk_to_device(spill_entry& entry, scoped_lock& lo
   } catch (std::exception const& error) {
     lock.lock();
     entry.state = entry_state::STABLE;
-    record_error(error.what(), false);
+    record_error(error.what(), false, true);
     emit(event_kind::SPILL_READ_FAILED, entry, spill_tier::DISK, spill_tier::DEVICE, since(start));
     changed_.notify_all();
     throw;
@@ -874,7 +877,9 @@ std::size_t spill_store_impl::spill_device_entry(spill_entry& entry) {
     }
     entry.state = entry_state::STABLE;
     record_error(
-      "cannot spill buffer " + std::to_string(entry.id) + " off the device: " + error.what(), true);
+      "cannot spill buffer " + std::to_string(entry.id) + " off the device: " + error.what(),
+      true,
+      dynamic_cast<io_error const*>(&error) != nullptr);
     emit(event_kind::SPILL_WRITE_FAILED,
          entry,
          spill_tier::DEVICE,
@@ -1114,6 +1119,7 @@ void spill_store_impl::write_entry(std::uint64_t id, std::uint64_t ticket) noexc
       drop_blocks(blocks, dead_files);
       record_error("write of spill buffer " + std::to_string(id) + " (" + std::to_string(raw) +
                      " bytes) failed; it stays on the host: " + failure,
+                   true,
                    true);
       emit(event_kind::SPILL_WRITE_FAILED, entry, spill_tier::HOST, spill_tier::DISK, elapsed);
     }
@@ -1185,9 +1191,9 @@ void spill_store_impl::read_entry(std::uint64_t id) noexcept {
       try {
         std::rethrow_exception(failure);
       } catch (std::exception const& error) {
-        record_error(error.what(), false);
+        record_error(error.what(), false, true);
       } catch (...) {
-        record_error("read of spill buffer " + std::to_string(id) + " failed", false);
+        record_error("read of spill buffer " + std::to_string(id) + " failed", false, true);
       }
       emit(event_kind::SPILL_READ_FAILED, entry, spill_tier::DISK, spill_tier::HOST, elapsed);
     }

@@ -181,7 +181,9 @@ class spill_store_impl {
   void finish_transition(spill_entry& entry, garbage& trash, std::vector<std::string>& dead_files)
     SPILLWAY_REQUIRES(mutex_);
   void remove_files(std::vector<std::string> const& paths) noexcept;
-  void record_error(std::string const& message, bool is_write) SPILLWAY_REQUIRES(mutex_);
+  /// Counts a failed write or read; `of_disk`: the disk itself failed (see last_disk_error).
+  void record_error(std::string const& message, bool is_write, bool of_disk)
+    SPILLWAY_REQUIRES(mutex_);
   void schedule_write(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
   void schedule_read(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
   std::size_t spill_device_entry(spill_entry& entry);

@@ -213,16 +213,28 @@ TEST_F(SpillwayCli, FullDiskForTheSpillDirectory) {
     GTEST_SKIP() << "cannot mount a small tmpfs here (needs root with CAP_SYS_ADMIN)";
   }
   // The budgets force spilling to disk, and the spill directory has room for almost nothing:
-  // the sort either finishes correctly (data that could not go to disk stayed on a higher tier)
-  // or fails with a clear error; it never writes wrong data or leaves files behind.
-  auto const result = run(std::string{"sort in -o out --by key --spill-dir spill"} +
-                          " --device-memory 2MiB --host-memory 256KiB");
-  if (result.exit_code == 0) {
-    run_ok("verify out --by key --against in");
-  } else {
-    expect_failure(result, 1, "spilling to disk failed", "out");
+  // each command either finishes correctly (data that could not go to disk stayed on a higher
+  // tier) or fails with an error that names the disk; it never writes wrong data or leaves files
+  // behind.
+  std::string const budgets = " --spill-dir spill --device-memory 2MiB --host-memory 256KiB";
+  struct attempt {
+    std::string command;
+    std::string verify;
+  };
+  for (auto const& [command, verify] :
+       {attempt{"sort in -o out --by key", "verify out --by key --against in"},
+        attempt{"sort in -o out --by key --ranks 2", "verify out --by key --against in"},
+        attempt{"shuffle in -o out --by key --partitions 4 --ranks 2",
+                "verify out --partitions 4 --by key --against in"}}) {
+    SCOPED_TRACE(command);
+    auto const result = run(command + budgets + " --overwrite");
+    if (result.exit_code == 0) {
+      run_ok(verify);
+    } else {
+      expect_failure(result, 1, "spilling to disk failed", "out");
+    }
+    EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
   }
-  EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
 }
 
 }  // namespace

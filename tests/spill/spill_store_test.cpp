@@ -340,6 +340,7 @@ TEST_F(SpillStoreTest, FullDiskKeepsTheDataOnTheHostAndTheStoreUsable) {
   EXPECT_THAT(stats.last_error, ::testing::HasSubstr("No space left on device"));
   EXPECT_THAT(stats.last_error,
               ::testing::HasSubstr("spill buffer " + std::to_string(handle.id())));
+  EXPECT_EQ(stats.last_disk_error, stats.last_error);
   EXPECT_EQ(files.failed_writes(), 1U);
   {
     auto const pinned = handle.acquire();
@@ -372,6 +373,7 @@ TEST_F(SpillStoreTest, UnwritableDirectoryKeepsDataAndReportsIt) {
   EXPECT_EQ(handle.tier(), spill_tier::DEVICE);
   EXPECT_EQ(store.statistics().write_errors, 1U);
   EXPECT_THAT(store.statistics().last_error, ::testing::HasSubstr("Permission denied"));
+  EXPECT_EQ(store.statistics().last_disk_error, store.statistics().last_error);
   SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), handle.acquire().view());
 }
 

@@ -31,6 +31,10 @@ struct spill_statistics {
   std::size_t write_errors = 0;  ///< disk writes that failed (their buffers stayed higher)
   std::size_t read_errors  = 0;  ///< disk reads that failed (missing, truncated, corrupt)
   std::string last_error;        ///< the message of the last write or read error
+  /// The message of the last error of the disk itself (full, failing, a corrupt block). Once the
+  /// disk fails, later errors are often the host running out of room for what could not go to
+  /// the disk, and `last_error` names those instead.
+  std::string last_disk_error;
 
   /** @return moves from `from` to `to` */
   [[nodiscard]] tier_transfer const& between(spill_tier from, spill_tier to) const noexcept {

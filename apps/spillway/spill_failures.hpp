@@ -1,0 +1,39 @@
+/**
+ * @file spill_failures.hpp
+ * @brief Names a full or broken spill disk behind an out-of-memory failure of a command.
+ */
+#pragma once
+
+#include <spillway/core/error.hpp>
+#include <spillway/spill/spill_store.hpp>
+
+#include <string>
+
+namespace spillway::cli {
+
+/**
+ * @brief Runs `body`. An `out_of_memory` it throws after writes to the spill disk failed is really
+ * a full or broken spill disk: it is thrown again with the count and the last disk error appended.
+ * @return what `body` returns
+ */
+template <typename Body>
+decltype(auto) explaining_spill_failures(spill_store const& store, Body&& body) {
+  try {
+    return body();
+  } catch (out_of_memory const& failure) {
+    auto const spilled = store.statistics();
+    if (spilled.write_errors == 0) {
+      throw;
+    }
+    std::string message = std::string{failure.what()} + "; spilling to disk failed " +
+                          std::to_string(spilled.write_errors) +
+                          " time(s), last: " + spilled.last_error;
+    if (!spilled.last_disk_error.empty() && spilled.last_disk_error != spilled.last_error) {
+      message += "; the last error of the disk: " + spilled.last_disk_error;
+    }
+    throw out_of_memory(
+      message, failure.requested_bytes(), failure.available_bytes(), failure.capacity_bytes());
+  }
+}
+
+}  // namespace spillway::cli
