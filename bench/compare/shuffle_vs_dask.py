@@ -48,33 +48,34 @@ def run_timed(command, env=None):
     return seconds, result.stdout
 
 
-def run_spillway(args, mode, ranks, out_dir):
-    command = [args.spillway, "shuffle", args.data, "-o", out_dir, "--by", args.by,
-               "--partitions", str(args.partitions), "--mode", mode,
-               "--device-memory", args.device_memory, "--host-memory", args.host_memory,
-               "--spill-dir", args.temp, "--overwrite", "--json"]
+def on_ranks(args, command, ranks):
+    """`command` under mpirun with `ranks` processes, or on --ranks in-process ranks."""
     if ranks:
-        command = [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks)] + command
-    else:
-        command += ["--ranks", str(args.ranks)]
-    seconds, stdout = run_timed(command)
+        return [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks)] + command
+    return command + ["--ranks", str(args.ranks)]
+
+
+def spillway_options(args, mode):
+    return ["--by", args.by, "--partitions", str(args.partitions), "--mode", mode,
+            "--device-memory", args.device_memory, "--host-memory", args.host_memory]
+
+
+def run_spillway(args, mode, ranks, out_dir):
+    command = [args.spillway, "shuffle", args.data, "-o", out_dir] + \
+        spillway_options(args, mode) + ["--spill-dir", args.temp, "--overwrite", "--json"]
+    seconds, stdout = run_timed(on_ranks(args, command, ranks))
     return seconds, stdout.strip().splitlines()[-1] if stdout.strip() else ""
 
 
 def run_spillway_in_memory(args, mode, ranks):
-    command = [args.shuffle_bench, args.data, "--by", args.by, "--partitions",
-               str(args.partitions), "--mode", mode, "--device-memory", args.device_memory,
-               "--host-memory", args.host_memory]
-    if ranks:
-        command = [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks)] + command
-    else:
-        command += ["--ranks", str(args.ranks)]
-    _, stdout = run_timed(command)
+    command = [args.shuffle_bench, args.data] + spillway_options(args, mode)
+    _, stdout = run_timed(on_ranks(args, command, ranks))
     summary = json.loads(stdout.strip().splitlines()[-1])
     return summary["seconds"], json.dumps(summary)
 
 
-def run_dask_in_memory(args, method):
+def run_dask_script(args, body):
+    """Runs `body` (Python, indented by 4) with `client` on a LocalCluster; returns its stdout."""
     code = f"""
 import time, dask, dask.dataframe as dd
 from distributed import Client, LocalCluster, wait
@@ -83,36 +84,31 @@ if __name__ == "__main__":
                            memory_limit="{args.dask_memory}", dashboard_address=None,
                            local_directory="{args.temp}")
     client = Client(cluster)
+{body}
+    client.close(); cluster.close()
+"""
+    return run_timed([sys.executable, "-c", code])
+
+
+def run_dask_in_memory(args, method):
+    _, stdout = run_dask_script(args, f"""
     df = dd.read_parquet("{args.data}").persist()
     wait(df)
     start = time.perf_counter()
     counts = df.shuffle("{args.by}", npartitions={args.partitions},
                         shuffle_method="{method}").map_partitions(len).compute()
-    print(time.perf_counter() - start, int(counts.sum()))
-    client.close(); cluster.close()
-"""
-    _, stdout = run_timed([sys.executable, "-c", code])
+    print(time.perf_counter() - start, int(counts.sum()))""")
     seconds, rows = stdout.strip().splitlines()[-1].split()
     return float(seconds), int(rows)
 
 
 def run_dask(args, method, out_dir):
-    code = f"""
-import time, dask, dask.dataframe as dd
-from distributed import Client, LocalCluster
-if __name__ == "__main__":
-    cluster = LocalCluster(n_workers={args.workers}, threads_per_worker=1,
-                           memory_limit="{args.dask_memory}", dashboard_address=None,
-                           local_directory="{args.temp}")
-    client = Client(cluster)
+    seconds, stdout = run_dask_script(args, f"""
     start = time.perf_counter()
     df = dd.read_parquet("{args.data}")
     out = df.shuffle("{args.by}", npartitions={args.partitions}, shuffle_method="{method}")
     out.to_parquet("{out_dir}", write_index=False)
-    print(time.perf_counter() - start)
-    client.close(); cluster.close()
-"""
-    seconds, stdout = run_timed([sys.executable, "-c", code])
+    print(time.perf_counter() - start)""")
     return float(stdout.strip().splitlines()[-1]), seconds
 
 
@@ -139,7 +135,9 @@ def main():
                                                                 "spillway_shuffle_bench"))
     args = parser.parse_args()
 
-    args.temp = args.temp or tempfile.mkdtemp(prefix="shuffle-bench-", dir=ROOT)
+    os.makedirs(os.path.join(ROOT, "data"), exist_ok=True)
+    args.temp = args.temp or tempfile.mkdtemp(prefix="shuffle-bench-",
+                                              dir=os.path.join(ROOT, "data"))
     os.makedirs(args.temp, exist_ok=True)
     if args.data is None:
         args.data = os.path.join(ROOT, "data", f"timeseries-{args.rows}")
@@ -171,28 +169,21 @@ def main():
             else:
                 seconds, out_rows = run_dask_in_memory(args, mode)
                 extra = "persisted first; shuffle and a count per partition timed"
-            if out_rows != rows:
-                raise SystemExit(f"{label}: counted {out_rows} rows, expected {rows}")
-            rate = nbytes / seconds / 1e6
-            results.append((label, seconds, rate))
-            print(json.dumps({"engine": label, "seconds": round(seconds, 3),
-                              "MB_per_s": round(rate, 1), "detail": extra}), flush=True)
-            continue
-        if engine.startswith("spillway-"):
-            seconds, summary = run_spillway(args, mode, ranks, out_dir)
-            extra = summary
         else:
-            inner, seconds = run_dask(args, mode, out_dir)
-            extra = f"cluster start-up excluded: {inner:.2f} s inside, {seconds:.2f} s in all"
-            seconds = inner
-        out_rows, _ = arrow_bytes(out_dir)
+            if engine.startswith("spillway-"):
+                seconds, extra = run_spillway(args, mode, ranks, out_dir)
+            else:
+                inner, seconds = run_dask(args, mode, out_dir)
+                extra = f"cluster start-up excluded: {inner:.2f} s inside, {seconds:.2f} s in all"
+                seconds = inner
+            out_rows, _ = arrow_bytes(out_dir)
+            shutil.rmtree(out_dir, ignore_errors=True)
         if out_rows != rows:
-            raise SystemExit(f"{label}: wrote {out_rows} rows, expected {rows}")
+            raise SystemExit(f"{label}: {out_rows} rows out, expected {rows}")
         rate = nbytes / seconds / 1e6
         results.append((label, seconds, rate))
         print(json.dumps({"engine": label, "seconds": round(seconds, 3),
                           "MB_per_s": round(rate, 1), "detail": extra}), flush=True)
-        shutil.rmtree(out_dir, ignore_errors=True)
 
     best_dask = min((s for l, s, _ in results if l.startswith("dask")), default=None)
     print()
