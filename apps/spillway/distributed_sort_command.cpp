@@ -88,7 +88,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
       auto const mine = files_of_rank(files, comm.rank(), comm.size());
       memory_resources const reader_resources{environment.device(), io_scratch};
       batch_writer_options writer_options;
-      writer_options.directory         = request.output;
+      writer_options.directory         = output.staging();
       writer_options.target_file_bytes = file_size;
       char prefix[32];
       std::snprintf(prefix, sizeof(prefix), "part-%05d", comm.rank());
@@ -106,7 +106,8 @@ int run_distributed_sort(distributed_sort_request const& request) {
         memory_resources{environment.device()},
         rank_host);
       auto const my_files = writer.close();
-      auto const spills   = environment.store().statistics();
+      maybe_fail_after_writing(comm.rank());
+      auto const spills = environment.store().statistics();
       auto const sums =
         sum_over_ranks(comm,
                        {stats.input_rows,

@@ -1,6 +1,7 @@
 #include "command_line.hpp"
 #include "ranks.hpp"
 
+#include <spillway/core/error.hpp>
 #include <spillway/io/dataset.hpp>
 #include <spillway/shuffle/in_process_communicator.hpp>
 #include <spillway/shuffle/mpi_communicator.hpp>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <span>
 
 namespace spillway::cli {
@@ -26,21 +28,61 @@ std::uint64_t word_at(std::vector<std::byte> const& bytes, std::size_t index) {
 
 }  // namespace
 
+shared_output::shared_output(std::string path, bool overwrite)
+  : path_(std::move(path)),
+    staging_((std::filesystem::path(path_) / ".spillway-incomplete").string()),
+    overwrite_(overwrite) {}
+
+shared_output::~shared_output() {
+  std::lock_guard lock(mutex_);
+  if (owns_staging_ && !committed_) {
+    std::error_code ignored;
+    std::filesystem::remove_all(staging_, ignored);
+  }
+  directory_.reset();  // then the directory itself, when this command created it
+}
+
 void shared_output::open(communicator& comm) {
   {
     std::lock_guard lock(mutex_);
     if (!directory_ && (comm.rank() == 0 || launched_by_mpirun())) {
       directory_ = std::make_unique<output_directory>(path_, overwrite_);
     }
+    if (comm.rank() == 0) {
+      owns_staging_ = true;
+      std::error_code error;
+      std::filesystem::remove_all(staging_, error);  // left by a run that was killed
+      std::filesystem::create_directories(staging_, error);
+      if (error) {
+        throw io_error("cannot create directory '" + staging_ + "': " + error.message());
+      }
+    }
   }
   comm.barrier();
 }
 
-void shared_output::commit(std::vector<std::string> const& written) {
+std::vector<std::string> shared_output::commit(std::vector<std::string> const& written) {
   std::lock_guard lock(mutex_);
-  if (directory_) {
-    directory_->commit(written);
+  std::vector<std::string> moved;
+  if (!owns_staging_) {
+    return moved;
   }
+  for (auto const& file : written) {
+    auto const target = std::filesystem::path(path_) / std::filesystem::path(file).filename();
+    std::error_code error;
+    std::filesystem::rename(file, target, error);
+    if (error) {
+      throw io_error("cannot move '" + file + "' to '" + target.string() + "': " + error.message());
+    }
+    moved.push_back(target.string());
+  }
+  committed_ = true;
+  std::error_code ignored;
+  std::filesystem::remove_all(staging_, ignored);
+  if (directory_) {
+    directory_->commit(moved);
+  }
+  return moved;
 }
 
 device_environment_options rank_device::options(std::size_t device_memory,
@@ -60,6 +102,14 @@ rank_device::rank_device(communicator const& comm,
   : environment_(options(device_memory, host_memory, spill_dir)),
     task_(environment_, task_id{static_cast<std::uint64_t>(comm.rank()) + 1}),
     bind_(task_.context()) {}
+
+void maybe_fail_after_writing(int rank) {
+  char const* const spec = std::getenv("SPILLWAY_TEST_FAIL_AFTER_WRITING");
+  if (spec != nullptr && *spec != '\0' && std::atoi(spec) == rank) {
+    throw std::runtime_error("rank " + std::to_string(rank) +
+                             " failed after writing its files (SPILLWAY_TEST_FAIL_AFTER_WRITING)");
+  }
+}
 
 bool launched_by_mpirun() noexcept {
   for (char const* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {

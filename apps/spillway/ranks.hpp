@@ -29,22 +29,41 @@
 namespace spillway::cli {
 
 /**
- * @brief The output directory of a multi-rank command: guarded once per process (by in-process
- * rank 0, or by every process under mpirun) before any rank writes, kept by `commit`.
+ * @brief The output directory of a multi-rank command. Every rank writes its files into a hidden
+ * staging directory inside it; only `commit()`, once every rank has finished, moves them in. A
+ * command that fails on any rank leaves no visible file behind, however far the other ranks got.
+ *
+ * The process of rank 0 creates the staging directory (removing one a killed run left behind),
+ * commits, and removes it again on failure.
  */
 class shared_output {
  public:
   /** @see output_directory */
-  shared_output(std::string path, bool overwrite) : path_(std::move(path)), overwrite_(overwrite) {}
+  shared_output(std::string path, bool overwrite);
+  /** @brief Without `commit()`: removes the staging directory and what it holds. */
+  ~shared_output();
+  shared_output(shared_output const&)            = delete;
+  shared_output& operator=(shared_output const&) = delete;
+  shared_output(shared_output&&)                 = delete;
+  shared_output& operator=(shared_output&&)      = delete;
 
   /** @brief Every rank calls it first: guards the directory, then waits for every rank. */
   void open(communicator& comm);
-  /** @brief Keeps `written` (every rank's files), on the process that guarded the directory. */
-  void commit(std::vector<std::string> const& written);
+  /** @return where the ranks write their files until `commit()` */
+  [[nodiscard]] std::string const& staging() const noexcept { return staging_; }
+  /**
+   * @brief Moves `written` (every rank's files, in `staging()`) into the directory and keeps
+   * them, on the process of rank 0.
+   * @return the files' final paths
+   */
+  std::vector<std::string> commit(std::vector<std::string> const& written);
 
  private:
   std::string path_;
+  std::string staging_;
   bool overwrite_;
+  bool owns_staging_ = false;
+  bool committed_    = false;
   std::mutex mutex_;
   std::unique_ptr<output_directory> directory_;
 };
@@ -79,6 +98,13 @@ class rank_device {
   host_memory_resource host_;
   statistics_resource_adaptor io_scratch_{host_};
 };
+
+/**
+ * @brief Fault injection for the output tests: `SPILLWAY_TEST_FAIL_AFTER_WRITING=<rank>` makes
+ * that rank fail once its files are written, while the other ranks go on.
+ * @throws std::runtime_error on that rank
+ */
+void maybe_fail_after_writing(int rank);
 
 /** @return whether this process was started by `mpirun` (OpenMPI, MPICH or PMIx variables) */
 bool launched_by_mpirun() noexcept;

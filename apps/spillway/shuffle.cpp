@@ -293,7 +293,7 @@ int run_shuffle(shuffle_arguments const& args) {
           continue;
         }
         batch_writer_options writer_options;
-        writer_options.directory         = args.output;
+        writer_options.directory         = output.staging();
         writer_options.target_file_bytes = file_size;
         char prefix[32];
         std::snprintf(prefix, sizeof(prefix), "partition-%05zu", partition);
@@ -308,6 +308,7 @@ int run_shuffle(shuffle_arguments const& args) {
           mine.push_back(std::move(name));
         }
       }
+      maybe_fail_after_writing(comm.rank());
       shuffle.close();
       totals.files              = mine.size();
       auto const stats          = shuffle.statistics();

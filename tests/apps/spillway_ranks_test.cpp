@@ -128,6 +128,30 @@ TEST_F(SpillwayRanks, ShuffleErrors) {
   expect_failure(run("shuffle missing -o out --by id --partitions 4"), 1, "missing", "out");
 }
 
+TEST_F(SpillwayRanks, AJobThatFailsOnOneRankLeavesNoVisibleOutput) {
+  // Rank 2 fails once its files are written; ranks 0 and 1 have written theirs by then or soon
+  // after. Nothing may appear in the output, and an existing dataset there must survive.
+  run_ok("shuffle in -o kept --by id --partitions 6" + std::string{RANK_BUDGETS});
+  auto const before = files_in("kept");
+  ASSERT_FALSE(before.empty());
+  for (std::string const command :
+       {"shuffle in -o out --by id --partitions 6 --ranks 3",
+        "sort in -o out --by id --ranks 3",
+        "shuffle in -o kept --by id --partitions 6 --ranks 3 --overwrite",
+        "sort in -o kept --by id --ranks 3 --overwrite"}) {
+    SCOPED_TRACE(command);
+    auto const result = run_launched("SPILLWAY_TEST_FAIL_AFTER_WRITING=2 '" SPILLWAY_EXE "' " +
+                                     command + RANK_BUDGETS);
+    EXPECT_EQ(result.exit_code, 1) << result.err;
+    EXPECT_NE(result.err.find("rank 2 failed after writing"), std::string::npos) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(path("out"))) << "the failed job left its directory";
+    EXPECT_EQ(files_in("kept"), before);
+    EXPECT_FALSE(std::filesystem::exists(path("kept") + "/.spillway-incomplete"));
+    EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
+  }
+  run_ok("verify kept --by id --partitions 6 --against in");
+}
+
 TEST_F(SpillwayRanks, ShuffleAndSortUnderMpirun) {
   if (mpirun(2).empty()) {
     GTEST_SKIP() << "built without MPI: no mpirun to start ranks with";
