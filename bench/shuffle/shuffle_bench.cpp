@@ -15,7 +15,6 @@
 #include <spillway/shuffle/in_process_communicator.hpp>
 #include <spillway/shuffle/mpi_communicator.hpp>
 #include <spillway/shuffle/shuffler.hpp>
-#include <spillway/table/copy.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -24,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <sys/resource.h>
 #include <vector>
 
 namespace {
@@ -67,6 +67,16 @@ arguments parse(int argc, char** argv) {
   return args;
 }
 
+/// CPU seconds (user and system) this process has used so far, every thread.
+double process_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto const seconds = [](timeval const& value) {
+    return static_cast<double>(value.tv_sec) + static_cast<double>(value.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 std::uint64_t sum_over(communicator& comm, std::uint64_t value) {
   std::uint64_t total = 0;
   for (auto const& theirs :
@@ -107,7 +117,8 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
     }
   }
   comm.barrier();
-  auto const start = std::chrono::steady_clock::now();
+  auto const start       = std::chrono::steady_clock::now();
+  double const cpu_start = process_cpu_seconds();
   shuffle_options shuffle_config(environment.host());
   shuffle_config.partitions.method         = partition_method::HASH;
   shuffle_config.partitions.key_columns    = {key};
@@ -118,11 +129,12 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
                    shuffle_config,
                    default_stream(),
                    memory_resources{environment.device()});
-  for (auto const& input : inputs) {  // the lineage is the stored input itself
-    static_cast<void>(shuffle.add_map([&input](stream_view stream, memory_resources mrs) {
-      auto const pinned = input.acquire();
-      return copy(pinned.view(), stream, mrs);
-    }));
+  for (auto const& input : inputs) {  // the lineage is the stored input itself, lent pinned
+    static_cast<void>(shuffle.add_map(map_view_input{[&input](stream_view, memory_resources) {
+      auto pinned           = std::make_shared<pinned_table>(input.acquire());
+      table_view const rows = pinned->view();
+      return map_rows{rows, std::move(pinned)};
+    }}));
   }
   shuffle.finish_maps();
   std::uint64_t rows = 0;
@@ -132,20 +144,24 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
   shuffle.close();
   double const seconds =
     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  auto const total_rows  = sum_over(comm, rows);
-  auto const total_bytes = sum_over(comm, bytes);
-  auto const spilled     = sum_over(
+  // The process's CPU time over the timed part (with in-process ranks: every rank's).
+  double const cpu_seconds = process_cpu_seconds() - cpu_start;
+  auto const total_rows    = sum_over(comm, rows);
+  auto const total_bytes   = sum_over(comm, bytes);
+  auto const spilled       = sum_over(
     comm, environment.store().statistics().between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes);
   if (comm.rank() == 0) {
     std::printf(
       "{\"ranks\": %d, \"mode\": \"%s\", \"partitions\": %zu, \"rows\": %llu, \"bytes\": %llu, "
-      "\"seconds\": %.3f, \"MB_per_s\": %.1f, \"spilled_device_to_host_bytes\": %llu}\n",
+      "\"seconds\": %.3f, \"cpu_seconds\": %.3f, \"MB_per_s\": %.1f, "
+      "\"spilled_device_to_host_bytes\": %llu}\n",
       comm.size(),
       args.mode.c_str(),
       args.partitions,
       static_cast<unsigned long long>(total_rows),
       static_cast<unsigned long long>(total_bytes),
       seconds,
+      cpu_seconds,
       static_cast<double>(total_bytes) / seconds / 1e6,
       static_cast<unsigned long long>(spilled));
   }

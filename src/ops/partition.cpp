@@ -5,8 +5,13 @@
 #include <spillway/ops/partition.hpp>
 #include <spillway/table/gather.hpp>
 
+// XXH3 inlined here (the same algorithm, hence the same hashes, as the library's): the row hash
+// calls it once per key value, mostly on 8 bytes.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -57,34 +62,94 @@ same_width_unsigned<T> canonical_bits(T value) noexcept {
   return to_little_endian(bits);
 }
 
-/// Folds column `keys` into the running row hashes `hashes[0 .. rows)`.
-void hash_column(column_view const& keys, std::uint64_t* hashes) {
-  std::size_t const rows = keys.size();
-  auto const hash_null   = [&](std::size_t row) {
-    hashes[row] = XXH3_64bits_withSeed(nullptr, 0, hashes[row] ^ null_hash_salt);
+/// Folds rows `[begin, end)` of column `keys` into the running row hashes
+/// `hashes[0 .. end - begin)`.
+void hash_column(column_view const& keys,
+                 std::size_t begin,
+                 std::size_t end,
+                 std::uint64_t* hashes) {
+  auto const hash_null = [&](std::size_t row) {
+    hashes[row - begin] = XXH3_64bits_withSeed(nullptr, 0, hashes[row - begin] ^ null_hash_salt);
   };
   if (keys.type().id() == type_id::STRING) {
-    for (std::size_t row = 0; row < rows; ++row) {
+    for (std::size_t row = begin; row < end; ++row) {
       if (keys.is_null(row)) {
         hash_null(row);
         continue;
       }
       std::string_view const value = keys.string_at(row);
-      hashes[row]                  = XXH3_64bits_withSeed(value.data(), value.size(), hashes[row]);
+      hashes[row - begin] = XXH3_64bits_withSeed(value.data(), value.size(), hashes[row - begin]);
     }
     return;
   }
   visit_fixed_width(keys.type(), [&]<typename T>() {
     T const* values = keys.data<T>();
-    for (std::size_t row = 0; row < rows; ++row) {
+    if (!keys.nullable()) {
+      for (std::size_t row = begin; row < end; ++row) {
+        auto const bits     = canonical_bits(values[row]);
+        hashes[row - begin] = XXH3_64bits_withSeed(&bits, sizeof(bits), hashes[row - begin]);
+      }
+      return;
+    }
+    for (std::size_t row = begin; row < end; ++row) {
       if (keys.is_null(row)) {
         hash_null(row);
         continue;
       }
-      auto const bits = canonical_bits(values[row]);
-      hashes[row]     = XXH3_64bits_withSeed(&bits, sizeof(bits), hashes[row]);
+      auto const bits     = canonical_bits(values[row]);
+      hashes[row - begin] = XXH3_64bits_withSeed(&bits, sizeof(bits), hashes[row - begin]);
     }
   });
+}
+
+/// Folds column `keys` into the running row hashes `hashes[0 .. rows)`.
+void hash_column(column_view const& keys, std::uint64_t* hashes) {
+  hash_column(keys, 0, keys.size(), hashes);
+}
+
+/// Rows hashed at a time into a buffer on the stack by `hash_partition_ids`.
+constexpr std::size_t HASH_BLOCK_ROWS = 1024;
+
+/// `ids[row] = hash_rows(keys)[row] % num_partitions`, a block of rows at a time.
+template <typename Id>
+void fill_hash_partition_ids(table_view const& keys,
+                             std::uint64_t seed,
+                             std::size_t num_partitions,
+                             Id* ids) {
+  std::size_t const rows = keys.num_rows();
+  std::array<std::uint64_t, HASH_BLOCK_ROWS> hashes{};
+  bool const power_of_two      = (num_partitions & (num_partitions - 1)) == 0;
+  std::uint64_t const low_bits = num_partitions - 1;  // h % P when P is a power of two
+  for (std::size_t begin = 0; begin < rows; begin += HASH_BLOCK_ROWS) {
+    std::size_t const end = std::min(rows, begin + HASH_BLOCK_ROWS);
+    std::fill(hashes.begin(), hashes.begin() + static_cast<std::ptrdiff_t>(end - begin), seed);
+    for (column_view const& key : keys) {
+      hash_column(key, begin, end, hashes.data());
+    }
+    if (power_of_two) {
+      for (std::size_t row = begin; row < end; ++row) {
+        ids[row] = static_cast<Id>(hashes[row - begin] & low_bits);
+      }
+    } else {
+      for (std::size_t row = begin; row < end; ++row) {
+        ids[row] = static_cast<Id>(hashes[row - begin] % num_partitions);
+      }
+    }
+  }
+}
+
+/// The narrowest unsigned type that holds every partition id below `num_partitions`.
+type_id partition_id_type(std::size_t num_partitions) noexcept {
+  if (num_partitions <= std::size_t{1} << 8U) {
+    return type_id::UINT8;
+  }
+  if (num_partitions <= std::size_t{1} << 16U) {
+    return type_id::UINT16;
+  }
+  if (num_partitions <= std::size_t{1} << 32U) {
+    return type_id::UINT32;
+  }
+  return type_id::UINT64;
 }
 
 std::vector<std::size_t> partition_offsets(std::uint64_t const* ids,
@@ -133,6 +198,62 @@ void expect_partitions(std::size_t num_partitions, char const* what) {
                    invalid_argument);
 }
 
+/// The partition of each row of `input` by key hash, as a column of the narrowest unsigned type
+/// that holds them (`partition_id_type`), from `scratch`.
+std::unique_ptr<column> hash_partition_ids(table_view const& input,
+                                           std::span<std::size_t const> key_columns,
+                                           std::size_t num_partitions,
+                                           std::uint64_t seed,
+                                           stream_view stream,
+                                           resource_ref scratch,
+                                           char const* what) {
+  expect_partitions(num_partitions, what);
+  table_view const keys = input.select(key_columns);
+  auto ids              = make_fixed_width_column(data_type{partition_id_type(num_partitions)},
+                                     input.num_rows(),
+                                     mask_state::UNALLOCATED,
+                                     stream,
+                                     scratch);
+  switch (ids->type().id()) {
+    case type_id::UINT8:
+      fill_hash_partition_ids(keys, seed, num_partitions, ids->mutable_data<std::uint8_t>());
+      break;
+    case type_id::UINT16:
+      fill_hash_partition_ids(keys, seed, num_partitions, ids->mutable_data<std::uint16_t>());
+      break;
+    case type_id::UINT32:
+      fill_hash_partition_ids(keys, seed, num_partitions, ids->mutable_data<std::uint32_t>());
+      break;
+    default:
+      fill_hash_partition_ids(keys, seed, num_partitions, ids->mutable_data<std::uint64_t>());
+      break;
+  }
+  return ids;
+}
+
+/// The partition of each row of `input` among `splitters`, as a UINT64 column from `scratch`.
+std::unique_ptr<column> range_partition_ids(table_view const& input,
+                                            std::span<std::size_t const> key_columns,
+                                            table_view const& splitters,
+                                            sort_order const& orders,
+                                            stream_view stream,
+                                            resource_ref scratch,
+                                            char const* what) {
+  table_view const keys = input.select(key_columns);
+  expect_same_key_types(splitters, keys, what);
+  sort_order const resolved = resolve_orders(orders, keys.num_columns());
+  if (splitters.num_columns() > 0) {
+    row_comparator const comparator{splitters, resolved};
+    for (std::size_t row = 1; row < splitters.num_rows(); ++row) {
+      SPILLWAY_EXPECTS(comparator.compare(splitters, row - 1, splitters, row) <= 0,
+                       std::string{what} + ": the splitters are not sorted (row " +
+                         std::to_string(row - 1) + " comes after row " + std::to_string(row) + ")",
+                       invalid_argument);
+    }
+  }
+  return detail::upper_bound(splitters, keys, resolved, stream, scratch);
+}
+
 }  // namespace
 
 std::unique_ptr<column> hash_rows(table_view const& keys,
@@ -173,21 +294,41 @@ partitioned_table range_partition(table_view const& input,
                                   sort_order const& orders,
                                   stream_view stream,
                                   memory_resources mrs) {
-  table_view const keys = input.select(key_columns);
-  expect_same_key_types(splitters, keys, "range_partition");
-  sort_order const resolved = resolve_orders(orders, keys.num_columns());
-  if (splitters.num_columns() > 0) {
-    row_comparator const comparator{splitters, resolved};
-    for (std::size_t row = 1; row < splitters.num_rows(); ++row) {
-      SPILLWAY_EXPECTS(comparator.compare(splitters, row - 1, splitters, row) <= 0,
-                       "range_partition: the splitters are not sorted (row " +
-                         std::to_string(row - 1) + " comes after row " + std::to_string(row) + ")",
-                       invalid_argument);
-    }
-  }
-  auto ids = detail::upper_bound(splitters, keys, resolved, stream, mrs.temporary());
+  auto ids = range_partition_ids(
+    input, key_columns, splitters, orders, stream, mrs.temporary(), "range_partition");
   return group_by_ids(
     input, ids->mutable_data<std::uint64_t>(), splitters.num_rows() + 1, stream, mrs);
+}
+
+std::vector<packed_partition> hash_partition_and_pack(table_view const& input,
+                                                      std::span<std::size_t const> key_columns,
+                                                      std::size_t num_partitions,
+                                                      std::uint64_t seed,
+                                                      std::size_t data_offset,
+                                                      stream_view stream,
+                                                      memory_resources mrs) {
+  auto const ids = hash_partition_ids(
+    input, key_columns, num_partitions, seed, stream, mrs.temporary(), "hash_partition_and_pack");
+  return detail::pack_partitions(
+    input, ids->view(), num_partitions, data_offset, PACK_PARTITIONS_THREADS, stream, mrs);
+}
+
+std::vector<packed_partition> range_partition_and_pack(table_view const& input,
+                                                       std::span<std::size_t const> key_columns,
+                                                       table_view const& splitters,
+                                                       sort_order const& orders,
+                                                       std::size_t data_offset,
+                                                       stream_view stream,
+                                                       memory_resources mrs) {
+  auto const ids = range_partition_ids(
+    input, key_columns, splitters, orders, stream, mrs.temporary(), "range_partition_and_pack");
+  return detail::pack_partitions(input,
+                                 ids->view(),
+                                 splitters.num_rows() + 1,
+                                 data_offset,
+                                 PACK_PARTITIONS_THREADS,
+                                 stream,
+                                 mrs);
 }
 
 partitioned_table partition_by_map(table_view const& input,
@@ -271,6 +412,28 @@ partitioned_table partition_by_map(table_view const& input,
                                    stream_view stream,
                                    memory_resources mrs) {
   return detail::partition_by_map(input, partition_map, num_partitions, stream, mrs);
+}
+
+std::vector<packed_partition> hash_partition_and_pack(table_view const& input,
+                                                      std::span<std::size_t const> key_columns,
+                                                      std::size_t num_partitions,
+                                                      std::uint64_t seed,
+                                                      std::size_t data_offset,
+                                                      stream_view stream,
+                                                      memory_resources mrs) {
+  return detail::hash_partition_and_pack(
+    input, key_columns, num_partitions, seed, data_offset, stream, mrs);
+}
+
+std::vector<packed_partition> range_partition_and_pack(table_view const& input,
+                                                       std::span<std::size_t const> key_columns,
+                                                       table_view const& splitters,
+                                                       sort_order const& orders,
+                                                       std::size_t data_offset,
+                                                       stream_view stream,
+                                                       memory_resources mrs) {
+  return detail::range_partition_and_pack(
+    input, key_columns, splitters, orders, data_offset, stream, mrs);
 }
 
 }  // namespace spillway

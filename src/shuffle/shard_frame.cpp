@@ -4,7 +4,6 @@
 #include <spillway/memory/copy.hpp>
 #include <spillway/table/pack.hpp>
 
-#include <array>
 #include <cstring>
 #include <string>
 
@@ -29,28 +28,29 @@ std::size_t align_up(std::size_t value) noexcept {
 
 }  // namespace
 
-buffer make_shard_frame(table_view const& rows, stream_view stream, memory_resources mrs) {
-  packed_columns const packed   = detail::pack(rows, stream, mrs.temporary());
+std::size_t shard_frame_data_offset(std::size_t num_columns) noexcept {
+  return align_up(FRAME_HEADER_BYTES + packed_metadata_size(num_columns));
+}
+
+buffer finish_shard_frame(packed_partition&& packed, stream_view stream) {
   std::size_t const data_offset = align_up(FRAME_HEADER_BYTES + packed.metadata.size());
-  std::array<std::uint8_t, FRAME_HEADER_BYTES> header{};
+  buffer frame                  = std::move(packed.frame);
+  SPILLWAY_EXPECTS(frame.size() >= data_offset,
+                   "shard frame: the packed partition leaves no room for the header",
+                   logic_error);
   frame_header const fields{
-    FRAME_MAGIC, packed.metadata.size(), rows.num_rows(), data_offset, packed.data.size()};
-  std::memcpy(header.data(), &fields, sizeof(fields));
-  std::vector<std::uint8_t> head(data_offset, 0);
-  std::memcpy(head.data(), header.data(), header.size());
+    FRAME_MAGIC, packed.metadata.size(), packed.num_rows, data_offset, frame.size() - data_offset};
+  // The room in front of the data is zeroed by the packer; header and metadata go over it.
+  std::vector<std::uint8_t> head(FRAME_HEADER_BYTES + packed.metadata.size(), 0);
+  std::memcpy(head.data(), &fields, sizeof(fields));
   std::memcpy(head.data() + FRAME_HEADER_BYTES, packed.metadata.data(), packed.metadata.size());
-  buffer frame(data_offset + packed.data.size(), stream, mrs.output());
-  auto* out = static_cast<std::uint8_t*>(frame.data());
-  copy_bytes(out, frame.kind(), head.data(), memory_kind::HOST, head.size(), stream);
-  if (!packed.data.empty()) {
-    copy_bytes(out + data_offset,
-               frame.kind(),
-               packed.data.data(),
-               packed.data.kind(),
-               packed.data.size(),
-               stream);
-  }
+  copy_bytes(frame.data(), frame.kind(), head.data(), memory_kind::HOST, head.size(), stream);
   return frame;
+}
+
+buffer make_shard_frame(table_view const& rows, stream_view stream, memory_resources mrs) {
+  return finish_shard_frame(
+    detail::pack_at(rows, shard_frame_data_offset(rows.num_columns()), stream, mrs), stream);
 }
 
 table_view view_shard_frame(void const* bytes,

@@ -11,6 +11,7 @@
 #include <spillway/core/stream_view.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/memory/memory_resources.hpp>
+#include <spillway/table/pack.hpp>
 #include <spillway/table/table_view.hpp>
 
 #include <cstddef>
@@ -19,11 +20,18 @@
 
 namespace spillway::detail {
 
-/**
- * @brief Packs `rows` into one frame from `mrs.output()`; the packed copy it starts from comes
- * from `mrs.temporary()`.
- */
+/** @brief Packs `rows` into one frame from `mrs.output()`, in place (no packed copy first). */
 buffer make_shard_frame(table_view const& rows, stream_view stream, memory_resources mrs);
+
+/** @return where the packed data starts in the frame of a table of `num_columns` columns */
+std::size_t shard_frame_data_offset(std::size_t num_columns) noexcept;
+
+/**
+ * @brief Turns `packed`, packed at `shard_frame_data_offset` of its columns, into a frame by
+ * writing the header and metadata in front of its data (no copy of the data): the same bytes as
+ * `make_shard_frame` of its rows.
+ */
+buffer finish_shard_frame(packed_partition&& packed, stream_view stream);
 
 /**
  * @brief Views the table in a frame of `size` bytes at `bytes` (of `kind` memory), without

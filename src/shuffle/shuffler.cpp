@@ -283,6 +283,19 @@ class shuffle_engine {
   shuffle_engine& operator=(shuffle_engine&&)      = delete;
 
   std::size_t add_map(map_input input, std::string const& identity = {}) {
+    return add_map(
+      map_view_input{[input = std::move(input)](stream_view stream, memory_resources mrs) {
+        std::shared_ptr<table const> rows = input(stream, mrs);
+        SPILLWAY_EXPECTS(
+          rows != nullptr, "shuffle: a map input returned no table", invalid_argument);
+        map_rows lent{rows->view(), nullptr};
+        lent.keep_alive = std::move(rows);
+        return lent;
+      }},
+      identity);
+  }
+
+  std::size_t add_map(map_view_input input, std::string const& identity = {}) {
     auto const start = clock_type::now();
     std::size_t map  = 0;
     {
@@ -307,16 +320,16 @@ class shuffle_engine {
     if (!resumed) {
       gate_.run([&] {
         made.clear();
-        auto const rows = partition_input(input, &schema);
-        for (std::size_t partition = 0; partition < num_partitions_; ++partition) {
-          table_view const part = rows.partition(partition);
-          if (part.num_rows() == 0) {
+        auto parts = partition_input(input, &schema);
+        for (std::size_t partition = 0; partition < parts.size(); ++partition) {
+          std::size_t const rows = parts[partition].num_rows;
+          if (rows == 0) {
             continue;
           }
-          buffer frame           = make_shard_frame(part, stream_, mrs_);
+          buffer frame           = finish_shard_frame(std::move(parts[partition]), stream_);
           std::size_t const size = frame.size();
           made.push_back({partition,
-                          part.num_rows(),
+                          rows,
                           size,
                           store_.make_spillable(std::move(frame), options_.shard_priority)});
         }
@@ -378,14 +391,23 @@ class shuffle_engine {
       kept->frame = store_.make_spillable(std::move(copy), options_.shard_priority);
     }
     memory_kind const kind = mrs_.output().kind();
-    return add_map([kept, kind](stream_view stream, memory_resources mrs) {
-      scoped_lock lock(kept->guard);
-      auto const pinned = kept->frame.acquire();
+    // The map partitions the lineage frame in place, pinned (and locked) while it does.
+    struct lent_frame {
+      // The lock is taken before the frame is read (the analysis does not follow members).
+      explicit lent_frame(std::shared_ptr<lineage> kept_frame)
+        SPILLWAY_THREAD_ANNOTATION(no_thread_safety_analysis)
+        : owner(std::move(kept_frame)), lock(owner->guard), pinned(owner->frame.acquire()) {}
+      std::shared_ptr<lineage> owner;
+      scoped_lock lock;
+      pinned_buffer pinned;
+    };
+    return add_map(map_view_input{[kept, kind](stream_view stream, memory_resources) {
+      auto lent = std::make_shared<lent_frame>(kept);
       std::vector<std::uint8_t> metadata;
       table_view const rows =
-        view_shard_frame(pinned.data(), pinned.size(), kind, stream, metadata);
-      return detail::copy(rows, stream, mrs);
-    });
+        view_shard_frame(lent->pinned.data(), lent->pinned.size(), kind, stream, metadata);
+      return map_rows{rows, std::move(lent)};
+    }});
   }
 
   void finish_maps() {
@@ -694,34 +716,41 @@ class shuffle_engine {
     }
   }
 
-  partitioned_table partition_input(map_input const& input,
-                                    std::vector<data_type>* schema = nullptr) {
+  /// Runs map task `input` and packs each of its partitions, in one pass, into a frame whose
+  /// header is still to be written (`finish_shard_frame`).
+  std::vector<packed_partition> partition_input(map_view_input const& input,
+                                                std::vector<data_type>* schema = nullptr) {
     memory_resources const scratch{mrs_.temporary()};
-    auto const rows = input(stream_, scratch);
-    SPILLWAY_EXPECTS(rows != nullptr, "shuffle: a map input returned no table", invalid_argument);
+    map_rows const rows   = input(stream_, scratch);
+    table_view const view = rows.rows;
     if (schema != nullptr) {
-      *schema = schema_of(rows->view());
+      *schema = schema_of(view);
     }
-    partitioning const& how = options_.partitions;
+    // The frames from the output resource, the partition ids from the temporary one.
+    memory_resources const frames{mrs_.output(), mrs_.temporary()};
+    std::size_t const data_offset = shard_frame_data_offset(view.num_columns());
+    partitioning const& how       = options_.partitions;
     if (how.method == partition_method::HASH) {
-      return detail::hash_partition(
-        rows->view(), how.key_columns, how.num_partitions, how.seed, stream_, scratch);
+      return detail::hash_partition_and_pack(
+        view, how.key_columns, how.num_partitions, how.seed, data_offset, stream_, frames);
     }
-    return detail::range_partition(
-      rows->view(), how.key_columns, how.splitters, how.orders, stream_, scratch);
+    return detail::range_partition_and_pack(
+      view, how.key_columns, how.splitters, how.orders, data_offset, stream_, frames);
   }
 
   /// Reruns map task `map` of this rank and returns its shard of `partition`, packed.
   buffer recompute(std::size_t map, std::size_t partition) {
-    map_input input;
+    map_view_input input;
     {
       scoped_lock lock(mutex_);
       SPILLWAY_EXPECTS_LT(map, maps_.size(), "shuffle: no such map task", invalid_argument);
       input = maps_[map];
     }
     buffer frame = gate_.run([&] {
-      auto const rows = partition_input(input);
-      return make_shard_frame(rows.partition(partition), stream_, mrs_);
+      auto parts = partition_input(input);
+      SPILLWAY_EXPECTS_LT(
+        partition, parts.size(), "shuffle: no such partition to recompute", logic_error);
+      return finish_shard_frame(std::move(parts[partition]), stream_);
     });
     recomputed_maps_.fetch_add(1, std::memory_order_relaxed);
     emit(event_kind::SHARD_RECOMPUTED, shard_key{comm_.rank(), map, partition}, frame.size());
@@ -1122,7 +1151,7 @@ class shuffle_engine {
 
   mutable mutex mutex_;
   std::condition_variable queue_changed_;
-  std::vector<map_input> maps_ SPILLWAY_GUARDED_BY(mutex_);
+  std::vector<map_view_input> maps_ SPILLWAY_GUARDED_BY(mutex_);
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> map_sizes_
     SPILLWAY_GUARDED_BY(mutex_);
   std::map<local_key, stored_shard> local_shards_ SPILLWAY_GUARDED_BY(mutex_);
@@ -1167,6 +1196,10 @@ shuffler::~shuffler() = default;
 std::size_t shuffler::add_map(map_input input) { return impl_->add_map(std::move(input)); }
 std::size_t shuffler::add_map(table_view const& batch) { return impl_->add_map(batch); }
 std::size_t shuffler::add_map(map_input input, std::string const& identity) {
+  return impl_->add_map(std::move(input), identity);
+}
+std::size_t shuffler::add_map(map_view_input input) { return impl_->add_map(std::move(input)); }
+std::size_t shuffler::add_map(map_view_input input, std::string const& identity) {
   return impl_->add_map(std::move(input), identity);
 }
 void shuffler::finish_maps() { impl_->finish_maps(); }

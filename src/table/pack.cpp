@@ -3,8 +3,12 @@
 #include <spillway/memory/copy.hpp>
 #include <spillway/table/pack.hpp>
 
+#include <array>
+#include <atomic>
 #include <cstring>
+#include <exception>
 #include <string>
+#include <thread>
 
 namespace spillway {
 namespace {
@@ -46,30 +50,381 @@ struct part_layout {
   std::size_t data_bytes     = 0;
 };
 
+/// Places the parts of a column of `rows` rows (and `chars` characters when it is not fixed
+/// width) at `cursor`; returns the cursor after them.
+std::size_t place_column(std::size_t cursor,
+                         data_type type,
+                         bool nullable,
+                         std::size_t rows,
+                         std::size_t chars,
+                         part_layout& part) {
+  if (nullable) {
+    part.mask_offset = cursor;
+    cursor           = align_up(cursor + bitmask_allocation_size(rows), PART_ALIGNMENT);
+  }
+  if (!is_fixed_width(type)) {
+    part.offsets_offset = cursor;
+    cursor              = align_up(cursor + (rows + 1) * sizeof(std::int64_t), PART_ALIGNMENT);
+    part.data_bytes     = chars;
+  } else {
+    part.data_bytes = rows * size_of(type);
+  }
+  part.data_offset = cursor;
+  return align_up(cursor + part.data_bytes, PART_ALIGNMENT);
+}
+
 /// Places each column's parts; returns the total size.
 std::size_t layout(table_view const& input, std::vector<part_layout>* parts) {
   std::size_t cursor = 0;
   for (auto const& column : input) {
     part_layout part;
-    std::size_t const rows = column.size();
-    if (column.nullable()) {
-      part.mask_offset = cursor;
-      cursor           = align_up(cursor + bitmask_allocation_size(rows), PART_ALIGNMENT);
-    }
-    if (!is_fixed_width(column.type())) {
-      part.offsets_offset = cursor;
-      cursor              = align_up(cursor + (rows + 1) * sizeof(std::int64_t), PART_ALIGNMENT);
-      part.data_bytes     = column.chars_size();
-    } else {
-      part.data_bytes = rows * size_of(column.type());
-    }
-    part.data_offset = cursor;
-    cursor           = align_up(cursor + part.data_bytes, PART_ALIGNMENT);
+    cursor = place_column(
+      cursor, column.type(), column.nullable(), column.size(), column.chars_size(), part);
     if (parts != nullptr) {
       parts->push_back(part);
     }
   }
   return cursor;
+}
+
+/// The metadata entry of a column placed at `part`.
+column_entry make_entry(data_type type,
+                        bool nullable,
+                        std::size_t null_count,
+                        part_layout const& part) {
+  column_entry entry{};
+  entry.type           = static_cast<std::uint8_t>(type.id());
+  entry.unit           = static_cast<std::uint8_t>(type.unit());
+  entry.nullable       = nullable ? 1 : 0;
+  entry.null_count     = null_count;
+  entry.mask_offset    = part.mask_offset;
+  entry.offsets_offset = part.offsets_offset;
+  entry.data_offset    = part.data_offset;
+  entry.data_bytes     = part.data_bytes;
+  return entry;
+}
+
+/// Metadata of `num_columns` columns of `num_rows` rows in `data_size` bytes, entries unset.
+std::vector<std::uint8_t> make_metadata(std::size_t num_columns,
+                                        std::size_t num_rows,
+                                        std::size_t data_size) {
+  std::vector<std::uint8_t> metadata(sizeof(header) + num_columns * sizeof(column_entry));
+  header const head{
+    PACK_MAGIC, PACK_VERSION, 0, static_cast<std::uint32_t>(num_columns), 0, num_rows, data_size};
+  std::memcpy(metadata.data(), &head, sizeof(header));
+  return metadata;
+}
+
+void set_entry(std::vector<std::uint8_t>& metadata, std::size_t index, column_entry const& entry) {
+  std::memcpy(
+    metadata.data() + sizeof(header) + index * sizeof(column_entry), &entry, sizeof(entry));
+}
+
+/// Writes `input`, laid out as `parts` in `total` bytes, to `destination` (of kind `to`) and its
+/// metadata entries to `metadata`.
+void fill_packed(table_view const& input,
+                 std::vector<part_layout> const& parts,
+                 std::size_t total,
+                 std::uint8_t* destination,
+                 memory_kind to,
+                 stream_view stream,
+                 std::vector<std::uint8_t>& metadata) {
+  // Padding is zeroed so that packed bytes (and their checksums) are deterministic.
+  if (total > 0) {
+    std::memset(destination, 0, total);
+  }
+  for (std::size_t index = 0; index < input.num_columns(); ++index) {
+    column_view const& column = input.column(index);
+    part_layout const& part   = parts[index];
+    std::size_t const rows    = column.size();
+    if (column.nullable()) {
+      copy_bits(destination + part.mask_offset, 0, column.null_mask(), column.offset(), rows);
+    }
+    if (is_fixed_width(column.type())) {
+      copy_bytes(
+        destination + part.data_offset,
+        to,
+        static_cast<std::uint8_t const*>(column.head()) + column.offset() * size_of(column.type()),
+        column.kind(),
+        part.data_bytes,
+        stream);
+    } else {
+      auto* offsets           = reinterpret_cast<std::int64_t*>(destination + part.offsets_offset);
+      std::int64_t const base = rows == 0 ? 0 : column.offsets()[column.offset()];
+      for (std::size_t row = 0; row <= rows; ++row) {
+        offsets[row] = rows == 0 ? 0 : column.offsets()[column.offset() + row] - base;
+      }
+      copy_bytes(destination + part.data_offset,
+                 to,
+                 column.chars() + base,
+                 column.kind(),
+                 part.data_bytes,
+                 stream);
+    }
+    set_entry(
+      metadata, index, make_entry(column.type(), column.nullable(), column.null_count(), part));
+  }
+}
+
+/// Below this many rows `pack_partitions` scatters on the calling thread alone.
+constexpr std::size_t PARALLEL_SCATTER_MIN_ROWS = std::size_t{1} << 14;
+
+/// Runs `work(0)` here and, when `parts` is 2, `work(1)` on a second thread; rethrows the first
+/// failure.
+template <typename Work>
+void run_parts(std::size_t parts, Work const& work) {
+  if (parts == 1) {
+    work(std::size_t{0});
+    return;
+  }
+  std::exception_ptr failure;
+  std::thread helper{[&] {
+    try {
+      work(std::size_t{1});
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }};
+  std::exception_ptr own_failure;
+  try {
+    work(std::size_t{0});
+  } catch (...) {
+    own_failure = std::current_exception();
+  }
+  helper.join();
+  if (own_failure) {
+    std::rethrow_exception(own_failure);
+  }
+  if (failure) {
+    std::rethrow_exception(failure);
+  }
+}
+
+/// Copies up to 16 bytes with one fixed-size copy when both sides have room for 16.
+inline void copy_chars(char* out,
+                       std::size_t out_room,
+                       char const* in,
+                       std::size_t in_room,
+                       std::size_t length) noexcept {
+  constexpr std::size_t WIDE = 16;
+  if (length <= WIDE && out_room >= WIDE && in_room >= WIDE) {
+    std::memcpy(out, in, WIDE);
+  } else if (length > 0) {
+    std::memcpy(out, in, length);
+  }
+}
+
+template <typename Id>
+std::vector<packed_partition> scatter_partitions(table_view const& input,
+                                                 Id const* ids,
+                                                 std::size_t num_partitions,
+                                                 std::size_t data_offset,
+                                                 stream_view stream,
+                                                 resource_ref output,
+                                                 std::size_t threads) {
+  std::size_t const rows        = input.num_rows();
+  std::size_t const num_columns = input.num_columns();
+  std::size_t const parts       = rows >= PARALLEL_SCATTER_MIN_ROWS && threads > 1 ? 2 : 1;
+  std::array<std::size_t, 3> const bounds{0, parts == 2 ? rows / 2 / 64 * 64 : rows, rows};
+
+  // The string columns, and which columns keep a mask (those with nulls, as gather does).
+  std::vector<std::size_t> strings;
+  std::vector<std::size_t> string_slot(num_columns, 0);
+  std::vector<bool> nullable(num_columns, false);
+  for (std::size_t c = 0; c < num_columns; ++c) {
+    column_view const& column = input.column(c);
+    nullable[c]               = column.has_nulls();
+    if (!is_fixed_width(column.type())) {
+      string_slot[c] = strings.size();
+      strings.push_back(c);
+    }
+  }
+
+  // Count: rows of each partition in each part, and characters per string column.
+  std::vector<std::size_t> counts(parts * num_partitions, 0);                  // [part][p]
+  std::vector<std::size_t> chars(strings.size() * parts * num_partitions, 0);  // [string][part][p]
+  run_parts(parts, [&](std::size_t part) {
+    std::size_t* count = counts.data() + part * num_partitions;
+    for (std::size_t row = bounds[part]; row < bounds[part + 1]; ++row) {
+      auto const id = static_cast<std::size_t>(ids[row]);
+      SPILLWAY_EXPECTS_LT(
+        id,
+        num_partitions,
+        "pack_partitions: partition id out of range at row " + std::to_string(row),
+        invalid_argument);
+      ++count[id];
+    }
+    for (std::size_t s = 0; s < strings.size(); ++s) {
+      column_view const& column  = input.column(strings[s]);
+      std::int64_t const* offset = column.offsets() + column.offset();
+      std::size_t* total         = chars.data() + (s * parts + part) * num_partitions;
+      for (std::size_t row = bounds[part]; row < bounds[part + 1]; ++row) {
+        total[ids[row]] += static_cast<std::size_t>(offset[row + 1] - offset[row]);
+      }
+    }
+  });
+
+  // Lay out and allocate each partition (here, on the calling thread), zeroing its padding.
+  std::vector<packed_partition> result(num_partitions);
+  std::vector<part_layout> layouts(num_partitions * num_columns);  // [p][column]
+  std::vector<std::uint8_t*> bases(num_partitions, nullptr);
+  for (std::size_t p = 0; p < num_partitions; ++p) {
+    std::size_t partition_rows = 0;
+    for (std::size_t part = 0; part < parts; ++part) {
+      partition_rows += counts[part * num_partitions + p];
+    }
+    std::size_t cursor = 0;
+    for (std::size_t c = 0; c < num_columns; ++c) {
+      std::size_t partition_chars = 0;
+      if (!is_fixed_width(input.column(c).type())) {
+        for (std::size_t part = 0; part < parts; ++part) {
+          partition_chars += chars[(string_slot[c] * parts + part) * num_partitions + p];
+        }
+      }
+      cursor = place_column(cursor,
+                            input.column(c).type(),
+                            nullable[c],
+                            partition_rows,
+                            partition_chars,
+                            layouts[p * num_columns + c]);
+    }
+    packed_partition& out = result[p];
+    out.num_rows          = partition_rows;
+    out.metadata          = make_metadata(num_columns, partition_rows, cursor);
+    out.frame             = buffer{data_offset + cursor, stream, output};
+    auto* frame           = static_cast<std::uint8_t*>(out.frame.data());
+    if (data_offset > 0) {
+      std::memset(frame, 0, data_offset);
+    }
+    bases[p] = frame == nullptr ? nullptr : frame + data_offset;
+    if (bases[p] == nullptr) {
+      continue;  // no bytes: no rows nor masks nor strings
+    }
+    for (std::size_t c = 0; c < num_columns; ++c) {
+      part_layout const& part = layouts[p * num_columns + c];
+      if (nullable[c]) {
+        std::memset(bases[p] + part.mask_offset, 0, bitmask_allocation_size(partition_rows));
+      }
+      if (!is_fixed_width(input.column(c).type())) {
+        std::size_t const used = (partition_rows + 1) * sizeof(std::int64_t);
+        std::memset(
+          bases[p] + part.offsets_offset + used, 0, align_up(used, PART_ALIGNMENT) - used);
+      }
+      std::size_t const end = part.data_offset + part.data_bytes;
+      std::memset(bases[p] + end, 0, align_up(end, PART_ALIGNMENT) - end);
+    }
+  }
+
+  // Scatter: part `part` writes its rows of partition p after those of the parts before it.
+  std::vector<std::size_t> null_counts(num_columns * parts * num_partitions,
+                                       0);  // [column][part][p]
+  run_parts(parts, [&](std::size_t part) {
+    std::size_t const begin = bounds[part];
+    std::size_t const end   = bounds[part + 1];
+    // first[p]: the partition row this part starts at.
+    std::vector<std::size_t> first(num_partitions, 0);
+    for (std::size_t before = 0; before < part; ++before) {
+      for (std::size_t p = 0; p < num_partitions; ++p) {
+        first[p] += counts[before * num_partitions + p];
+      }
+    }
+    for (std::size_t c = 0; c < num_columns; ++c) {
+      column_view const& column = input.column(c);
+      if (is_fixed_width(column.type())) {
+        visit_fixed_width(column.type(), [&]<typename T>() {
+          std::vector<T*> out(num_partitions);
+          for (std::size_t p = 0; p < num_partitions; ++p) {
+            out[p] = bases[p] == nullptr
+                       ? nullptr
+                       : reinterpret_cast<T*>(bases[p] + layouts[p * num_columns + c].data_offset) +
+                           first[p];
+          }
+          T const* in = column.data<T>();
+          for (std::size_t row = begin; row < end; ++row) {
+            *out[ids[row]]++ = in[row];
+          }
+        });
+      } else if (end > begin) {
+        std::size_t const s = string_slot[c];
+        std::vector<std::int64_t*> offsets(num_partitions);
+        std::vector<char*> out(num_partitions);
+        std::vector<std::size_t> cursor(num_partitions, 0);
+        std::vector<std::size_t> stop(num_partitions, 0);
+        for (std::size_t p = 0; p < num_partitions; ++p) {
+          part_layout const& layout = layouts[p * num_columns + c];
+          if (bases[p] == nullptr) {
+            continue;
+          }
+          offsets[p] = reinterpret_cast<std::int64_t*>(bases[p] + layout.offsets_offset) + first[p];
+          out[p]     = reinterpret_cast<char*>(bases[p] + layout.data_offset);
+          for (std::size_t before = 0; before < part; ++before) {
+            cursor[p] += chars[(s * parts + before) * num_partitions + p];
+          }
+          stop[p] = cursor[p] + chars[(s * parts + part) * num_partitions + p];
+        }
+        std::int64_t const* in_offsets = column.offsets() + column.offset();
+        char const* in_chars           = column.chars();
+        auto const in_end              = static_cast<std::size_t>(in_offsets[column.size()]);
+        for (std::size_t row = begin; row < end; ++row) {
+          auto const p      = static_cast<std::size_t>(ids[row]);
+          auto const from   = static_cast<std::size_t>(in_offsets[row]);
+          auto const length = static_cast<std::size_t>(in_offsets[row + 1]) - from;
+          *offsets[p]++     = static_cast<std::int64_t>(cursor[p]);
+          copy_chars(
+            out[p] + cursor[p], stop[p] - cursor[p], in_chars + from, in_end - from, length);
+          cursor[p] += length;
+        }
+      }
+      if (nullable[c]) {
+        std::vector<std::size_t> bit(first);
+        std::vector<bitmask_type> pending(num_partitions, 0);
+        std::size_t* nulls = null_counts.data() + (c * parts + part) * num_partitions;
+        auto const flush   = [&](std::size_t p, std::size_t byte) {
+          std::atomic_ref<bitmask_type>(bases[p][layouts[p * num_columns + c].mask_offset + byte])
+            .fetch_or(pending[p], std::memory_order_relaxed);
+          pending[p] = 0;
+        };
+        for (std::size_t row = begin; row < end; ++row) {
+          auto const p           = static_cast<std::size_t>(ids[row]);
+          std::size_t const into = bit[p]++;
+          if (column.is_valid(row)) {
+            pending[p] = static_cast<bitmask_type>(pending[p] | (1U << (into % 8)));
+          } else {
+            ++nulls[p];
+          }
+          if (into % 8 == 7) {
+            flush(p, into / 8);
+          }
+        }
+        for (std::size_t p = 0; p < num_partitions; ++p) {
+          if (bit[p] % 8 != 0 && bit[p] > first[p]) {
+            flush(p, bit[p] / 8);
+          }
+        }
+      }
+    }
+  });
+
+  // The last offset of each string column, and the metadata entries.
+  for (std::size_t p = 0; p < num_partitions; ++p) {
+    packed_partition& out = result[p];
+    for (std::size_t c = 0; c < num_columns; ++c) {
+      part_layout const& part   = layouts[p * num_columns + c];
+      column_view const& column = input.column(c);
+      if (!is_fixed_width(column.type()) && bases[p] != nullptr) {
+        reinterpret_cast<std::int64_t*>(bases[p] + part.offsets_offset)[out.num_rows] =
+          static_cast<std::int64_t>(part.data_bytes);
+      }
+      std::size_t null_count = 0;
+      if (nullable[c]) {
+        for (std::size_t each = 0; each < parts; ++each) {
+          null_count += null_counts[(c * parts + each) * num_partitions + p];
+        }
+      }
+      set_entry(out.metadata, c, make_entry(column.type(), nullable[c], null_count, part));
+    }
+  }
+  return result;
 }
 
 [[noreturn]] void corrupt(std::string const& what) {
@@ -99,6 +454,10 @@ header read_header(std::span<std::uint8_t const> metadata) {
 
 std::size_t packed_size(table_view const& input) { return layout(input, nullptr); }
 
+std::size_t packed_metadata_size(std::size_t num_columns) noexcept {
+  return sizeof(header) + num_columns * sizeof(column_entry);
+}
+
 namespace detail {
 
 packed_columns pack(table_view const& input, stream_view stream, memory_resources mrs) {
@@ -107,71 +466,109 @@ packed_columns pack(table_view const& input, stream_view stream, memory_resource
   std::size_t const total = layout(input, &parts);
 
   packed_columns out;
-  out.data             = buffer{total, stream, mrs.output()};
-  auto* destination    = static_cast<std::uint8_t*>(out.data.data());
-  memory_kind const to = out.data.kind();
-  // Padding is zeroed so that packed bytes (and their checksums) are deterministic.
-  if (total > 0) {
-    std::memset(destination, 0, total);
-  }
-
-  out.metadata.resize(sizeof(header) + input.num_columns() * sizeof(column_entry));
-  header const head{PACK_MAGIC,
-                    PACK_VERSION,
-                    0,
-                    static_cast<std::uint32_t>(input.num_columns()),
-                    0,
-                    input.num_rows(),
-                    total};
-  std::memcpy(out.metadata.data(), &head, sizeof(header));
-
-  for (std::size_t index = 0; index < input.num_columns(); ++index) {
-    column_view const& column = input.column(index);
-    part_layout const& part   = parts[index];
-    std::size_t const rows    = column.size();
-    if (column.nullable()) {
-      copy_bits(destination + part.mask_offset, 0, column.null_mask(), column.offset(), rows);
-    }
-    if (is_fixed_width(column.type())) {
-      copy_bytes(
-        destination + part.data_offset,
-        to,
-        static_cast<std::uint8_t const*>(column.head()) + column.offset() * size_of(column.type()),
-        column.kind(),
-        part.data_bytes,
-        stream);
-    } else {
-      auto* offsets           = reinterpret_cast<std::int64_t*>(destination + part.offsets_offset);
-      std::int64_t const base = rows == 0 ? 0 : column.offsets()[column.offset()];
-      for (std::size_t row = 0; row <= rows; ++row) {
-        offsets[row] = rows == 0 ? 0 : column.offsets()[column.offset() + row] - base;
-      }
-      copy_bytes(destination + part.data_offset,
-                 to,
-                 column.chars() + base,
-                 column.kind(),
-                 part.data_bytes,
-                 stream);
-    }
-    column_entry entry{};
-    entry.type           = static_cast<std::uint8_t>(column.type().id());
-    entry.unit           = static_cast<std::uint8_t>(column.type().unit());
-    entry.nullable       = column.nullable() ? 1 : 0;
-    entry.null_count     = column.null_count();
-    entry.mask_offset    = part.mask_offset;
-    entry.offsets_offset = part.offsets_offset;
-    entry.data_offset    = part.data_offset;
-    entry.data_bytes     = part.data_bytes;
-    std::memcpy(
-      out.metadata.data() + sizeof(header) + index * sizeof(column_entry), &entry, sizeof(entry));
-  }
+  out.data     = buffer{total, stream, mrs.output()};
+  out.metadata = make_metadata(input.num_columns(), input.num_rows(), total);
+  fill_packed(input,
+              parts,
+              total,
+              static_cast<std::uint8_t*>(out.data.data()),
+              out.data.kind(),
+              stream,
+              out.metadata);
   return out;
+}
+
+packed_partition pack_at(table_view const& input,
+                         std::size_t data_offset,
+                         stream_view stream,
+                         memory_resources mrs) {
+  SPILLWAY_EXPECTS(data_offset % PART_ALIGNMENT == 0,
+                   "pack: the data offset " + std::to_string(data_offset) +
+                     " is not a multiple of " + std::to_string(PART_ALIGNMENT),
+                   invalid_argument);
+  std::vector<part_layout> parts;
+  parts.reserve(input.num_columns());
+  std::size_t const total = layout(input, &parts);
+
+  packed_partition out;
+  out.num_rows = input.num_rows();
+  out.frame    = buffer{data_offset + total, stream, mrs.output()};
+  out.metadata = make_metadata(input.num_columns(), input.num_rows(), total);
+  auto* frame  = static_cast<std::uint8_t*>(out.frame.data());
+  if (data_offset > 0) {
+    std::memset(frame, 0, data_offset);
+  }
+  fill_packed(input,
+              parts,
+              total,
+              frame == nullptr ? nullptr : frame + data_offset,
+              out.frame.kind(),
+              stream,
+              out.metadata);
+  return out;
+}
+
+std::vector<packed_partition> pack_partitions(table_view const& input,
+                                              column_view const& partition_map,
+                                              std::size_t num_partitions,
+                                              std::size_t data_offset,
+                                              std::size_t threads,
+                                              stream_view stream,
+                                              memory_resources mrs) {
+  SPILLWAY_EXPECTS(num_partitions > 0,
+                   "pack_partitions: the number of partitions must be at least 1",
+                   invalid_argument);
+  SPILLWAY_EXPECTS(data_offset % PART_ALIGNMENT == 0,
+                   "pack_partitions: the data offset " + std::to_string(data_offset) +
+                     " is not a multiple of " + std::to_string(PART_ALIGNMENT),
+                   invalid_argument);
+  type_id const id = partition_map.type().id();
+  SPILLWAY_EXPECTS(
+    id == type_id::UINT8 || id == type_id::UINT16 || id == type_id::UINT32 || id == type_id::UINT64,
+    "pack_partitions: the map must be UINT8, UINT16, UINT32 or UINT64, not " +
+      to_string(partition_map.type()),
+    invalid_argument);
+  SPILLWAY_EXPECTS_EQ(partition_map.size(),
+                      input.num_rows(),
+                      "pack_partitions: one partition id per row",
+                      invalid_argument);
+  SPILLWAY_EXPECTS(
+    !partition_map.has_nulls(), "pack_partitions: the map has nulls", invalid_argument);
+  auto const scatter = [&](auto const* ids) {
+    return scatter_partitions(
+      input, ids, num_partitions, data_offset, stream, mrs.output(), threads);
+  };
+  switch (id) {
+    case type_id::UINT8:
+      return scatter(partition_map.data<std::uint8_t>());
+    case type_id::UINT16:
+      return scatter(partition_map.data<std::uint16_t>());
+    case type_id::UINT32:
+      return scatter(partition_map.data<std::uint32_t>());
+    default:
+      return scatter(partition_map.data<std::uint64_t>());
+  }
 }
 
 }  // namespace detail
 
 packed_columns pack(table_view const& input, stream_view stream, memory_resources mrs) {
   return detail::pack(input, stream, mrs);
+}
+
+std::vector<packed_partition> pack_partitions(table_view const& input,
+                                              column_view const& partition_map,
+                                              std::size_t num_partitions,
+                                              std::size_t data_offset,
+                                              stream_view stream,
+                                              memory_resources mrs) {
+  return detail::pack_partitions(input,
+                                 partition_map,
+                                 num_partitions,
+                                 data_offset,
+                                 detail::PACK_PARTITIONS_THREADS,
+                                 stream,
+                                 mrs);
 }
 
 std::size_t packed_num_rows(std::span<std::uint8_t const> metadata) {

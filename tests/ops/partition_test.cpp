@@ -258,5 +258,178 @@ TEST_F(Partition, EmptyInputGivesEmptyPartitions) {
   }
 }
 
+// ---- partition_and_pack: one pass, the same bytes as partitioning and then packing ----
+
+/// The bytes of `bytes` bytes at `data`, for comparison.
+std::vector<std::uint8_t> bytes_of(void const* data, std::size_t bytes) {
+  auto const* begin = static_cast<std::uint8_t const*>(data);
+  return bytes == 0 ? std::vector<std::uint8_t>{} : std::vector<std::uint8_t>(begin, begin + bytes);
+}
+
+class PartitionAndPack : public Partition {
+ protected:
+  /// Checks that `fused` holds, partition by partition, what `pack(two_step.partition(p))` makes.
+  void expect_same_as_two_step(std::vector<packed_partition> const& fused,
+                               partitioned_table const& two_step,
+                               std::size_t data_offset) {
+    ASSERT_EQ(fused.size(), two_step.num_partitions());
+    for (std::size_t partition = 0; partition < fused.size(); ++partition) {
+      SCOPED_TRACE("partition " + std::to_string(partition));
+      table_view const rows       = two_step.partition(partition);
+      packed_columns const packed = pack(rows, default_stream(), input_);
+      packed_partition const& got = fused[partition];
+      EXPECT_EQ(got.num_rows, rows.num_rows());
+      EXPECT_EQ(got.metadata, packed.metadata);
+      ASSERT_EQ(got.frame.size(), data_offset + packed.data.size());
+      EXPECT_EQ(bytes_of(got.frame.data(), data_offset), std::vector<std::uint8_t>(data_offset, 0));
+      EXPECT_EQ(bytes_of(static_cast<std::uint8_t const*>(got.frame.data()) + data_offset,
+                         packed.data.size()),
+                bytes_of(packed.data.data(), packed.data.size()));
+      // And the packed partition reads back as the rows.
+      if (got.frame.size() > data_offset) {
+        SPILLWAY_EXPECT_TABLES_EQUAL(
+          rows,
+          unpack(got.metadata,
+                 static_cast<std::uint8_t const*>(got.frame.data()) + data_offset,
+                 got.frame.size() - data_offset,
+                 got.frame.kind()));
+      }
+    }
+  }
+
+  /// Hash-partitions `input` both ways and compares them.
+  void expect_hash_matches(table_view const& input,
+                           std::vector<std::size_t> const& keys,
+                           std::size_t num_partitions,
+                           std::size_t data_offset) {
+    SCOPED_TRACE(std::to_string(input.num_rows()) + " rows, " + std::to_string(num_partitions) +
+                 " partitions, data offset " + std::to_string(data_offset));
+    auto const two_step = hash_partition(input, keys, num_partitions, 3, default_stream(), input_);
+    std::size_t frames  = 0;
+    {
+      auto const fused = hash_partition_and_pack(
+        input, keys, num_partitions, 3, data_offset, default_stream(), mrs_);
+      for (auto const& part : fused) {
+        frames += part.frame.size();
+      }
+      expect_resources(frames);
+      expect_same_as_two_step(fused, two_step, data_offset);
+    }
+    expect_resources(0);
+  }
+};
+
+TEST_F(PartitionAndPack, HashMatchesTwoStepForEveryTypeWithNulls) {
+  auto const types = testing::all_types();
+  std::vector<std::size_t> keys(types.size());
+  std::iota(keys.begin(), keys.end(), 0);
+  // 40000 rows are scattered by two threads, 2000 by one.
+  for (std::size_t const rows : {std::size_t{2000}, std::size_t{40000}}) {
+    auto const input = make_input(types, rows, 21);
+    for (std::size_t const num_partitions :
+         {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{1000}}) {
+      expect_hash_matches(input->view(), keys, num_partitions, 0);
+    }
+    expect_hash_matches(input->view(), {12}, 5, 128);  // by the strings, with room for a header
+  }
+}
+
+TEST_F(PartitionAndPack, HashMatchesTwoStepOnSlicedInputs) {
+  auto const types = testing::all_types();
+  auto const input = make_input(types, 40000, 4);
+  std::vector<std::size_t> const keys{4, 12};
+  // Offsets that are not multiples of 8 (mask bits) nor of the two-thread split.
+  for (auto const& [begin, end] : {std::pair<std::size_t, std::size_t>{3, 39995},
+                                   std::pair<std::size_t, std::size_t>{17001, 17100},
+                                   std::pair<std::size_t, std::size_t>{5, 5}}) {
+    table_view const sliced = slice(input->view(), begin, end);
+    for (std::size_t const num_partitions : {std::size_t{1}, std::size_t{13}, std::size_t{1000}}) {
+      expect_hash_matches(sliced, keys, num_partitions, 64);
+    }
+  }
+}
+
+TEST_F(PartitionAndPack, HashMatchesTwoStepWithoutNullsAndWithMasksButNoNulls) {
+  auto no_nulls = random_table(testing::all_types(), 30000, 8, 0.0, input_);
+  std::vector<std::size_t> keys(no_nulls->num_columns());
+  std::iota(keys.begin(), keys.end(), 0);
+  expect_hash_matches(no_nulls->view(), keys, 64, 0);
+  // A mask without nulls: gather drops it, and so must the packed partitions.
+  std::vector<std::int32_t> values(30000);
+  std::iota(values.begin(), values.end(), 0);
+  auto const masked = make_fixed_column<std::int32_t>(
+    type_id::INT32, values, std::vector<bool>(values.size(), true), input_);
+  auto const strings = make_string_column({"a", std::nullopt, "ccc", ""}, input_, true);
+  table_view const both{{masked->view()}};
+  EXPECT_TRUE(both.column(0).nullable());
+  expect_hash_matches(both, {0}, 9, 0);
+  expect_hash_matches(table_view{{strings->view()}}, {0}, 3, 0);
+}
+
+TEST_F(PartitionAndPack, HashLeavesEmptyPartitionsEmpty) {
+  auto const empty = make_input(testing::all_types(), 0, 1);
+  for (std::size_t const num_partitions : {std::size_t{1}, std::size_t{1000}}) {
+    expect_hash_matches(empty->view(), {0, 12}, num_partitions, 0);
+  }
+  // One distinct key: one partition has every row, the others none.
+  auto const same = make_fixed_column<std::int64_t>(
+    type_id::INT64, std::vector<std::int64_t>(20000, 42), {}, input_);
+  auto const strings = testing::random_column(data_type{type_id::STRING}, 20000, 5, 0.1, input_);
+  table_view const input{{same->view(), strings->view()}};
+  expect_hash_matches(input, {0}, 16, 0);
+}
+
+TEST_F(PartitionAndPack, RangeMatchesTwoStep) {
+  sort_order const orders{{order::DESCENDING, null_order::AFTER},
+                          {order::ASCENDING, null_order::BEFORE}};
+  auto input   = make_input({data_type{type_id::INT16}, data_type{type_id::STRING}}, 30000, 9);
+  auto* shorts = input->get_column(0).mutable_data<std::int16_t>();
+  for (std::size_t row = 0; row < 30000; ++row) {
+    shorts[row] = static_cast<std::int16_t>(shorts[row] % 5);  // many equal keys
+  }
+  std::vector<std::size_t> const keys{0, 1};
+  table_view const key_view = input->view().select(keys);
+  auto const sampled        = sample(key_view, 200, 1, default_stream(), input_);
+  auto const sorted         = sort(
+    sampled->view(), sampled->view(), orders, sort_stability::UNSTABLE, default_stream(), input_);
+  for (std::size_t const num_partitions : {std::size_t{1}, std::size_t{2}, std::size_t{40}}) {
+    auto const splitters =
+      quantile_splitters(sorted->view(), num_partitions, default_stream(), input_);
+    auto const two_step =
+      range_partition(input->view(), keys, splitters->view(), orders, default_stream(), input_);
+    auto const fused = range_partition_and_pack(
+      input->view(), keys, splitters->view(), orders, 64, default_stream(), mrs_);
+    expect_same_as_two_step(fused, two_step, 64);
+  }
+  auto const unsorted = make_fixed_column<std::int16_t>(type_id::INT16, {5, 3}, {}, input_);
+  std::vector<std::size_t> const first{0};
+  EXPECT_THROW(
+    (void)range_partition_and_pack(
+      input->view(), first, table_view{{unsorted->view()}}, {}, 0, default_stream(), mrs_),
+    invalid_argument);
+}
+
+TEST_F(PartitionAndPack, RejectsBadArguments) {
+  auto const input = make_input({data_type{type_id::INT32}}, 6, 1);
+  std::vector<std::size_t> const keys{0};
+  EXPECT_THROW((void)hash_partition_and_pack(input->view(), keys, 0, 0, 0, default_stream(), mrs_),
+               invalid_argument);
+  EXPECT_THROW((void)hash_partition_and_pack(input->view(), keys, 2, 0, 32, default_stream(), mrs_),
+               invalid_argument);
+  auto const map =
+    make_fixed_column<std::uint32_t>(type_id::UINT32, {0, 1, 0, 1, 0, 2}, {}, input_);
+  EXPECT_THROW((void)pack_partitions(input->view(), map->view(), 2, 0, default_stream(), mrs_),
+               invalid_argument);
+  auto const signed_map =
+    make_fixed_column<std::int32_t>(type_id::INT32, {0, 0, 0, 0, 0, 0}, {}, input_);
+  EXPECT_THROW(
+    (void)pack_partitions(input->view(), signed_map->view(), 2, 0, default_stream(), mrs_),
+    invalid_argument);
+  auto const packed = pack_partitions(input->view(), map->view(), 3, 0, default_stream(), mrs_);
+  EXPECT_EQ(packed[0].num_rows, 3U);
+  EXPECT_EQ(packed[1].num_rows, 2U);
+  EXPECT_EQ(packed[2].num_rows, 1U);
+}
+
 }  // namespace
 }  // namespace spillway

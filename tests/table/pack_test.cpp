@@ -523,5 +523,55 @@ TEST_F(PackCorruption, StringOffsetsThatLeaveTheCharacters) {
   EXPECT_NO_THROW((void)unpack_with(metadata_));
 }
 
+// ---- pack_partitions and pack_at ----
+
+/// The bytes of a packed partition's frame.
+std::vector<std::uint8_t> frame_bytes(packed_partition const& part) {
+  auto const* begin = static_cast<std::uint8_t const*>(part.frame.data());
+  return part.frame.empty() ? std::vector<std::uint8_t>{}
+                            : std::vector<std::uint8_t>(begin, begin + part.frame.size());
+}
+
+TEST_F(Pack, PackAtMatchesPackAfterZeroedRoom) {
+  auto const input            = random_table(all_types(), 3000, 17, 0.2, host_);
+  table_view const sliced     = slice(input->view(), 5, 2990);
+  packed_columns const packed = pack(sliced, default_stream(), host_);
+  packed_partition const at   = detail::pack_at(sliced, 192, default_stream(), host_);
+  EXPECT_EQ(at.num_rows, sliced.num_rows());
+  EXPECT_EQ(at.metadata, packed.metadata);
+  auto const bytes = frame_bytes(at);
+  ASSERT_EQ(bytes.size(), 192 + packed.data.size());
+  EXPECT_TRUE(std::all_of(bytes.begin(), bytes.begin() + 192, [](auto b) { return b == 0; }));
+  EXPECT_EQ(std::memcmp(bytes.data() + 192, packed.data.data(), packed.data.size()), 0);
+  EXPECT_THROW((void)detail::pack_at(sliced, 100, default_stream(), host_), invalid_argument);
+}
+
+TEST_F(Pack, PartitionsScatteredByTwoThreadsMatchOneThread) {
+  // Rows enough for two threads; a slice whose offset is not a multiple of 8, nulls and strings.
+  auto const input        = random_table(all_types(), 50000, 23, 0.1, host_);
+  table_view const sliced = slice(input->view(), 7, 49991);
+  for (std::size_t const num_partitions : {std::size_t{1}, std::size_t{3}, std::size_t{1000}}) {
+    std::vector<std::uint32_t> ids(sliced.num_rows());
+    for (std::size_t row = 0; row < ids.size(); ++row) {
+      ids[row] = static_cast<std::uint32_t>((row * 2654435761U + row / 7) % num_partitions);
+    }
+    auto const map = testing::make_fixed_column<std::uint32_t>(type_id::UINT32, ids, {}, host_);
+    auto const one =
+      detail::pack_partitions(sliced, map->view(), num_partitions, 64, 1, default_stream(), host_);
+    auto const two =
+      detail::pack_partitions(sliced, map->view(), num_partitions, 64, 2, default_stream(), host_);
+    ASSERT_EQ(one.size(), num_partitions);
+    ASSERT_EQ(two.size(), num_partitions);
+    std::size_t rows = 0;
+    for (std::size_t p = 0; p < num_partitions; ++p) {
+      EXPECT_EQ(one[p].num_rows, two[p].num_rows);
+      EXPECT_EQ(one[p].metadata, two[p].metadata);
+      EXPECT_EQ(frame_bytes(one[p]), frame_bytes(two[p])) << "partition " << p;
+      rows += one[p].num_rows;
+    }
+    EXPECT_EQ(rows, sliced.num_rows());
+  }
+}
+
 }  // namespace
 }  // namespace spillway

@@ -211,6 +211,51 @@ std::vector<operator_case> operator_cases() {
        auto bytes = result.rows->allocated_bytes();
        return owned(std::move(result.rows), bytes);
      }});
+  // The one-pass partition-and-pack operators: frames from output, partition ids from temporary.
+  auto const frames = [](std::vector<packed_partition> parts) {
+    std::size_t bytes = 0;
+    for (auto const& part : parts) {
+      bytes += part.frame.size();
+    }
+    return owned(std::make_unique<std::vector<packed_partition>>(std::move(parts)), bytes);
+  };
+  cases.push_back(
+    {"hash_partition_and_pack",
+     scratch::SOME,
+     [frames](table_view const& input, memory_resources mrs) {
+       std::vector<std::size_t> const key_columns{4, 12};
+       return frames(hash_partition_and_pack(input, key_columns, 16, 0, 64, default_stream(), mrs));
+     }});
+  cases.push_back({"range_partition_and_pack",
+                   scratch::SOME,
+                   [frames](table_view const& input, memory_resources mrs) {
+                     host_memory_resource splitter_memory;
+                     std::vector<std::size_t> const key_columns{3};
+                     table_view const keys = input.select(key_columns);
+                     auto const sorted     = sort(
+                       keys, keys, {}, sort_stability::UNSTABLE, default_stream(), splitter_memory);
+                     auto const splitters =
+                       quantile_splitters(sorted->view(), 8, default_stream(), splitter_memory);
+                     return frames(range_partition_and_pack(
+                       input, key_columns, splitters->view(), {}, 0, default_stream(), mrs));
+                   }});
+  cases.push_back(
+    {"pack_partitions", scratch::NONE, [frames](table_view const& input, memory_resources mrs) {
+       host_memory_resource map_memory;
+       std::vector<std::uint8_t> ids;
+       for (std::size_t row = 0; row < input.num_rows(); ++row) {
+         ids.push_back(static_cast<std::uint8_t>((row * 7) % 5));
+       }
+       auto const map = testing::make_fixed_column(data_type{type_id::UINT8}, ids, {}, map_memory);
+       return frames(pack_partitions(input, map->view(), 5, 0, default_stream(), mrs));
+     }});
+  cases.push_back(
+    {"detail::pack_at", scratch::NONE, [](table_view const& input, memory_resources mrs) {
+       auto packed = std::make_unique<packed_partition>(
+         detail::pack_at(slice(input, 1, input.num_rows()), 128, default_stream(), mrs));
+       auto const bytes = packed->frame.size();
+       return owned(std::move(packed), bytes);
+     }});
   return cases;
 }
 

@@ -24,6 +24,7 @@
 #include <spillway/memory/memory_resources.hpp>
 #include <spillway/ops/sort_order.hpp>
 #include <spillway/table/column.hpp>
+#include <spillway/table/pack.hpp>
 #include <spillway/table/table.hpp>
 
 #include <cstddef>
@@ -129,7 +130,54 @@ partitioned_table partition_by_map(table_view const& input,
                                    stream_view stream   = default_stream(),
                                    memory_resources mrs = current_resources());
 
+/**
+ * @brief `hash_partition` and then `pack` of each partition, in one pass over the rows: partition
+ * `p` of the result holds the bytes `pack(hash_partition(...).partition(p))` makes (see
+ * `pack_partitions`, which places them after `data_offset` bytes of each frame), without the
+ * grouped copy in between.
+ * @param data_offset a multiple of 64: room for the caller before each partition's data
+ * @param mrs the frames from `mrs.output()`; the partition ids from `mrs.temporary()`
+ * @return `num_partitions` packed partitions, empty ones included
+ * @throws spillway::invalid_argument as `hash_partition`
+ */
+std::vector<packed_partition> hash_partition_and_pack(table_view const& input,
+                                                      std::span<std::size_t const> key_columns,
+                                                      std::size_t num_partitions,
+                                                      std::uint64_t seed      = 0,
+                                                      std::size_t data_offset = 0,
+                                                      stream_view stream      = default_stream(),
+                                                      memory_resources mrs = current_resources());
+
+/**
+ * @brief `range_partition` and then `pack` of each partition, in one pass over the rows (as
+ * `hash_partition_and_pack`).
+ * @throws spillway::invalid_argument as `range_partition`
+ */
+std::vector<packed_partition> range_partition_and_pack(table_view const& input,
+                                                       std::span<std::size_t const> key_columns,
+                                                       table_view const& splitters,
+                                                       sort_order const& orders = {},
+                                                       std::size_t data_offset  = 0,
+                                                       stream_view stream       = default_stream(),
+                                                       memory_resources mrs = current_resources());
+
 namespace detail {
+/** @brief `hash_partition_and_pack` without defaults. */
+std::vector<packed_partition> hash_partition_and_pack(table_view const& input,
+                                                      std::span<std::size_t const> key_columns,
+                                                      std::size_t num_partitions,
+                                                      std::uint64_t seed,
+                                                      std::size_t data_offset,
+                                                      stream_view stream,
+                                                      memory_resources mrs);
+/** @brief `range_partition_and_pack` without defaults. */
+std::vector<packed_partition> range_partition_and_pack(table_view const& input,
+                                                       std::span<std::size_t const> key_columns,
+                                                       table_view const& splitters,
+                                                       sort_order const& orders,
+                                                       std::size_t data_offset,
+                                                       stream_view stream,
+                                                       memory_resources mrs);
 /** @brief `hash_rows` without defaults. */
 std::unique_ptr<column> hash_rows(table_view const& keys,
                                   std::uint64_t seed,

@@ -68,6 +68,22 @@ enum class shuffle_mode : std::uint8_t {
 using map_input = std::function<std::unique_ptr<table>(stream_view stream, memory_resources mrs)>;
 
 /**
+ * @brief The rows of a map task lent rather than copied: a view, and what keeps its memory alive
+ * and in place until the shuffle drops this (a pinned `spillable_table`, say).
+ */
+struct map_rows {
+  table_view rows;                         ///< the map task's rows
+  std::shared_ptr<void const> keep_alive;  ///< held while `rows` is read; may be null
+};
+
+/**
+ * @brief A map task's input that lends its rows (`map_rows`) instead of returning a copy: the
+ * map partitions them straight from where they are. Called as `map_input` is (once, and again
+ * to recompute); the shuffle holds the result only while it partitions, on the calling thread.
+ */
+using map_view_input = std::function<map_rows(stream_view stream, memory_resources mrs)>;
+
+/**
  * @brief One rank's part of a shuffle. Use `pull_shuffler` or `push_shuffler`.
  * @note `add_map`, `for_each_batch` and `read_partition` may be called from several threads of a
  * rank (reads of one shuffle are serialized); `finish_maps` and `close` are collectives, called
@@ -118,6 +134,10 @@ class shuffler {
    * @brief `add_map` of a copy of `batch`, kept spillable in the store as the map's lineage.
    */
   std::size_t add_map(table_view const& batch);
+  /** @brief `add_map(input)` of a map task that lends its rows: no copy of them is made. */
+  std::size_t add_map(map_view_input input);
+  /** @brief `add_map(input, identity)` of a map task that lends its rows. */
+  std::size_t add_map(map_view_input input, std::string const& identity);
 
   /**
    * @brief Collective: waits until this rank's pushes are acknowledged (PUSH), then publishes
