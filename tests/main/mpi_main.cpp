@@ -8,24 +8,29 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 namespace {
 
-/** @brief Prints a failed assertion of this (non-zero) rank on stderr. */
+/**
+ * @brief Prints a failed assertion of this (non-zero) rank on stderr. The test's name is kept
+ * from OnTestStart: gtest calls OnTestPartResult holding the lock that current_test_info() takes.
+ */
 class failure_printer : public ::testing::EmptyTestEventListener {
  public:
   explicit failure_printer(int rank) : rank_(rank) {}
+  void OnTestStart(::testing::TestInfo const& test) override {
+    test_ = std::string{test.test_suite_name()} + "." + test.name();
+  }
   void OnTestPartResult(::testing::TestPartResult const& result) override {
     if (!result.failed()) {
       return;
     }
-    auto const* test = ::testing::UnitTest::GetInstance()->current_test_info();
     std::fprintf(stderr,
-                 "rank %d: failure in %s.%s at %s:%d: %s\n",
+                 "rank %d: failure in %s at %s:%d: %s\n",
                  rank_,
-                 test != nullptr ? test->test_suite_name() : "?",
-                 test != nullptr ? test->name() : "?",
+                 test_.c_str(),
                  result.file_name() != nullptr ? result.file_name() : "?",
                  result.line_number(),
                  result.message());
@@ -33,6 +38,7 @@ class failure_printer : public ::testing::EmptyTestEventListener {
 
  private:
   int rank_;
+  std::string test_ = "?";
 };
 
 }  // namespace
