@@ -1,4 +1,6 @@
+#include "ops/normalized_key.hpp"
 #include "ops/parallel_gather.hpp"
+#include "ops/row_comparator.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/ooc/external_sort.hpp>
@@ -33,6 +35,10 @@ char const* to_string(sort_strategy strategy) noexcept {
   return "UNKNOWN";
 }
 
+/// A stored piece of pending output this full (of `output_batch_bytes`) is handed out alone,
+/// without a copy, rather than topped up with the next piece's rows.
+constexpr double UNCOPIED_BATCH_MIN_FILL = 0.5;
+
 /// Chunks are not cut smaller than what lets one merge round load this many of them.
 constexpr std::size_t MAX_MERGE_WAYS = 256;
 
@@ -47,8 +53,9 @@ struct external_sorter::chunk {
 struct external_sorter::pending_piece {
   spillable_table handle;
   std::size_t rows   = 0;
-  std::size_t offset = 0;  ///< rows already handed out
-  std::size_t bytes  = 0;  ///< bytes of the rows not yet handed out
+  std::size_t offset = 0;      ///< rows already handed out
+  std::size_t bytes  = 0;      ///< bytes of the rows not yet handed out
+  bool output_memory = false;  ///< allocated from the output resource (may be handed out as is)
 };
 
 external_sorter::external_sorter(spill_store& store,
@@ -86,8 +93,8 @@ external_sorter::external_sorter(spill_store& store,
 external_sorter::~external_sorter() = default;
 
 struct external_sorter::round_result {
-  std::unique_ptr<table> emitted;                 ///< rows <= the bound, in order
-  std::size_t emitted_rows = 0;                   ///< leading rows of `emitted` that are output
+  /// Rows <= the bound, in order, gathered into pieces of about an output batch each.
+  std::vector<std::unique_ptr<table>> emitted;
   std::vector<std::unique_ptr<table>> remainder;  ///< the rest, cut into chunks
   std::size_t copied_bytes = 0;
 };
@@ -128,6 +135,7 @@ void external_sorter::push(std::unique_ptr<table> batch) {
     for (auto const& column : view) {
       schema_.push_back(column.type());
     }
+    key_nulls_.assign(options_.key_columns.size(), false);
   }
   SPILLWAY_EXPECTS_EQ(view.num_columns(),
                       num_columns_,
@@ -152,13 +160,72 @@ void external_sorter::push(std::unique_ptr<table> batch) {
   stats_.input_rows += rows;
   stats_.input_bytes += bytes;
   target_chunk_bytes_ = std::max(target_chunk_bytes_, bytes / chunks_for(bytes, rows));
+  if (may_defer(view, bytes)) {
+    // Unsorted until finish(): if the whole input fits one sort, it is sorted at once and
+    // gathered straight into output batches (no chunks, no merge, no sample).
+    for (std::size_t index = 0; index < options_.key_columns.size(); ++index) {
+      key_nulls_[index] = key_nulls_[index] || view.column(options_.key_columns[index]).has_nulls();
+    }
+    deferred_bytes_ += bytes;
+    deferred_rows_ += rows;
+    deferred_sizes_.push_back(bytes);
+    deferred_.push_back(store_.make_spillable(std::move(batch), options_.chunk_priority));
+    return;
+  }
+  flush_deferred();
   if (options_.strategy != sort_strategy::MERGE) {
     sample_batch(view);
   }
-
   // The batch waits in the store (it may spill) while pieces of it are sorted.
+  sort_batch(store_.make_spillable(std::move(batch), options_.chunk_priority), bytes, false);
+}
+
+std::size_t external_sorter::one_sort_bytes(std::size_t bytes, std::size_t rows) const noexcept {
+  // The prefix: each key's value bytes, plus a null byte where a batch had nulls.
+  std::size_t prefix = 0;
+  for (std::size_t index = 0; index < options_.key_columns.size(); ++index) {
+    prefix += size_of(schema_[options_.key_columns[index]]) + (key_nulls_[index] ? 1 : 0);
+  }
+  std::size_t const record =
+    sizeof(std::uint64_t) * (1 + (std::min<std::size_t>(prefix, 24) + 7) / 8);
+  // The batches, the sorted source ids and the sort's records and scratch.
+  std::size_t const all_rows = deferred_rows_ + rows;
+  return deferred_bytes_ + bytes + all_rows * (sizeof(std::uint64_t) + 2 * record);
+}
+
+bool external_sorter::may_defer(table_view const& batch, std::size_t bytes) const {
+  if (!deferring_ || options_.strategy == sort_strategy::SAMPLE) {
+    return false;
+  }
+  std::size_t prefix = 0;
+  for (std::size_t const key : options_.key_columns) {
+    data_type const type = schema_[key];
+    if (!is_fixed_width(type)) {
+      return false;  // strings: their prefix is not the whole key
+    }
+    prefix += size_of(type) + 1;
+  }
+  // With a null byte per key the prefix must still hold every key whole.
+  return prefix <= 24 && one_sort_bytes(bytes, batch.num_rows()) <= options_.merge_budget_bytes;
+}
+
+void external_sorter::flush_deferred() {
+  deferring_ = false;
+  // In push order, so the sample is the one the batches would have given when pushed.
+  auto deferred    = std::move(deferred_);
+  auto const sizes = std::move(deferred_sizes_);
+  deferred_.clear();
+  deferred_sizes_.clear();
+  deferred_bytes_ = 0;
+  deferred_rows_  = 0;
+  for (std::size_t index = 0; index < deferred.size(); ++index) {
+    sort_batch(std::move(deferred[index]), sizes[index], options_.strategy != sort_strategy::MERGE);
+  }
+}
+
+void external_sorter::sort_batch(spillable_table batch, std::size_t bytes, bool sample) {
   std::deque<spillable_table> pieces;
-  pieces.push_back(store_.make_spillable(std::move(batch), options_.chunk_priority));
+  pieces.push_back(std::move(batch));
   while (!pieces.empty()) {
     spillable_table piece = std::move(pieces.front());
     pieces.pop_front();
@@ -166,6 +233,10 @@ void external_sorter::push(std::unique_ptr<table> batch) {
     bool const done = run_protected([&] {
       chunks.clear();
       pinned_table const pinned = piece.acquire();
+      if (sample) {
+        sample_batch(pinned.view());  // host memory only; not redone on a retry
+        sample = false;
+      }
       sort_into_chunks(pinned.view(), chunks);
     });
     if (done) {
@@ -182,6 +253,147 @@ void external_sorter::push(std::unique_ptr<table> batch) {
     pieces.push_front(std::move(first));
   }
   stats_.bytes_copied += bytes;
+}
+
+bool external_sorter::sort_deferred() {
+  std::size_t const need = one_sort_bytes(0, 0);
+  if (need > options_.merge_budget_bytes) {
+    return false;
+  }
+  memory_resources const scratch = mrs_.with_output(mrs_.temporary());
+  std::optional<memory_lease> lease;
+  std::unique_ptr<column> sources;
+  bool fits       = true;
+  bool const done = run_protected([&] {
+    if (options_.task != nullptr) {
+      std::size_t const base = options_.task->base_lease();
+      if (need > base && !lease) {
+        lease.emplace(options_.task->request_lease(need - base));
+      }
+    }
+    std::vector<pinned_table> pins;
+    std::vector<table_view> keys;
+    pins.reserve(deferred_.size());
+    keys.reserve(deferred_.size());
+    for (auto const& batch : deferred_) {
+      pins.push_back(batch.acquire());
+      keys.push_back(pins.back().view().select(options_.key_columns));
+    }
+    if (!detail::plan_normalized_keys(
+           keys, detail::resolve_orders(options_.orders, keys.front().num_columns()))
+           .complete) {
+      fits = false;
+      return;
+    }
+    sources = detail::sorted_sources(keys, options_.orders, stream_, scratch);
+  });
+  lease.reset();
+  if (!done || !fits) {
+    return false;
+  }
+  sorted_rows_  = sources->size();
+  sorted_taken_ = 0;
+  std::vector<std::unique_ptr<column>> columns;
+  columns.push_back(std::move(sources));
+  // Spillable between output batches, like everything else the sort holds.
+  sorted_sources_ =
+    store_.make_spillable(std::make_unique<table>(std::move(columns)), options_.chunk_priority + 1);
+  ++stats_.rounds;
+  return true;
+}
+
+std::unique_ptr<table> external_sorter::take_sorted() {
+  if (sorted_taken_ == sorted_rows_) {
+    sorted_sources_.release();
+    deferred_.clear();
+    deferred_sizes_.clear();
+    return nullptr;
+  }
+  std::size_t limit = options_.output_batch_bytes;
+  while (true) {
+    std::unique_ptr<table> batch;
+    std::optional<memory_lease> lease;
+    bool const done = run_protected([&] {
+      if (options_.task != nullptr) {
+        // Every batch, the order and the output batch are on the device together.
+        std::size_t const need = deferred_bytes_ + sorted_rows_ * sizeof(std::uint64_t) + limit;
+        std::size_t const base = options_.task->base_lease();
+        if (need > base && !lease) {
+          lease.emplace(options_.task->request_lease(need - base));
+        }
+      }
+      pinned_table const order = sorted_sources_.acquire();
+      std::vector<pinned_table> pins;
+      std::vector<table_view> inputs;
+      pins.reserve(deferred_.size());
+      for (auto const& part : deferred_) {
+        pins.push_back(part.acquire());
+        inputs.push_back(pins.back().view());
+      }
+      auto const* ids        = order.view().column(0).data<std::uint64_t>() + sorted_taken_;
+      std::size_t const left = sorted_rows_ - sorted_taken_;
+      constexpr std::uint64_t row_mask = (std::uint64_t{1} << detail::SOURCE_ROW_BITS) - 1;
+      auto const column_of = [&](std::uint64_t id, std::size_t index) -> column_view const& {
+        return inputs[static_cast<std::size_t>(id >> detail::SOURCE_ROW_BITS)].column(index);
+      };
+      // Rows whose estimated size (as estimate_size counts it, masks rounded up to a byte a
+      // row) stays within the limit; at least one.
+      std::size_t fixed_bytes = 0;
+      std::size_t overhead    = 0;
+      std::vector<std::size_t> string_columns;
+      std::vector<bool> nullable(num_columns_, false);
+      for (std::size_t index = 0; index < num_columns_; ++index) {
+        for (auto const& input : inputs) {
+          nullable[index] = nullable[index] || input.column(index).has_nulls();
+        }
+        fixed_bytes += nullable[index] ? std::size_t{1} : std::size_t{0};
+        if (is_fixed_width(schema_[index])) {
+          fixed_bytes += size_of(schema_[index]);
+        } else {
+          string_columns.push_back(index);
+          fixed_bytes += sizeof(std::int64_t);
+          overhead += sizeof(std::int64_t);
+        }
+      }
+      std::size_t rows = 0;
+      if (string_columns.empty()) {
+        rows = limit > overhead ? (limit - overhead) / std::max<std::size_t>(fixed_bytes, 1) : 0;
+        rows = std::clamp<std::size_t>(rows, 1, left);
+      } else {
+        std::size_t total = overhead;
+        for (; rows < left; ++rows) {
+          std::size_t row_bytes = fixed_bytes;
+          for (std::size_t const index : string_columns) {
+            row_bytes += column_of(ids[rows], index).string_at(ids[rows] & row_mask).size();
+          }
+          if (rows > 0 && total + row_bytes > limit) {
+            break;
+          }
+          total += row_bytes;
+        }
+      }
+      batch = detail::gather_sources_in_parallel(
+        inputs, ids, rows, detail::SOURCE_ROW_BITS, stream_, mrs_);
+    });
+    lease.reset();
+    if (!done) {
+      SPILLWAY_EXPECTS(
+        limit > 1, "external sort: one output row does not fit the device", out_of_memory);
+      limit /= 2;
+      continue;
+    }
+    sorted_taken_ += batch->num_rows();
+    stats_.bytes_copied += estimate_size(batch->view());
+    stats_.output_rows += batch->num_rows();
+    ++stats_.output_batches;
+    if (sorted_taken_ == sorted_rows_) {
+      // The last batch: the inputs and the order go now, before the caller uses it.
+      sorted_sources_.release();
+      deferred_.clear();
+      deferred_sizes_.clear();
+    }
+    return batch;
+  }
 }
 
 void external_sorter::sort_into_chunks(table_view const& batch,
@@ -267,6 +479,14 @@ void external_sorter::finish() {
     return;
   }
   finished_ = true;
+  if (!deferred_.empty()) {
+    if (sort_deferred()) {
+      // One sort of the whole input: the merge strategy's single round, without chunks.
+      stats_.strategy_used = sort_strategy::MERGE;
+      return;
+    }
+    flush_deferred();
+  }
   if (options_.strategy == sort_strategy::MERGE) {
     return;
   }
@@ -478,63 +698,79 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
                                                              table_view const& minimums) {
   memory_resources const scratch = mrs_.with_output(mrs_.temporary());
   round_result result;
-  std::unique_ptr<table> merged;
+  std::vector<pinned_table> pins;
+  std::vector<table_view> inputs;
   std::size_t loaded_bytes = 0;
-  {
-    std::vector<pinned_table> pins;
-    std::vector<table_view> inputs;
-    pins.reserve(loaded.size());
-    for (std::size_t const index : loaded) {
-      pins.push_back(chunks_[index].handle.acquire());
-      inputs.push_back(pins.back().view());
-      loaded_bytes += chunks_[index].bytes;
-    }
-    merged = inputs.size() == 1
-               ? detail::copy(inputs.front(), stream_, scratch)
-               : detail::merge(inputs, options_.key_columns, options_.orders, stream_, scratch);
+  pins.reserve(loaded.size());
+  for (std::size_t const index : loaded) {
+    pins.push_back(chunks_[index].handle.acquire());
+    inputs.push_back(pins.back().view());
+    loaded_bytes += chunks_[index].bytes;
   }
-  result.copied_bytes += loaded_bytes;
-  table_view const merged_view = merged->view();
-  std::size_t const total_rows = merged_view.num_rows();
+  // The merge order only; its rows are gathered straight into output pieces and chunks.
+  auto const order =
+    detail::merge_order(inputs, options_.key_columns, options_.orders, stream_, scratch);
+  auto const* ids              = order->view().data<std::uint64_t>();
+  std::size_t const total_rows = order->size();
   std::size_t emit_rows        = total_rows;
   if (bound_row) {
-    auto const bound    = slice(minimums, *bound_row, *bound_row + 1);
-    auto const position = detail::upper_bound(merged_view.select(options_.key_columns),
-                                              bound,
-                                              options_.orders,
-                                              stream_,
-                                              memory_resources{host_});
-    emit_rows           = static_cast<std::size_t>(position->view().data<std::uint64_t>()[0]);
+    // The first merged row above the bound: a binary search over the order.
+    std::vector<table_view> keys;
+    keys.reserve(inputs.size());
+    for (auto const& input : inputs) {
+      keys.push_back(input.select(options_.key_columns));
+    }
+    table_view const bound = slice(minimums, *bound_row, *bound_row + 1);
+    detail::row_comparator const comparator{
+      bound, detail::resolve_orders(options_.orders, bound.num_columns())};
+    constexpr std::uint64_t row_mask = (std::uint64_t{1} << detail::SOURCE_ROW_BITS) - 1;
+    std::size_t low                  = 0;
+    std::size_t high                 = total_rows;
+    while (low < high) {
+      std::size_t const middle = low + (high - low) / 2;
+      std::uint64_t const id   = ids[middle];
+      if (comparator.compare(keys[static_cast<std::size_t>(id >> detail::SOURCE_ROW_BITS)],
+                             static_cast<std::size_t>(id & row_mask),
+                             bound,
+                             0) <= 0) {
+        low = middle + 1;
+      } else {
+        high = middle;
+      }
+    }
+    emit_rows = low;
+  }
+  auto const gather = [&](std::size_t begin, std::size_t end, memory_resources target) {
+    auto rows = detail::gather_sources_in_parallel(
+      inputs, ids + begin, end - begin, detail::SOURCE_ROW_BITS, stream_, target);
+    result.copied_bytes += estimate_size(rows->view());
+    return rows;
+  };
+  double const row_bytes =
+    static_cast<double>(loaded_bytes) / static_cast<double>(std::max<std::size_t>(total_rows, 1));
+  // Output pieces of at least an output batch (the last one of the round may be smaller), so
+  // that take_pending can hand each out as it is; they come from the output resource.
+  auto const piece_rows = std::max<std::size_t>(
+    1,
+    static_cast<std::size_t>(
+      std::ceil(static_cast<double>(options_.output_batch_bytes) / std::max(row_bytes, 1.0))) +
+      1);
+  for (std::size_t begin = 0; begin < emit_rows; begin += piece_rows) {
+    result.emitted.push_back(gather(begin, std::min(emit_rows, begin + piece_rows), mrs_));
   }
   if (emit_rows == total_rows) {
-    result.emitted      = std::move(merged);
-    result.emitted_rows = total_rows;
     return result;
   }
   // The rest goes back as chunks of about the chunk size.
-  std::size_t const rest_rows  = total_rows - emit_rows;
-  std::size_t const rest_bytes = estimate_size(merged_view, emit_rows, total_rows);
-  std::size_t const emit_bytes = estimate_size(merged_view, 0, emit_rows);
+  std::size_t const rest_rows = total_rows - emit_rows;
+  auto const rest_bytes = static_cast<std::size_t>(row_bytes * static_cast<double>(rest_rows));
   std::size_t const chunk_size = std::max<std::size_t>(target_chunk_bytes_, 1);
   std::size_t const pieces =
     std::clamp<std::size_t>((rest_bytes + chunk_size - 1) / chunk_size, 1, rest_rows);
   for (std::size_t piece = 0; piece < pieces; ++piece) {
     std::size_t const begin = emit_rows + piece * rest_rows / pieces;
     std::size_t const end   = emit_rows + (piece + 1) * rest_rows / pieces;
-    result.remainder.push_back(detail::copy(slice(merged_view, begin, end), stream_, scratch));
-  }
-  result.copied_bytes += rest_bytes;
-  if (emit_rows > 0) {
-    if (emit_bytes >= rest_bytes) {
-      // The emitted prefix is the larger part: output it from the merged table itself (its dead
-      // tail is at most as large as the prefix and goes with it) instead of copying it.
-      result.emitted      = std::move(merged);
-      result.emitted_rows = emit_rows;
-    } else {
-      result.emitted      = detail::copy(slice(merged_view, 0, emit_rows), stream_, scratch);
-      result.emitted_rows = emit_rows;
-      result.copied_bytes += emit_bytes;
-    }
+    result.remainder.push_back(gather(begin, end, scratch));
   }
   return result;
 }
@@ -595,8 +831,9 @@ void external_sorter::merge_round() {
       for (auto& rest : result.remainder) {
         add_chunk(std::move(rest));
       }
-      if (result.emitted != nullptr) {
-        emit(std::move(result.emitted), result.emitted_rows);
+      for (auto& piece : result.emitted) {
+        std::size_t const rows = piece->num_rows();
+        emit(std::move(piece), rows);
       }
       return;
     }
@@ -702,8 +939,9 @@ void external_sorter::emit_stored(chunk piece) {
 
 void external_sorter::emit(std::unique_ptr<table> rows, std::size_t output_rows) {
   pending_piece piece;
-  piece.rows  = output_rows;  // rows past it are dead: they went back as chunks
-  piece.bytes = estimate_size(rows->view(), 0, output_rows);
+  piece.rows          = output_rows;  // rows past it are dead
+  piece.bytes         = estimate_size(rows->view(), 0, output_rows);
+  piece.output_memory = true;  // merge_attempt gathers emitted rows from the output resource
   pending_bytes_ += piece.bytes;
   // Pending output spills after chunks: it is needed sooner.
   piece.handle = store_.make_spillable(std::move(rows), options_.chunk_priority + 1);
@@ -713,6 +951,32 @@ void external_sorter::emit(std::unique_ptr<table> rows, std::size_t output_rows)
 std::unique_ptr<table> external_sorter::take_pending() {
   auto limit = static_cast<std::size_t>(static_cast<double>(options_.output_batch_bytes) *
                                         (1.0 + options_.output_slack));
+  {
+    // A whole piece of at least half an output batch (and within the slack), or the last piece
+    // of all, goes out as the table it is stored as: no copy, when it is still on the device.
+    // (A round often emits less than a batch; filling the batch from the next round's rows
+    // would copy both.)
+    pending_piece& front = pending_.front();
+    bool const last      = pending_.size() == 1 && chunks_.empty() && next_range_ >= ranges_.size();
+    bool const whole =
+      front.output_memory && front.offset == 0 && front.rows == front.handle.rows();
+    bool const batch_sized =
+      static_cast<double>(front.bytes) >=
+        UNCOPIED_BATCH_MIN_FILL * static_cast<double>(options_.output_batch_bytes) ||
+      last;
+    if (whole && batch_sized && front.bytes <= limit) {
+      if (auto batch = front.handle.take_if_resident()) {
+        pending_.pop_front();
+        pending_bytes_ = 0;
+        for (auto const& piece : pending_) {
+          pending_bytes_ += piece.bytes;
+        }
+        stats_.output_rows += batch->num_rows();
+        ++stats_.output_batches;
+        return batch;
+      }
+    }
+  }
   while (true) {
     // What the attempt takes: whole pieces, then possibly a prefix of one more.
     std::size_t whole_pieces  = 0;
@@ -791,6 +1055,9 @@ std::unique_ptr<table> external_sorter::take_pending() {
 
 std::unique_ptr<table> external_sorter::next() {
   SPILLWAY_EXPECTS(finished_, "external_sorter::next before finish()", logic_error);
+  if (sorted_sources_.valid()) {
+    return take_sorted();
+  }
   while (true) {
     bool const ranges_left = next_range_ < ranges_.size();
     if (pending_bytes_ >= options_.output_batch_bytes ||

@@ -5,6 +5,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/ops/merge.hpp>
+#include <spillway/ops/sort.hpp>
 
 #include <algorithm>
 #include <array>
@@ -21,11 +22,12 @@ namespace spillway {
 namespace detail {
 namespace {
 
-/// Where one output row of a merge comes from.
-struct merge_source {
-  std::uint64_t input;
-  std::uint64_t row;
-};
+/// Where one output row of a merge comes from: a source id, `(input << SOURCE_ROW_BITS) | row`.
+using merge_source = std::uint64_t;
+
+merge_source source_of(std::size_t input, std::size_t row) noexcept {
+  return (static_cast<std::uint64_t>(input) << SOURCE_ROW_BITS) | static_cast<std::uint64_t>(row);
+}
 
 /// Maps a key value to an unsigned integer whose order is the key order (see normalized_key):
 /// sign bit flipped for signed integers, IEEE order for floats with -0.0 == 0.0 and every NaN
@@ -284,14 +286,14 @@ std::vector<std::size_t> merge_part(std::span<table_view const> keys,
   if constexpr (Reverse) {
     for (std::size_t position = rows; position-- > front;) {
       std::size_t const input = tree.winner();
-      sources[position]       = merge_source{input, tree.row_of(input)};
+      sources[position]       = source_of(input, tree.row_of(input));
       ++taken[input];
       tree.advance();
     }
   } else {
     for (std::size_t position = 0; position < front; ++position) {
       std::size_t const input = tree.winner();
-      sources[position]       = merge_source{input, tree.row_of(input)};
+      sources[position]       = source_of(input, tree.row_of(input));
       ++taken[input];
       tree.advance();
     }
@@ -352,15 +354,20 @@ void merge_by_prefix(std::span<table_view const> keys,
 
 }  // namespace
 
-std::unique_ptr<table> merge(std::span<table_view const> inputs,
-                             std::vector<std::size_t> const& key_columns,
-                             sort_order const& orders,
-                             stream_view stream,
-                             memory_resources mrs) {
+std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
+                                    std::vector<std::size_t> const& key_columns,
+                                    sort_order const& orders,
+                                    stream_view stream,
+                                    memory_resources mrs) {
   sort_order const resolved = resolve_orders(orders, key_columns.size());
   if (inputs.empty()) {
-    return std::make_unique<table>();
+    return make_fixed_width_column(
+      type_id::UINT64, 0, mask_state::UNALLOCATED, stream, mrs.output());
   }
+  SPILLWAY_EXPECTS_LT(inputs.size(),
+                      std::size_t{1} << (64 - SOURCE_ROW_BITS),
+                      "merge: too many inputs",
+                      invalid_argument);
   table_view const& first = inputs.front();
   for (std::size_t input = 0; input < inputs.size(); ++input) {
     SPILLWAY_EXPECTS(inputs[input].num_columns() == first.num_columns(),
@@ -388,11 +395,16 @@ std::unique_ptr<table> merge(std::span<table_view const> inputs,
   keys.reserve(inputs.size());
   std::size_t rows = 0;
   for (auto const& input : inputs) {
+    SPILLWAY_EXPECTS_LT(input.num_rows(),
+                        std::size_t{1} << SOURCE_ROW_BITS,
+                        "merge: too many rows in one input",
+                        invalid_argument);
     keys.push_back(input.select(key_columns));
     rows += input.num_rows();
   }
-  buffer sources_memory{rows * sizeof(merge_source), stream, mrs.temporary()};
-  auto* sources = static_cast<merge_source*>(sources_memory.data());
+  auto order =
+    make_fixed_width_column(type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.output());
+  auto* sources = order->mutable_data<merge_source>();
   row_comparator const comparator{keys.front(), resolved};
   if (single_encodable_key(keys)) {
     bool const descending = resolved.front().direction == order::DESCENDING;
@@ -421,21 +433,22 @@ std::unique_ptr<table> merge(std::span<table_view const> inputs,
     }
   }
 
-  std::vector<std::unique_ptr<column>> columns;
-  columns.reserve(first.num_columns());
-  for (std::size_t index = 0; index < first.num_columns(); ++index) {
-    bool nullable = false;
-    for (auto const& input : inputs) {
-      nullable = nullable || input.column(index).has_nulls();
-    }
-    auto const locate = [&inputs, index, sources](std::size_t row) {
-      return std::pair<column_view const*, std::size_t>{&inputs[sources[row].input].column(index),
-                                                        static_cast<std::size_t>(sources[row].row)};
-    };
-    columns.push_back(
-      gather_column_in_parallel(first.column(index).type(), nullable, rows, locate, stream, mrs));
+  return order;
+}
+
+std::unique_ptr<table> merge(std::span<table_view const> inputs,
+                             std::vector<std::size_t> const& key_columns,
+                             sort_order const& orders,
+                             stream_view stream,
+                             memory_resources mrs) {
+  if (inputs.empty()) {
+    resolve_orders(orders, key_columns.size());  // validate
+    return std::make_unique<table>();
   }
-  return std::make_unique<table>(std::move(columns));
+  auto const order =
+    merge_order(inputs, key_columns, orders, stream, mrs.with_output(mrs.temporary()));
+  return gather_sources_in_parallel(
+    inputs, order->view().data<std::uint64_t>(), order->size(), SOURCE_ROW_BITS, stream, mrs);
 }
 
 }  // namespace detail

@@ -16,14 +16,12 @@ column_view index_view(buffer const& memory, std::size_t count) {
   return column_view{data_type{type_id::UINT64}, count, memory.data(), nullptr, 0};
 }
 
-/// A uniform integer in [0, bound) from one 64-bit draw (Lemire's multiply-shift), portable.
+__extension__ using uint128 = unsigned __int128;
+
+/// A uniform integer in [0, bound) from one 64-bit draw (Lemire's multiply-shift): the high 64
+/// bits of the 128-bit product draw * bound.
 std::uint64_t uniform_below(std::mt19937_64& engine, std::uint64_t bound) noexcept {
-  // The high 64 bits of the 128-bit product draw * bound, from 32-bit halves.
-  std::uint64_t const draw    = engine();
-  std::uint64_t const low     = (draw & 0xFFFFFFFFU) * (bound & 0xFFFFFFFFU);
-  std::uint64_t const middle1 = (draw >> 32) * (bound & 0xFFFFFFFFU) + (low >> 32);
-  std::uint64_t const middle2 = (draw & 0xFFFFFFFFU) * (bound >> 32) + (middle1 & 0xFFFFFFFFU);
-  return (draw >> 32) * (bound >> 32) + (middle1 >> 32) + (middle2 >> 32);
+  return static_cast<std::uint64_t>((static_cast<uint128>(engine()) * bound) >> 64);
 }
 
 }  // namespace

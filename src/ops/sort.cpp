@@ -182,7 +182,11 @@ class tie_breaker {
     : keys_(keys),
       comparator_(comparator),
       complete_(layout.complete),
-      stable_(stability == sort_stability::STABLE) {}
+      stable_(stability == sort_stability::STABLE),
+      bytes_(layout.bytes) {}
+
+  /// @return the prefix bytes in use
+  [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
 
   /// Sorts each run of equal prefixes in `records` by the full rows.
   void resolve(key_record<Words>* records, std::size_t count) const {
@@ -221,6 +225,7 @@ class tie_breaker {
   row_comparator const& comparator_;
   bool complete_;
   bool stable_;
+  std::size_t bytes_;
 };
 
 /**
@@ -255,25 +260,27 @@ void merge_rows(key_record<Words> const* left,
   }
 }
 
-template <std::size_t Words>
-void sort_rows(table_view const& keys,
-               normalized_key_layout const& layout,
-               row_comparator const& comparator,
-               sort_stability stability,
-               std::uint64_t* out,
-               stream_view stream,
-               resource_ref temporary) {
-  std::size_t const rows = keys.num_rows();
-  using record           = key_record<Words>;
+/**
+ * Sorts `rows` records that `encode(begin, end, records)` writes (prefixes and row ids of rows
+ * [begin, end)) and writes their row ids in order to `out`: two halves encoded and radix sorted
+ * on two threads, then merged from both ends at once (one thread below PARALLEL_SORT_MIN_ROWS).
+ */
+template <std::size_t Words, typename Encode>
+void sort_records(std::size_t rows,
+                  Encode const& encode,
+                  tie_breaker<Words> const& order,
+                  std::uint64_t* out,
+                  stream_view stream,
+                  resource_ref temporary) {
+  using record = key_record<Words>;
   buffer records_memory{rows * sizeof(record), stream, temporary};
   buffer scratch_memory{rows * sizeof(record), stream, temporary};
   auto* records = static_cast<record*>(records_memory.data());
   auto* scratch = static_cast<record*>(scratch_memory.data());
-  tie_breaker<Words> const order{keys, comparator, layout, stability};
 
   auto const sort_range = [&](std::size_t begin, std::size_t end) {
-    encode_normalized_keys<Words>(layout, keys, begin, end, records + begin);
-    record* sorted = radix_sort(records + begin, scratch + begin, end - begin, layout.bytes);
+    encode(begin, end, records + begin);
+    record* sorted = radix_sort(records + begin, scratch + begin, end - begin, order.bytes());
     order.resolve(sorted, end - begin);
     return sorted;
   };
@@ -300,6 +307,68 @@ void sort_rows(table_view const& keys,
         halves[0], middle, halves[1], rows - middle, order, out, rows - front);
     }
   });
+}
+
+template <std::size_t Words>
+void sort_rows(table_view const& keys,
+               normalized_key_layout const& layout,
+               row_comparator const& comparator,
+               sort_stability stability,
+               std::uint64_t* out,
+               stream_view stream,
+               resource_ref temporary) {
+  tie_breaker<Words> const order{keys, comparator, layout, stability};
+  sort_records<Words>(
+    keys.num_rows(),
+    [&](std::size_t begin, std::size_t end, key_record<Words>* records) {
+      encode_normalized_keys<Words>(layout, keys, begin, end, records);
+    },
+    order,
+    out,
+    stream,
+    temporary);
+}
+
+/**
+ * The rows of every table of `keys` as source ids (see `sorted_sources`) in key order; ties in
+ * input order. The prefix is complete, so the tie breaker never compares rows.
+ */
+template <std::size_t Words>
+void sort_sources(std::span<table_view const> keys,
+                  normalized_key_layout const& layout,
+                  row_comparator const& comparator,
+                  std::uint64_t* out,
+                  std::size_t rows,
+                  stream_view stream,
+                  resource_ref temporary) {
+  // starts[i]: the first global row of input i.
+  std::vector<std::size_t> starts(keys.size() + 1, 0);
+  for (std::size_t input = 0; input < keys.size(); ++input) {
+    starts[input + 1] = starts[input] + keys[input].num_rows();
+  }
+  tie_breaker<Words> const order{keys.front(), comparator, layout, sort_stability::STABLE};
+  sort_records<Words>(
+    rows,
+    [&](std::size_t begin, std::size_t end, key_record<Words>* records) {
+      // The inputs that overlap global rows [begin, end), each encoded with its id in the row.
+      auto input = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), begin) -
+                                            starts.begin() - 1);
+      for (std::size_t row = begin; row < end; ++input) {
+        std::size_t const first = row - starts[input];
+        std::size_t const last  = std::min(end, starts[input + 1]) - starts[input];
+        key_record<Words>* part = records + (row - begin);
+        encode_normalized_keys<Words>(layout, keys[input], first, last, part);
+        std::uint64_t const tag = static_cast<std::uint64_t>(input) << SOURCE_ROW_BITS;
+        for (std::size_t index = 0; index < last - first; ++index) {
+          part[index].row |= tag;
+        }
+        row += last - first;
+      }
+    },
+    order,
+    out,
+    stream,
+    temporary);
 }
 
 }  // namespace
@@ -332,6 +401,56 @@ std::unique_ptr<column> sorted_order(table_view const& keys,
       break;
     default:
       sort_rows<3>(keys, layout, comparator, stability, out, stream, mrs.temporary());
+      break;
+  }
+  return result;
+}
+
+std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
+                                       sort_order const& orders,
+                                       stream_view stream,
+                                       memory_resources mrs) {
+  SPILLWAY_EXPECTS(!keys.empty(), "sorted_sources: no key tables", invalid_argument);
+  SPILLWAY_EXPECTS_LT(keys.size(),
+                      std::size_t{1} << (64 - SOURCE_ROW_BITS),
+                      "sorted_sources: too many key tables",
+                      invalid_argument);
+  sort_order const resolved = resolve_orders(orders, keys.front().num_columns());
+  std::size_t rows          = 0;
+  for (auto const& key : keys) {
+    SPILLWAY_EXPECTS_EQ(key.num_columns(),
+                        keys.front().num_columns(),
+                        "sorted_sources: key tables differ in columns",
+                        invalid_argument);
+    SPILLWAY_EXPECTS_LT(key.num_rows(),
+                        std::size_t{1} << SOURCE_ROW_BITS,
+                        "sorted_sources: too many rows in one key table",
+                        invalid_argument);
+    rows += key.num_rows();
+  }
+  normalized_key_layout const layout = plan_normalized_keys(keys, resolved);
+  SPILLWAY_EXPECTS(layout.complete && layout.words() > 0,
+                   "sorted_sources: keys need a complete normalized-key prefix (fixed-width, at "
+                   "most " +
+                     std::to_string(MAX_PREFIX_BYTES) + " bytes); planned " +
+                     std::to_string(layout.bytes) + " bytes",
+                   invalid_argument);
+  auto result =
+    make_fixed_width_column(type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.output());
+  auto* out = result->mutable_data<std::uint64_t>();
+  if (rows == 0) {
+    return result;
+  }
+  row_comparator const comparator{keys.front(), resolved};
+  switch (layout.words()) {
+    case 1:
+      sort_sources<1>(keys, layout, comparator, out, rows, stream, mrs.temporary());
+      break;
+    case 2:
+      sort_sources<2>(keys, layout, comparator, out, rows, stream, mrs.temporary());
+      break;
+    default:
+      sort_sources<3>(keys, layout, comparator, out, rows, stream, mrs.temporary());
       break;
   }
   return result;

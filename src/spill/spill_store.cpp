@@ -604,6 +604,25 @@ void spill_store_impl::release(std::uint64_t id) noexcept {
   remove_files(dead_files);
 }
 
+std::unique_ptr<table> spill_store_impl::take_resident(std::uint64_t id) {
+  garbage trash;
+  std::vector<std::string> dead_files;
+  std::unique_ptr<table> taken;
+  {
+    scoped_lock lock(mutex_);
+    auto& entry = find(id);
+    if (entry.tier != spill_tier::DEVICE || entry.state != entry_state::STABLE || entry.pins > 0 ||
+        entry.device_table == nullptr) {
+      return nullptr;
+    }
+    taken = std::move(entry.device_table);
+    erase(entry, trash, dead_files);  // its device bytes leave the store's count with it
+  }
+  trash.clear();
+  remove_files(dead_files);
+  return taken;
+}
+
 void spill_store_impl::drop_blocks(std::vector<disk_block>& blocks,
                                    std::vector<std::string>& dead_files) {
   for (auto const& block : blocks) {

@@ -70,6 +70,18 @@ void spillable_table::release() noexcept {
   }
 }
 
+std::unique_ptr<table> spillable_table::take_if_resident() {
+  SPILLWAY_EXPECTS(store_ != nullptr, "take_if_resident of an empty spillable_table", logic_error);
+  if (materialized_) {
+    return nullptr;  // pinned by materialize()
+  }
+  auto taken = store_->take_resident(id_);
+  if (taken != nullptr) {
+    store_ = nullptr;
+  }
+  return taken;
+}
+
 void spillable_table::make_spillable() noexcept { materialized_.reset(); }
 
 table_view const& spillable_table::materialize() {

@@ -62,7 +62,9 @@ host_memory_resource& output_memory() {
   return resource;
 }
 
-sort_run run_sort(std::optional<oom_injection> injection, sort_strategy strategy) {
+sort_run run_sort(std::optional<oom_injection> injection,
+                  sort_strategy strategy,
+                  std::size_t merge_budget) {
   host_memory_resource& host = output_memory();
   emulated_device_memory_resource device{DEVICE_CAPACITY};
   statistics_resource_adaptor counted{device};
@@ -84,7 +86,7 @@ sort_run run_sort(std::optional<oom_injection> injection, sort_strategy strategy
     external_sort_options options;
     options.key_columns        = {0};
     options.chunks_per_batch   = 3;
-    options.merge_budget_bytes = 48_KiB;
+    options.merge_budget_bytes = merge_budget;
     options.output_batch_bytes = 8_KiB;
     options.strategy           = strategy;
     options.coordinator        = &coordinator;
@@ -127,19 +129,31 @@ std::unique_ptr<table> canonical(table_view const& rows, host_memory_resource& h
   return sort(rows, rows, {}, sort_stability::STABLE, default_stream(), host);
 }
 
-class ExternalSortRetry : public ::testing::TestWithParam<sort_strategy> {};
+/// A strategy and a merge budget: 48 KiB makes rounds; 256 KiB holds one sort of all 2 400 rows.
+struct retry_case {
+  sort_strategy strategy;
+  std::size_t merge_budget;
+};
+
+class ExternalSortRetry : public ::testing::TestWithParam<retry_case> {};
 
 INSTANTIATE_TEST_SUITE_P(Strategies,
                          ExternalSortRetry,
-                         ::testing::Values(sort_strategy::MERGE, sort_strategy::SAMPLE),
+                         ::testing::Values(retry_case{sort_strategy::MERGE, 48_KiB},
+                                           retry_case{sort_strategy::SAMPLE, 48_KiB},
+                                           retry_case{sort_strategy::MERGE, 256_KiB}),
                          [](auto const& test_info) {
-                           return std::string{to_string(test_info.param)};
+                           return std::string{to_string(test_info.param.strategy)} +
+                                  (test_info.param.merge_budget > 48_KiB ? "_OneSort" : "");
                          });
 
 TEST_P(ExternalSortRetry, InjectedOomAtEveryAllocationGivesTheSameRows) {
   host_memory_resource host;
-  sort_run const reference = run_sort(std::nullopt, GetParam());
-  EXPECT_EQ(reference.statistics.strategy_used, GetParam());
+  auto const [strategy, budget] = GetParam();
+  sort_run const reference      = run_sort(std::nullopt, strategy, budget);
+  EXPECT_EQ(reference.statistics.strategy_used, strategy);
+  // Without injection the large budget sorts every row at once (no chunks), the small one not.
+  EXPECT_EQ(reference.statistics.chunks_created == 0, budget > 48_KiB);
   ASSERT_EQ(reference.output->num_rows(), 2400U);
   auto const expected           = canonical(reference.output->view(), host);
   std::size_t const allocations = reference.device_allocations;
@@ -153,7 +167,7 @@ TEST_P(ExternalSortRetry, InjectedOomAtEveryAllocationGivesTheSameRows) {
       injection.kind     = kind;
       injection.skip     = index;
       injection.count    = 1;
-      sort_run const run = run_sort(injection, GetParam());
+      sort_run const run = run_sort(injection, strategy, budget);
       if (run.injected == 0) {
         break;
       }
@@ -167,8 +181,9 @@ TEST_P(ExternalSortRetry, InjectedOomAtEveryAllocationGivesTheSameRows) {
         EXPECT_GT(run.statistics.retries + run.statistics.splits, 0U);
       }
     }
-    // The sort makes many protected allocations; every one of them was tried.
-    EXPECT_GT(index, 20U) << "kind " << static_cast<int>(kind);
+    // The sort makes many protected allocations (one sort of everything: a dozen); every one
+    // of them was tried.
+    EXPECT_GT(index, budget > 48_KiB ? 8U : 20U) << "kind " << static_cast<int>(kind);
     EXPECT_LE(index, allocations);
   }
 }

@@ -368,6 +368,88 @@ TEST_P(ExternalSortStrategy, WideTableWithLongStrings) {
   EXPECT_LE(stats.copies_per_input_byte(), WIDE_COPIES_BOUND);
 }
 
+/// A batch of a nullable INT32 key, a string payload (0-40 bytes, some null) and a FLOAT64.
+std::unique_ptr<table> make_mixed_batch(std::size_t rows, std::uint64_t seed, resource_ref host) {
+  std::vector<std::unique_ptr<column>> columns;
+  columns.push_back(testing::random_column(type_id::INT32, rows, seed, 0.1, host));
+  columns.push_back(testing::random_column(type_id::STRING, rows, seed + 1, 0.05, host, 40));
+  columns.push_back(testing::random_column(type_id::FLOAT64, rows, seed + 2, 0.0, host));
+  return std::make_unique<table>(std::move(columns));
+}
+
+TEST_P(ExternalSortStrategy, InputThatFitsOneSortIsGatheredStraightIntoOutputBatches) {
+  constexpr std::size_t device_budget = 4_MiB;
+  sort_environment env{device_budget, 2_MiB};
+  testing::default_resource_guard const guard;
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t index = 0; index < 8; ++index) {
+    batches.push_back(
+      make_batch(distribution::FEW_DISTINCT, index * 2000, 2000, index, env.host()));
+  }
+  external_sort_options options;
+  options.key_columns        = {0};
+  options.merge_budget_bytes = 2_MiB;
+  options.output_batch_bytes = 64_KiB;
+  options.strategy           = GetParam();
+  auto const stats           = sort_and_check(env, std::move(batches), options);
+  EXPECT_LE(env.raw_device().peak_bytes(), device_budget);
+  if (GetParam() == sort_strategy::SAMPLE) {
+    EXPECT_GT(stats.chunks_created, 0U);  // the sample strategy always cuts ranges
+    return;
+  }
+  // 256 000 bytes: sorted once, then every row copied once into its output batch.
+  EXPECT_EQ(stats.strategy_used, sort_strategy::MERGE);
+  EXPECT_EQ(stats.chunks_created, 0U);
+  EXPECT_EQ(stats.rounds, 1U);
+  EXPECT_EQ(stats.sampled_rows, 0U);
+  EXPECT_DOUBLE_EQ(stats.copies_per_input_byte(), 1.0);
+  EXPECT_EQ(stats.output_batches, 4U);
+}
+
+TEST_P(ExternalSortStrategy, OneSortWithNullableKeysStringsAndDescendingOrder) {
+  sort_environment env{4_MiB, 2_MiB};
+  testing::default_resource_guard const guard;
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t index = 0; index < 5; ++index) {
+    batches.push_back(make_mixed_batch(1500 + 100 * index, 40 + 3 * index, env.host()));
+  }
+  external_sort_options options;
+  options.key_columns        = {0};
+  options.orders             = {{order::DESCENDING, null_order::AFTER}};
+  options.merge_budget_bytes = 2_MiB;
+  options.output_batch_bytes = 16_KiB;  // many batches, each sized by its rows' strings
+  options.strategy           = GetParam();
+  auto const stats           = sort_and_check(env, std::move(batches), options);
+  if (GetParam() != sort_strategy::SAMPLE) {
+    EXPECT_EQ(stats.chunks_created, 0U);
+    EXPECT_GT(stats.output_batches, 4U);
+  }
+}
+
+TEST_P(ExternalSortStrategy, BatchesDeferredPastOneSortAreSortedAndSampledInOrder) {
+  // Each batch is 80 000 bytes; one sort of 160 000 rows would need 6.4 MB, far beyond the
+  // budget, so the first batches wait unsorted and are then sorted (and sampled) like the rest.
+  sort_environment env{4_MiB, 4_MiB};
+  testing::default_resource_guard const guard;
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t index = 0; index < 32; ++index) {
+    batches.push_back(make_batch(distribution::ALL_EQUAL, index * 5000, 5000, index, env.host()));
+  }
+  external_sort_options options;
+  options.key_columns        = {0};
+  options.chunks_per_batch   = 4;
+  options.merge_budget_bytes = 512_KiB;
+  options.output_batch_bytes = 64_KiB;
+  options.strategy           = GetParam();
+  auto const stats           = sort_and_check(env, std::move(batches), options);
+  EXPECT_GT(stats.chunks_created, 0U);
+  if (GetParam() != sort_strategy::MERGE) {
+    // Every batch was sampled at the first batch's rate, deferred ones included.
+    EXPECT_EQ(stats.sampled_rows, 32U * options.samples_per_batch);
+    EXPECT_EQ(stats.strategy_used, sort_strategy::SAMPLE);
+  }
+}
+
 TEST_P(ExternalSortStrategy, EmptyInputGivesNoBatches) {
   sort_environment env{1_MiB, 1_MiB};
   external_sort_options options;

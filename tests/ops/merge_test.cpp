@@ -217,6 +217,36 @@ TEST_F(ConcurrentMerge, UnsortedInputsStillGiveAPermutation) {
   EXPECT_EQ(seen, ids);
 }
 
+TEST_F(Merge, MergeOrderNamesEachRowByInputAndRowInKeyThenInputOrder) {
+  // Keys 0, 0, 1, 1, ... in each input: equal keys tie across inputs and go input by input.
+  std::vector<std::unique_ptr<column>> keys;
+  std::vector<table_view> inputs;
+  for (std::size_t input = 0; input < 3; ++input) {
+    std::vector<std::int64_t> values;
+    for (std::size_t row = 0; row < 10 + input; ++row) {
+      values.push_back(static_cast<std::int64_t>(row / 2));
+    }
+    keys.push_back(testing::make_fixed_column<std::int64_t>(type_id::INT64, values, {}, input_));
+    inputs.push_back(table_view{keys.back()->view()});
+  }
+  auto const order = detail::merge_order(inputs, {0}, {}, default_stream(), mrs_);
+  expect_resources(order->allocated_bytes());
+  std::vector<std::uint64_t> const ids = testing::to_vector(order->view());
+  std::vector<std::uint64_t> expected;
+  for (std::int64_t key = 0; key < 6; ++key) {
+    for (std::uint64_t input = 0; input < 3; ++input) {
+      for (std::uint64_t row = 0; row < 10 + input; ++row) {
+        if (static_cast<std::int64_t>(row / 2) == key) {
+          expected.push_back((input << detail::SOURCE_ROW_BITS) | row);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(ids, expected);
+  std::vector<table_view> const none;
+  EXPECT_EQ(detail::merge_order(none, {0}, {}, default_stream(), mrs_)->size(), 0U);
+}
+
 TEST_F(Merge, AllInputsEmptyAndNoInputs) {
   auto const key = random_column(type_id::INT64, 0, 1, 0.0, input_);
   std::vector<table_view> const inputs{table_view{key->view()}, table_view{key->view()}};

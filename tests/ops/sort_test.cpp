@@ -363,6 +363,76 @@ TEST_F(SortedOrder, PublicDefaultsUseTheCurrentResource) {
 
 class Sort : public testing::ops_fixture {};
 
+class SortedSources : public testing::ops_fixture {
+ public:
+  /// sorted_sources of `keys` cut at `cuts` against the stable reference order of all of it.
+  void check(table_view const& keys,
+             std::vector<std::size_t> const& cuts,
+             sort_order const& orders) {
+    std::vector<table_view> parts;
+    std::vector<std::size_t> starts;
+    std::size_t begin = 0;
+    for (std::size_t const cut : cuts) {
+      parts.push_back(slice(keys, begin, cut));
+      starts.push_back(begin);
+      begin = cut;
+    }
+    parts.push_back(slice(keys, begin, keys.num_rows()));
+    starts.push_back(begin);
+    std::vector<std::uint64_t> const expected = reference_sorted_order(keys, orders);
+    auto const result = detail::sorted_sources(parts, orders, default_stream(), mrs_);
+    expect_resources(result->allocated_bytes());
+    std::vector<std::uint64_t> const ids = to_vector(result->view());
+    ASSERT_EQ(ids.size(), expected.size());
+    std::uint64_t const row_mask = (std::uint64_t{1} << detail::SOURCE_ROW_BITS) - 1;
+    for (std::size_t position = 0; position < ids.size(); ++position) {
+      std::size_t const input = ids[position] >> detail::SOURCE_ROW_BITS;
+      ASSERT_LT(input, parts.size());
+      std::size_t const row = ids[position] & row_mask;
+      ASSERT_LT(row, parts[input].num_rows());
+      // Stable: ties in input order, so the ids name exactly the reference's rows.
+      ASSERT_EQ(starts[input] + row, expected[position]) << "position " << position;
+    }
+  }
+};
+
+TEST_F(SortedSources, EveryFixedWidthTypeWithNullsAcrossTablesIsAStableSort) {
+  for (data_type const type : testing::all_types()) {
+    if (!is_fixed_width(type)) {
+      continue;
+    }
+    SCOPED_TRACE(to_string(type));
+    auto const key = random_column(type, 1500, 31, 0.15, input_);
+    for (auto const& key_order : every_column_order()) {
+      SCOPED_TRACE(describe(sort_order{key_order}));
+      // An empty table first and in the middle, and one of a single row.
+      check(table_view{key->view()}, {0, 400, 400, 401, 1000}, sort_order{key_order});
+    }
+  }
+}
+
+TEST_F(SortedSources, TwoKeysManyTiesAboveTheParallelThreshold) {
+  std::size_t const rows = PARALLEL_SORT_MIN_ROWS + 777;
+  auto const first =
+    make_fixed_column<std::int64_t>(type_id::INT64, int64_keys("few-distinct", rows), {}, input_);
+  auto const second = random_column(type_id::INT32, rows, 5, 0.1, input_);
+  table_view const keys{first->view(), second->view()};
+  check(keys,
+        {rows / 3, rows / 2},
+        sort_order{{order::ASCENDING, null_order::BEFORE}, {order::DESCENDING, null_order::AFTER}});
+  auto const equal =
+    make_fixed_column<std::int64_t>(type_id::INT64, int64_keys("all-equal", rows), {}, input_);
+  check(table_view{equal->view()}, {rows / 4, rows / 2, 3 * rows / 4}, sort_order{});
+}
+
+TEST_F(SortedSources, RejectsKeysWithoutACompletePrefix) {
+  auto const strings = random_column(type_id::STRING, 100, 3, 0.0, input_, 5);
+  std::vector<table_view> const parts{table_view{strings->view()}};
+  EXPECT_THROW((void)detail::sorted_sources(parts, {}, default_stream(), mrs_), invalid_argument);
+  std::vector<table_view> const none;
+  EXPECT_THROW((void)detail::sorted_sources(none, {}, default_stream(), mrs_), invalid_argument);
+}
+
 TEST_F(Sort, StableSortKeepsInputOrderOfEqualKeys) {
   std::vector<std::int32_t> keys;
   std::vector<std::int64_t> payload;

@@ -233,6 +233,62 @@ TEST_F(SpillStoreTest, ReleaseFreesEveryTierAndRemovesTheFile) {
   EXPECT_FALSE(on_device.valid());
 }
 
+TEST_F(SpillStoreTest, TakeIfResidentHandsBackTheRegisteredTableWithoutACopy) {
+  spill_store store(options());
+  auto [device_table, expected] = make_table(100, 7);
+  table const* const registered = device_table.get();
+  auto handle                   = store.make_spillable(std::move(device_table), 0);
+  auto other                    = store.make_spillable(make_table(100, 8).first, 0);
+  std::size_t const device_used = device_.used_bytes();
+  std::size_t const stored      = store.bytes_on(spill_tier::DEVICE);
+  auto taken                    = handle.take_if_resident();
+  ASSERT_NE(taken, nullptr);
+  // The same table object and memory: ownership moved, nothing copied or freed.
+  EXPECT_EQ(taken.get(), registered);
+  EXPECT_FALSE(handle.valid());
+  EXPECT_EQ(device_.used_bytes(), device_used);
+  EXPECT_EQ(store.bytes_on(spill_tier::DEVICE), stored - taken->allocated_bytes());
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), taken->view());
+  // No longer the store's: spilling everything leaves it where it is.
+  (void)store.spill(1_GiB, spill_tier::DEVICE);
+  EXPECT_EQ(other.tier(), spill_tier::HOST);
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), taken->view());
+  taken.reset();
+  EXPECT_EQ(device_.used_bytes(), 0U);  // `other` is on the host
+  EXPECT_THROW((void)handle.take_if_resident(), logic_error);
+}
+
+TEST_F(SpillStoreTest, TakeIfResidentLeavesPinnedSpilledAndUnspilledTablesInTheStore) {
+  spill_store store(options());
+  auto [device_table, expected] = make_table(100, 9);
+  auto handle                   = store.make_spillable(std::move(device_table), 0);
+  {
+    auto const pinned = handle.acquire();
+    EXPECT_EQ(handle.take_if_resident(), nullptr);  // pinned
+    EXPECT_TRUE(handle.valid());
+  }
+  (void)handle.materialize();
+  EXPECT_EQ(handle.take_if_resident(), nullptr);  // pinned by materialize()
+  handle.make_spillable();
+  (void)store.spill(1_GiB, spill_tier::DEVICE);
+  ASSERT_EQ(handle.tier(), spill_tier::HOST);
+  EXPECT_EQ(handle.take_if_resident(), nullptr);  // on the host
+  EXPECT_TRUE(handle.valid());
+  {
+    // Unspilled, it is packed bytes on the device, not a table it could hand back.
+    auto const pinned = handle.acquire();
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), pinned.view());
+  }
+  ASSERT_EQ(handle.tier(), spill_tier::DEVICE);
+  EXPECT_EQ(handle.take_if_resident(), nullptr);
+  EXPECT_TRUE(handle.valid());
+  std::size_t const stored = store.bytes_on(spill_tier::DEVICE);
+  EXPECT_GT(stored, 0U);
+  handle.release();
+  EXPECT_EQ(store.bytes_on(spill_tier::DEVICE), 0U);
+  EXPECT_EQ(device_.used_bytes(), 0U);
+}
+
 TEST_F(SpillStoreTest, PrefetchBringsDiskDataToTheHost) {
   spill_store store(options());
   auto [device_table, expected] = make_table(100, 9);

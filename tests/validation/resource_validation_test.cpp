@@ -157,6 +157,36 @@ std::vector<operator_case> operator_cases() {
                      auto bytes  = result->allocated_bytes();
                      return owned(std::move(result), bytes);
                    }});
+  cases.push_back(
+    {"detail::merge_order", scratch::SOME, [](table_view const& input, memory_resources mrs) {
+       host_memory_resource piece_memory;
+       std::vector<std::size_t> const key_columns{2, 12};
+       std::vector<std::unique_ptr<table>> pieces;
+       std::vector<table_view> views;
+       for (auto const& [begin, end] :
+            std::vector<std::pair<std::size_t, std::size_t>>{{0, 100}, {100, input.num_rows()}}) {
+         table_view const part = slice(input, begin, end);
+         pieces.push_back(sort(part,
+                               part.select(key_columns),
+                               {},
+                               sort_stability::STABLE,
+                               default_stream(),
+                               piece_memory));
+         views.push_back(pieces.back()->view());
+       }
+       auto result = detail::merge_order(views, key_columns, {}, default_stream(), mrs);
+       auto bytes  = result->allocated_bytes();
+       return owned(std::move(result), bytes);
+     }});
+  cases.push_back(
+    {"detail::sorted_sources", scratch::SOME, [](table_view const& input, memory_resources mrs) {
+       std::vector<std::size_t> const key_columns{4, 1};
+       std::vector<table_view> const keys{slice(input, 0, 100).select(key_columns),
+                                          slice(input, 100, input.num_rows()).select(key_columns)};
+       auto result = detail::sorted_sources(keys, {}, default_stream(), mrs);
+       auto bytes  = result->allocated_bytes();
+       return owned(std::move(result), bytes);
+     }});
   for (bool const lower : {true, false}) {
     cases.push_back(
       {lower ? "lower_bound" : "upper_bound",

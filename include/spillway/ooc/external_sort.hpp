@@ -11,14 +11,26 @@
  *    minimum key (its first row's keys) is kept outside it, on the host.
  * 2. A round orders the chunks by minimum key and loads the chunks with the smallest minimums
  *    while the merge fits the merge budget (inputs plus merged output); at least one chunk is
- *    always loaded. It merges them and emits every row whose key is <= the smallest minimum
- *    among the chunks not loaded: no unloaded row can precede those rows. The rest of the merged
- *    rows is cut into chunks again and goes back to the store.
+ *    always loaded. It computes their merge order and emits every row whose key is <= the
+ *    smallest minimum among the chunks not loaded: no unloaded row can precede those rows. The
+ *    order is gathered straight into pieces: the emitted rows into pieces of about an output
+ *    batch, the rest into chunks that go back to the store (one copy of each merged row).
  * 3. Emitted rows accumulate (spillable) until an output batch of about
  *    `output_batch_bytes` is ready; an output batch never exceeds it by more than
- *    `output_slack`. When everything is emitted, the remainder is flushed.
+ *    `output_slack`. A stored piece of at least half an output batch that is still on the
+ *    device is handed out as it is (no copy); smaller or spilled pieces are copied together.
+ *    When everything is emitted, the remainder is flushed.
  * Equal keys are emitted together (the bound is inclusive), so the all-equal case empties the
  * loaded chunks in one round instead of one row per round.
+ *
+ * ## Input that fits one sort (merge and auto strategies)
+ * While the batches pushed so far, one source id per row and a sort's two records per row fit
+ * the merge budget (keys fixed-width and at most 24 bytes with their null bytes), batches wait
+ * in the store unsorted. If `finish()` finds them all still waiting, it sorts their keys at
+ * once (`detail::sorted_sources`, stable: ties in push order) and each `next()` gathers the
+ * next output batch straight from the batches: one copy of the input, no chunks, no merge, no
+ * sample. Past the bound, or when that sort must split under the OOM protocol, the waiting
+ * batches are sorted into chunks (and sampled, in push order) as above.
  *
  * ## Algorithm (sample strategy)
  * 1. As in the merge strategy, each pushed batch is sorted and cut into chunks; each chunk keeps
@@ -55,6 +67,7 @@
 #include <spillway/ops/sort_order.hpp>
 #include <spillway/retry/oom_coordinator.hpp>
 #include <spillway/spill/spill_store.hpp>
+#include <spillway/spill/spillable_table.hpp>
 #include <spillway/table/table.hpp>
 
 #include <cstddef>
@@ -86,7 +99,8 @@ struct external_sort_options {
   std::size_t chunks_per_batch = 64;
   /// Bytes of loaded chunks plus their merged output that one round may hold on the device.
   std::size_t merge_budget_bytes = 64_MiB;
-  /// The size output batches aim at.
+  /// The size output batches aim at. A batch handed out as it is stored (no copy) may hold as
+  /// little as half of it; the last batch of the sort any less.
   std::size_t output_batch_bytes = 32_MiB;
   /// An output batch may exceed `output_batch_bytes` by at most this fraction.
   double output_slack = 0.25;
@@ -204,6 +218,19 @@ class external_sorter {
   bool in_key_order(std::vector<chunk>& pieces);
   void emit_stored(chunk piece);
   void sort_into_chunks(table_view const& batch, std::vector<std::unique_ptr<table>>& out);
+  /// Sorts a stored batch into chunks under the OOM protocol (splitting it when asked); samples
+  /// it first when `sample` is set.
+  void sort_batch(spillable_table batch, std::size_t bytes, bool sample);
+  /// Device bytes one sort of every deferred row plus `rows` more rows of `bytes` would hold.
+  [[nodiscard]] std::size_t one_sort_bytes(std::size_t bytes, std::size_t rows) const noexcept;
+  /// Whether `batch` may wait unsorted for one sort of the whole input at `finish()`.
+  [[nodiscard]] bool may_defer(table_view const& batch, std::size_t bytes) const;
+  /// Sorts (and samples) the deferred batches into chunks; no later batch is deferred.
+  void flush_deferred();
+  /// Sorts every deferred row at once (`finish()`); false when it does not fit or was split.
+  bool sort_deferred();
+  /// The next output batch gathered from the deferred batches in sorted order, or null.
+  std::unique_ptr<table> take_sorted();
   void merge_round();
   round_result merge_attempt(std::vector<std::size_t> const& loaded,
                              std::optional<std::size_t> bound_row,
@@ -221,6 +248,17 @@ class external_sorter {
   memory_resources mrs_;
   resource_ref host_;
   std::vector<chunk> chunks_;
+  /// Unsorted batches kept while the whole input may fit one sort (see `may_defer`).
+  std::vector<spillable_table> deferred_;
+  std::vector<std::size_t> deferred_sizes_;  ///< estimated bytes of each deferred batch
+  std::size_t deferred_bytes_ = 0;
+  std::size_t deferred_rows_  = 0;
+  bool deferring_             = true;
+  std::vector<bool> key_nulls_;  ///< per key column: whether a deferred batch has nulls in it
+  /// After one sort of the deferred batches: every row's source id in order (one UINT64 column).
+  spillable_table sorted_sources_;
+  std::size_t sorted_rows_  = 0;
+  std::size_t sorted_taken_ = 0;            ///< rows of `sorted_sources_` handed out
   std::vector<std::vector<chunk>> ranges_;  ///< sample strategy: pieces of each range
   std::size_t next_range_ = 0;
   std::vector<std::unique_ptr<table>> samples_;  ///< sampled key rows, on the host

@@ -54,6 +54,20 @@ std::unique_ptr<table> merge(std::span<table_view const> inputs,
                              sort_order const& orders,
                              stream_view stream,
                              memory_resources mrs);
+
+/**
+ * @brief The merge order of `inputs` (each sorted by `key_columns` under `orders`) without
+ * gathering it: one source id per output row, `(input << SOURCE_ROW_BITS) | row` (sort.hpp),
+ * rows ordered by key, then input, then row. Gathering the ids in order gives `merge`'s rows;
+ * a caller can gather parts of them into separate tables.
+ * @return a UINT64 column from `mrs.output()`
+ * @throws spillway::invalid_argument as `merge`, or for 2^24 inputs or an input of 2^40 rows
+ */
+std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
+                                    std::vector<std::size_t> const& key_columns,
+                                    sort_order const& orders,
+                                    stream_view stream,
+                                    memory_resources mrs);
 }  // namespace detail
 
 }  // namespace spillway

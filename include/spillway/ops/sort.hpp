@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 
 namespace spillway {
 
@@ -74,6 +75,25 @@ std::unique_ptr<column> sorted_order(table_view const& keys,
                                      sort_stability stability,
                                      stream_view stream,
                                      memory_resources mrs);
+
+/** @brief Bits of a source id (`sorted_sources`) that hold the row; the input is above them. */
+inline constexpr unsigned SOURCE_ROW_BITS = 40;
+
+/**
+ * @brief The rows of several key tables in one sorted order, as source ids
+ * `(input << SOURCE_ROW_BITS) | row`: a stable sort of their concatenation (ties in input order,
+ * then row order) without concatenating them. Uses both cores for large inputs.
+ * @param keys key tables with the same column types; each under 2^40 rows, fewer than 2^24 tables
+ * @return a UINT64 column from `mrs.output()`; scratch (two records of prefix and id per row)
+ * comes from `mrs.temporary()`
+ * @throws spillway::invalid_argument unless the keys encode into a complete normalized-key prefix
+ * (fixed-width columns of at most 24 bytes together with their null bytes), or for mismatched
+ * tables
+ */
+std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
+                                       sort_order const& orders,
+                                       stream_view stream,
+                                       memory_resources mrs);
 
 /** @brief `sort` without defaults. */
 std::unique_ptr<table> sort(table_view const& values,

@@ -5,10 +5,12 @@
 #pragma once
 
 #include <spillway/spill/spill_tier.hpp>
+#include <spillway/table/table.hpp>
 #include <spillway/table/table_view.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -83,6 +85,17 @@ class spillable_table {
   [[nodiscard]] bool valid() const noexcept { return store_ != nullptr; }
   /** @brief Frees the data on every tier; the handle becomes empty. */
   void release() noexcept;
+  /**
+   * @brief Hands the table back without a copy when it is on the device as the table it was
+   * registered as (not packed by an unspill, not pinned, not being spilled): the store forgets
+   * it and the handle becomes empty. Otherwise nothing changes and null comes back; `acquire()`
+   * then gives the rows (and a copy of them owns them).
+   * @return the table, whose memory stays allocated from the device resource it came from and
+   * no longer counts as the store's; or null
+   * @throws spillway::logic_error on an empty handle
+   * @note Like `acquire`, one thread per handle.
+   */
+  [[nodiscard]] std::unique_ptr<table> take_if_resident();
 
   /** @return the number of rows (retryable_input) */
   [[nodiscard]] std::size_t rows() const noexcept { return rows_; }
