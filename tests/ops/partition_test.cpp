@@ -42,6 +42,26 @@ class Partition : public testing::ops_fixture {
     return std::make_unique<table>(std::move(columns));
   }
 
+  /// `make_input` of (INT16 keys with many ties, STRING), keyed by both columns under `orders`.
+  std::unique_ptr<table> make_tied_input(std::size_t rows) {
+    auto input   = make_input({data_type{type_id::INT16}, data_type{type_id::STRING}}, rows, 9);
+    auto* shorts = input->get_column(0).mutable_data<std::int16_t>();
+    for (std::size_t row = 0; row < rows; ++row) {
+      shorts[row] = static_cast<std::int16_t>(shorts[row] % 5);  // many equal keys
+    }
+    return input;
+  }
+
+  /// A sorted sample of 200 rows of `keys` of `input`, to take quantile splitters from.
+  std::unique_ptr<table> sorted_sample(table const& input,
+                                       std::vector<std::size_t> const& keys,
+                                       sort_order const& orders) {
+    table_view const key_view = input.view().select(keys);
+    auto const sampled        = sample(key_view, 200, 1, default_stream(), input_);
+    return sort(
+      sampled->view(), sampled->view(), orders, sort_stability::UNSTABLE, default_stream(), input_);
+  }
+
   /// The text of row `row` of `view`, every column.
   static std::string row_text(table_view const& view, std::size_t row) {
     std::string text;
@@ -177,16 +197,10 @@ TEST_F(Partition, EqualKeysHashEquallyWhateverTheirBits) {
 TEST_F(Partition, RangeByQuantileSplittersHonorsOrderAndTies) {
   sort_order const orders{{order::DESCENDING, null_order::AFTER},
                           {order::ASCENDING, null_order::BEFORE}};
-  auto input   = make_input({data_type{type_id::INT16}, data_type{type_id::STRING}}, 3000, 9);
-  auto* shorts = input->get_column(0).mutable_data<std::int16_t>();
-  for (std::size_t row = 0; row < 3000; ++row) {
-    shorts[row] = static_cast<std::int16_t>(shorts[row] % 5);  // many equal keys
-  }
+  auto const input = make_tied_input(3000);
   std::vector<std::size_t> const keys{0, 1};
   table_view const key_view = input->view().select(keys);
-  auto const sampled        = sample(key_view, 200, 1, default_stream(), input_);
-  auto const sorted         = sort(
-    sampled->view(), sampled->view(), orders, sort_stability::UNSTABLE, default_stream(), input_);
+  auto const sorted         = sorted_sample(*input, keys, orders);
   for (std::size_t const num_partitions : {std::size_t{1}, std::size_t{2}, std::size_t{40}}) {
     auto const splitters =
       quantile_splitters(sorted->view(), num_partitions, default_stream(), input_);
@@ -382,16 +396,9 @@ TEST_F(PartitionAndPack, HashLeavesEmptyPartitionsEmpty) {
 TEST_F(PartitionAndPack, RangeMatchesTwoStep) {
   sort_order const orders{{order::DESCENDING, null_order::AFTER},
                           {order::ASCENDING, null_order::BEFORE}};
-  auto input   = make_input({data_type{type_id::INT16}, data_type{type_id::STRING}}, 30000, 9);
-  auto* shorts = input->get_column(0).mutable_data<std::int16_t>();
-  for (std::size_t row = 0; row < 30000; ++row) {
-    shorts[row] = static_cast<std::int16_t>(shorts[row] % 5);  // many equal keys
-  }
+  auto const input = make_tied_input(30000);
   std::vector<std::size_t> const keys{0, 1};
-  table_view const key_view = input->view().select(keys);
-  auto const sampled        = sample(key_view, 200, 1, default_stream(), input_);
-  auto const sorted         = sort(
-    sampled->view(), sampled->view(), orders, sort_stability::UNSTABLE, default_stream(), input_);
+  auto const sorted = sorted_sample(*input, keys, orders);
   for (std::size_t const num_partitions : {std::size_t{1}, std::size_t{2}, std::size_t{40}}) {
     auto const splitters =
       quantile_splitters(sorted->view(), num_partitions, default_stream(), input_);

@@ -59,6 +59,23 @@ operator_result owned(std::unique_ptr<T> object, std::size_t bytes) {
   return operator_result{std::shared_ptr<void>(std::move(object)), bytes};
 }
 
+/// Slices of a table between successive `bounds`, each sorted (stably) by `key_columns`.
+struct sorted_pieces {
+  sorted_pieces(table_view const& input,
+                std::vector<std::size_t> const& key_columns,
+                std::vector<std::size_t> const& bounds,
+                host_memory_resource& memory) {
+    for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
+      table_view const part = slice(input, bounds[i], bounds[i + 1]);
+      tables.push_back(
+        sort(part, part.select(key_columns), {}, sort_stability::STABLE, default_stream(), memory));
+      views.push_back(tables.back()->view());
+    }
+  }
+  std::vector<std::unique_ptr<table>> tables;
+  std::vector<table_view> views;
+};
+
 std::vector<operator_case> operator_cases() {
   std::vector<operator_case> cases;
   cases.push_back(
@@ -139,42 +156,19 @@ std::vector<operator_case> operator_cases() {
   cases.push_back({"merge", scratch::SOME, [](table_view const& input, memory_resources mrs) {
                      host_memory_resource piece_memory;
                      std::vector<std::size_t> const key_columns{2, 12};
-                     std::vector<std::unique_ptr<table>> pieces;
-                     std::vector<table_view> views;
-                     for (auto const& [begin, end] :
-                          std::vector<std::pair<std::size_t, std::size_t>>{
-                            {0, 100}, {100, 100}, {100, input.num_rows()}}) {
-                       table_view const part = slice(input, begin, end);
-                       pieces.push_back(sort(part,
-                                             part.select(key_columns),
-                                             {},
-                                             sort_stability::STABLE,
-                                             default_stream(),
-                                             piece_memory));
-                       views.push_back(pieces.back()->view());
-                     }
-                     auto result = spillway::merge(views, key_columns, {}, default_stream(), mrs);
-                     auto bytes  = result->allocated_bytes();
+                     sorted_pieces const pieces(
+                       input, key_columns, {0, 100, 100, input.num_rows()}, piece_memory);
+                     auto result =
+                       spillway::merge(pieces.views, key_columns, {}, default_stream(), mrs);
+                     auto bytes = result->allocated_bytes();
                      return owned(std::move(result), bytes);
                    }});
   cases.push_back(
     {"detail::merge_order", scratch::SOME, [](table_view const& input, memory_resources mrs) {
        host_memory_resource piece_memory;
        std::vector<std::size_t> const key_columns{2, 12};
-       std::vector<std::unique_ptr<table>> pieces;
-       std::vector<table_view> views;
-       for (auto const& [begin, end] :
-            std::vector<std::pair<std::size_t, std::size_t>>{{0, 100}, {100, input.num_rows()}}) {
-         table_view const part = slice(input, begin, end);
-         pieces.push_back(sort(part,
-                               part.select(key_columns),
-                               {},
-                               sort_stability::STABLE,
-                               default_stream(),
-                               piece_memory));
-         views.push_back(pieces.back()->view());
-       }
-       auto result = detail::merge_order(views, key_columns, {}, default_stream(), mrs);
+       sorted_pieces const pieces(input, key_columns, {0, 100, input.num_rows()}, piece_memory);
+       auto result = detail::merge_order(pieces.views, key_columns, {}, default_stream(), mrs);
        auto bytes  = result->allocated_bytes();
        return owned(std::move(result), bytes);
      }});
