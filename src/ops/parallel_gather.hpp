@@ -6,6 +6,8 @@
  */
 #pragma once
 
+#include "core/two_threads.hpp"
+
 #include <spillway/core/stream_view.hpp>
 #include <spillway/memory/memory_resources.hpp>
 #include <spillway/table/column.hpp>
@@ -30,32 +32,6 @@ namespace spillway::detail {
 
 /// Below this many rows a gather runs on the calling thread alone.
 inline constexpr std::size_t PARALLEL_GATHER_MIN_ROWS = std::size_t{1} << 14;
-
-/** @brief Runs `work(0)` here and `work(1)` on a second thread; rethrows the first failure. */
-template <typename Work>
-void run_on_two_threads(Work const& work) {
-  std::exception_ptr failure;
-  std::thread helper{[&] {
-    try {
-      work(1);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }};
-  std::exception_ptr own_failure;
-  try {
-    work(0);
-  } catch (...) {
-    own_failure = std::current_exception();
-  }
-  helper.join();
-  if (own_failure) {
-    std::rethrow_exception(own_failure);
-  }
-  if (failure) {
-    std::rethrow_exception(failure);
-  }
-}
 
 /**
  * @brief Runs `work(begin, end)` over [0, rows) in two parts on two threads when `rows` is large

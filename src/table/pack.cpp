@@ -1,3 +1,5 @@
+#include "core/two_threads.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/memory/copy.hpp>
@@ -169,35 +171,14 @@ void fill_packed(table_view const& input,
 /// Below this many rows `pack_partitions` scatters on the calling thread alone.
 constexpr std::size_t PARALLEL_SCATTER_MIN_ROWS = std::size_t{1} << 14;
 
-/// Runs `work(0)` here and, when `parts` is 2, `work(1)` on a second thread; rethrows the first
-/// failure.
+/// Runs `work(0)` here and, when `parts` is 2, `work(1)` on a second thread.
 template <typename Work>
 void run_parts(std::size_t parts, Work const& work) {
   if (parts == 1) {
     work(std::size_t{0});
     return;
   }
-  std::exception_ptr failure;
-  std::thread helper{[&] {
-    try {
-      work(std::size_t{1});
-    } catch (...) {
-      failure = std::current_exception();
-    }
-  }};
-  std::exception_ptr own_failure;
-  try {
-    work(std::size_t{0});
-  } catch (...) {
-    own_failure = std::current_exception();
-  }
-  helper.join();
-  if (own_failure) {
-    std::rethrow_exception(own_failure);
-  }
-  if (failure) {
-    std::rethrow_exception(failure);
-  }
+  detail::run_on_two_threads(work);
 }
 
 /// Copies up to 16 bytes with one fixed-size copy when both sides have room for 16.
