@@ -110,6 +110,33 @@ std::unique_ptr<table> make_batch(distribution kind,
   return std::make_unique<table>(std::move(columns));
 }
 
+/// `count` batches of `rows` rows of `kind`: batch `i` holds rows [i * rows, (i + 1) * rows) and
+/// draws from seed `i + first_seed`.
+std::vector<std::unique_ptr<table>> make_batches(distribution kind,
+                                                 std::size_t count,
+                                                 std::size_t rows,
+                                                 std::uint64_t first_seed,
+                                                 resource_ref resource) {
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t index = 0; index < count; ++index) {
+    batches.push_back(make_batch(kind, index * rows, rows, index + first_seed, resource));
+  }
+  return batches;
+}
+
+/// Options of the small sorts below: key column 0, 4 chunks per batch.
+external_sort_options key0_options(std::size_t merge_budget,
+                                   std::size_t output_batch,
+                                   sort_strategy strategy) {
+  external_sort_options options;
+  options.key_columns        = {0};
+  options.chunks_per_batch   = 4;
+  options.merge_budget_bytes = merge_budget;
+  options.output_batch_bytes = output_batch;
+  options.strategy           = strategy;
+  return options;
+}
+
 /// Sorts `batches` out of core and checks the result against an in-memory sort: keys in order,
 /// and the same multiset of rows. Returns the sorter's statistics.
 external_sort_statistics sort_and_check(sort_environment& env,
@@ -194,18 +221,10 @@ TEST_P(ExternalSortDistribution, MatchesInMemorySort) {
   auto const [kind, batch_rows, batch_count] = shape;
   sort_environment env{4_MiB, 2_MiB};
   testing::default_resource_guard const guard;
-  std::vector<std::unique_ptr<table>> batches;
-  for (std::size_t index = 0; index < batch_count; ++index) {
-    batches.push_back(make_batch(kind, index * batch_rows, batch_rows, index + 1, env.host()));
-  }
-  external_sort_options options;
-  options.key_columns        = {0};
-  options.chunks_per_batch   = 4;
-  options.merge_budget_bytes = 512_KiB;
-  options.output_batch_bytes = 64_KiB;
-  options.strategy           = strategy;
-  auto const stats           = sort_and_check(env, std::move(batches), options);
-  bool const fits_one_merge  = 2 * stats.input_bytes <= options.merge_budget_bytes;
+  auto batches              = make_batches(kind, batch_count, batch_rows, 1, env.host());
+  auto const options        = key0_options(512_KiB, 64_KiB, strategy);
+  auto const stats          = sort_and_check(env, std::move(batches), options);
+  bool const fits_one_merge = 2 * stats.input_bytes <= options.merge_budget_bytes;
   // AUTO takes the sample strategy only past one merge and with a heavy key in the sample.
   bool const heavy_key = kind == distribution::ALL_EQUAL || kind == distribution::FEW_DISTINCT ||
                          kind == distribution::SKEWED_90;
@@ -254,17 +273,9 @@ INSTANTIATE_TEST_SUITE_P(Strategies,
 
 TEST_P(ExternalSortStrategy, OneRowBatchesOverTheBudget) {
   sort_environment env{4_MiB, 2_MiB};
-  std::vector<std::unique_ptr<table>> batches;
-  for (std::size_t index = 0; index < 3000; ++index) {
-    batches.push_back(make_batch(distribution::RANDOM, index, 1, index + 1, env.host()));
-  }
-  external_sort_options options;
-  options.key_columns        = {0};
-  options.chunks_per_batch   = 4;
-  options.merge_budget_bytes = 16_KiB;
-  options.output_batch_bytes = 4_KiB;
-  options.strategy           = GetParam();
-  auto const stats           = sort_and_check(env, std::move(batches), options);
+  auto batches       = make_batches(distribution::RANDOM, 3000, 1, 1, env.host());
+  auto const options = key0_options(16_KiB, 4_KiB, GetParam());
+  auto const stats   = sort_and_check(env, std::move(batches), options);
   if (GetParam() == sort_strategy::SAMPLE) {
     EXPECT_GT(stats.ranges, 1U);
   }
@@ -275,17 +286,9 @@ TEST_P(ExternalSortStrategy, OneRowBatchesOverTheBudget) {
 
 TEST(ExternalSort, AllEqualKeysEmitWholeChunksPerRound) {
   sort_environment env{4_MiB, 2_MiB};
-  std::vector<std::unique_ptr<table>> batches;
-  for (std::size_t index = 0; index < 10; ++index) {
-    batches.push_back(make_batch(distribution::ALL_EQUAL, index * 4000, 4000, index, env.host()));
-  }
-  external_sort_options options;
-  options.key_columns        = {0};
-  options.chunks_per_batch   = 4;
-  options.merge_budget_bytes = 256_KiB;
-  options.output_batch_bytes = 64_KiB;
-  options.strategy           = sort_strategy::MERGE;
-  auto const stats           = sort_and_check(env, std::move(batches), options);
+  auto batches       = make_batches(distribution::ALL_EQUAL, 10, 4000, 0, env.host());
+  auto const options = key0_options(256_KiB, 64_KiB, sort_strategy::MERGE);
+  auto const stats   = sort_and_check(env, std::move(batches), options);
   // 40 chunks of 16 000 bytes; a round loads 8 and, keys being equal, empties all of them.
   EXPECT_LE(stats.rounds, 5U);
 }
@@ -431,17 +434,9 @@ TEST_P(ExternalSortStrategy, BatchesDeferredPastOneSortAreSortedAndSampledInOrde
   // budget, so the first batches wait unsorted and are then sorted (and sampled) like the rest.
   sort_environment env{4_MiB, 4_MiB};
   testing::default_resource_guard const guard;
-  std::vector<std::unique_ptr<table>> batches;
-  for (std::size_t index = 0; index < 32; ++index) {
-    batches.push_back(make_batch(distribution::ALL_EQUAL, index * 5000, 5000, index, env.host()));
-  }
-  external_sort_options options;
-  options.key_columns        = {0};
-  options.chunks_per_batch   = 4;
-  options.merge_budget_bytes = 512_KiB;
-  options.output_batch_bytes = 64_KiB;
-  options.strategy           = GetParam();
-  auto const stats           = sort_and_check(env, std::move(batches), options);
+  auto batches       = make_batches(distribution::ALL_EQUAL, 32, 5000, 0, env.host());
+  auto const options = key0_options(512_KiB, 64_KiB, GetParam());
+  auto const stats   = sort_and_check(env, std::move(batches), options);
   EXPECT_GT(stats.chunks_created, 0U);
   if (GetParam() != sort_strategy::MERGE) {
     // Every batch was sampled at the first batch's rate, deferred ones included.
