@@ -22,6 +22,9 @@
 
 namespace spillway::cli {
 
+/// A read batch (and an output batch) is at most this fraction of a rank's device.
+inline constexpr std::size_t DEVICE_SHARE_PER_BATCH = 8;
+
 /** @brief The process exit status of every subcommand. */
 enum class exit_code : int {
   OK      = 0,  ///< the command did what it was asked

@@ -27,8 +27,6 @@
 namespace spillway::cli {
 namespace {
 
-/// A read batch (and an output batch) is at most this fraction of a rank's device.
-constexpr std::size_t DEVICE_SHARE_PER_BATCH = 8;
 /// The sort task's base lease, in input batches.
 constexpr std::size_t BASE_LEASE_BATCHES = 4;
 /// Output batches are at most this large.

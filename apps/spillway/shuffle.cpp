@@ -38,8 +38,6 @@
 namespace spillway::cli {
 namespace {
 
-/// A read batch is at most this fraction of a rank's device.
-constexpr std::size_t DEVICE_SHARE_PER_BATCH = 8;
 /// The most partitions accepted.
 constexpr std::size_t MAX_PARTITIONS = 1U << 20U;
 /// The most in-process ranks accepted.

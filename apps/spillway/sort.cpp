@@ -45,8 +45,6 @@
 namespace spillway::cli {
 namespace {
 
-/// A read batch (and an output batch) is at most this fraction of the device.
-constexpr std::size_t DEVICE_SHARE_PER_BATCH = 8;
 /// The sort task's base lease, in input batches (the rest of the device is leased per merge).
 constexpr std::size_t BASE_LEASE_BATCHES = 4;
 /// The least rows one batch must hold for the sort to make progress.
