@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <sys/resource.h>
 #include <vector>
@@ -103,7 +104,8 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
   for (std::size_t f = static_cast<std::size_t>(comm.rank()); f < files.size();
        f += static_cast<std::size_t>(comm.size())) {
     parquet_read_options read;
-    read.target_batch_bytes = args.batch;
+    // As `spillway shuffle`: a batch is at most an eighth of the rank's device.
+    read.target_batch_bytes = std::max<std::size_t>(1, std::min(args.batch, args.device / 8));
     auto reader             = open_parquet(
       files[f], read, default_stream(), memory_resources{environment.device(), environment.host()});
     for (std::size_t c = 0; c < reader->schema().size(); ++c) {
@@ -177,13 +179,18 @@ int main(int argc, char** argv) {
                  "[--mode pull|push] [--ranks N] [--device-memory B] [--host-memory B]\n");
     return 2;
   }
-  auto const files = expand_dataset(args.dataset);
-  if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr && mpi_backend_available()) {
-    mpi_environment environment;
-    mpi_communicator comm(environment);
-    run_rank(comm, args, files);
-    return 0;
+  try {
+    auto const files = expand_dataset(args.dataset);
+    if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr && mpi_backend_available()) {
+      mpi_environment environment;
+      mpi_communicator comm(environment);
+      run_rank(comm, args, files);
+      return 0;
+    }
+    run_in_process(args.ranks, [&](communicator& comm) { run_rank(comm, args, files); });
+  } catch (std::exception const& error) {
+    std::fprintf(stderr, "spillway_shuffle_bench: error: %s\n", error.what());
+    return 1;
   }
-  run_in_process(args.ranks, [&](communicator& comm) { run_rank(comm, args, files); });
   return 0;
 }
