@@ -1,3 +1,5 @@
+#include "detail/large_pages.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/memory/emulated_device_memory_resource.hpp>
@@ -6,6 +8,13 @@
 #include <string>
 
 namespace spillway {
+
+emulated_device_memory_resource::emulated_device_memory_resource(std::size_t capacity)
+  : capacity_(capacity), cache_(std::make_unique<detail::block_cache>(capacity)) {}
+
+emulated_device_memory_resource::~emulated_device_memory_resource() = default;
+
+std::size_t emulated_device_memory_resource::cached_bytes() const { return cache_->cached_bytes(); }
 
 void* emulated_device_memory_resource::do_allocate(std::size_t bytes,
                                                    std::size_t alignment,
@@ -32,7 +41,7 @@ void* emulated_device_memory_resource::do_allocate(std::size_t bytes,
   while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
   try {
-    return ::operator new (bytes, std::align_val_t{alignment});
+    return cache_->allocate(bytes, alignment, now);
   } catch (std::bad_alloc const&) {
     used_.fetch_sub(bytes, std::memory_order_relaxed);
     throw out_of_memory("emulated device: host memory behind it is exhausted: requested " +
@@ -48,8 +57,8 @@ void emulated_device_memory_resource::do_deallocate(void* pointer,
   if (pointer == nullptr) {
     return;
   }
-  ::operator delete (pointer, bytes, std::align_val_t{alignment});
-  used_.fetch_sub(bytes, std::memory_order_relaxed);
+  std::size_t const live = used_.fetch_sub(bytes, std::memory_order_relaxed) - bytes;
+  cache_->deallocate(pointer, bytes, alignment, live);
 }
 
 }  // namespace spillway

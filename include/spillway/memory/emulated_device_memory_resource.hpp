@@ -9,23 +9,31 @@
 #include <atomic>
 #include <cstddef>
 #include <limits>
+#include <memory>
 
 namespace spillway {
+namespace detail {
+class block_cache;
+}  // namespace detail
 
 /**
  * @brief Serves `memory_kind::DEVICE` from host memory, never more than `capacity` bytes at once.
  *
  * Every policy that guards a real accelerator (leases, spilling, retry) runs against it on any
  * machine. An allocation that would exceed the capacity throws `out_of_memory` naming the
- * requested, available and capacity bytes; nothing is allocated in that case.
+ * requested, available and capacity bytes; nothing is allocated in that case. Freed large blocks
+ * stay mapped (up to the capacity, live bytes included) and are handed out again, so that reused
+ * memory is not cleared by the kernel each time, as on a device.
  * @note Thread-safe; the capacity check and the count are one atomic step.
  */
 class emulated_device_memory_resource final : public memory_resource {
  public:
   /** @param capacity the most bytes outstanding at once; the default is unbounded */
   explicit emulated_device_memory_resource(
-    std::size_t capacity = std::numeric_limits<std::size_t>::max()) noexcept
-    : capacity_(capacity) {}
+    std::size_t capacity = std::numeric_limits<std::size_t>::max());
+  ~emulated_device_memory_resource() override;
+  emulated_device_memory_resource(emulated_device_memory_resource const&)            = delete;
+  emulated_device_memory_resource& operator=(emulated_device_memory_resource const&) = delete;
 
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   /** @return bytes outstanding now */
@@ -36,6 +44,8 @@ class emulated_device_memory_resource final : public memory_resource {
   [[nodiscard]] std::size_t peak_bytes() const noexcept {
     return peak_.load(std::memory_order_relaxed);
   }
+  /** @return bytes of freed blocks kept for reuse (never more than capacity minus used) */
+  [[nodiscard]] std::size_t cached_bytes() const;
   /** @return capacity minus used bytes */
   [[nodiscard]] std::size_t available_bytes() const noexcept { return capacity_ - used_bytes(); }
 
@@ -48,6 +58,8 @@ class emulated_device_memory_resource final : public memory_resource {
   [[nodiscard]] memory_kind do_kind() const noexcept override { return memory_kind::DEVICE; }
 
   std::size_t const capacity_;
+  /// Freed large blocks kept mapped, as a device keeps its memory: at most capacity minus used.
+  std::unique_ptr<detail::block_cache> cache_;
   std::atomic<std::size_t> used_{0};
   std::atomic<std::size_t> peak_{0};
 };
