@@ -131,17 +131,30 @@ void fill_packed(table_view const& input,
                  memory_kind to,
                  stream_view stream,
                  std::vector<std::uint8_t>& metadata) {
-  // Padding is zeroed so that packed bytes (and their checksums) are deterministic.
-  if (total > 0) {
-    std::memset(destination, 0, total);
-  }
+  // Padding is zeroed so that packed bytes (and their checksums) are deterministic; only the
+  // padding, as the data is written once anyway. `written`: the end of what is set so far.
+  std::size_t written   = 0;
+  auto const zero_up_to = [&](std::size_t end) {
+    if (end > written) {
+      std::memset(destination + written, 0, end - written);
+    }
+    written = end;
+  };
   for (std::size_t index = 0; index < input.num_columns(); ++index) {
     column_view const& column = input.column(index);
     part_layout const& part   = parts[index];
     std::size_t const rows    = column.size();
     if (column.nullable()) {
+      // The whole mask allocation is zeroed: copy_bits leaves the bits past the last row alone.
+      zero_up_to(is_fixed_width(column.type()) ? part.data_offset : part.offsets_offset);
       copy_bits(destination + part.mask_offset, 0, column.null_mask(), column.offset(), rows);
     }
+    if (!is_fixed_width(column.type())) {
+      zero_up_to(part.offsets_offset);
+      written = part.offsets_offset + (rows + 1) * sizeof(std::int64_t);
+    }
+    zero_up_to(part.data_offset);
+    written = part.data_offset + part.data_bytes;
     if (is_fixed_width(column.type())) {
       copy_bytes(
         destination + part.data_offset,
@@ -166,6 +179,7 @@ void fill_packed(table_view const& input,
     set_entry(
       metadata, index, make_entry(column.type(), column.nullable(), column.null_count(), part));
   }
+  zero_up_to(total);
 }
 
 /// Below this many rows `pack_partitions` scatters on the calling thread alone.

@@ -66,16 +66,41 @@ std::vector<std::uint8_t> with_field(std::vector<std::uint8_t> metadata, std::si
 
 std::uintptr_t address(void const* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
 
+/// Hands out memory filled with 0xA5, as reused memory may be: zero padding must be written.
+class poisoning_resource final : public memory_resource {
+ public:
+  explicit poisoning_resource(resource_ref upstream) noexcept : upstream_(upstream) {}
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_view stream) override {
+    void* const pointer = upstream_.allocate(bytes, alignment, stream);
+    if (bytes > 0) {
+      std::memset(pointer, 0xA5, bytes);
+    }
+    return pointer;
+  }
+  void do_deallocate(void* pointer,
+                     std::size_t bytes,
+                     std::size_t alignment,
+                     stream_view stream) noexcept override {
+    upstream_.deallocate(pointer, bytes, alignment, stream);
+  }
+  [[nodiscard]] memory_kind do_kind() const noexcept override { return upstream_.kind(); }
+
+  resource_ref upstream_;
+};
+
 class Pack : public ::testing::Test {
  protected:
   /**
    * Packs `input` into `output` and checks everything a packed table promises: one allocation of
    * `packed_size` bytes from the output resource, a zero-copy unpack equal to the input with no
    * allocation, offset-0 columns with string offsets from 0, 64-byte aligned parts, zero padding,
-   * and the same bytes when packed twice.
+   * and the same bytes when packed twice, into memory that held other bytes before.
    */
   void check_round_trip(table_view const& input, resource_ref output) {
-    statistics_resource_adaptor stats{output};
+    poisoning_resource poisoned{output};
+    statistics_resource_adaptor stats{poisoned};
     packed_columns const packed = pack(input, default_stream(), stats);
     ASSERT_EQ(stats.statistics().total_count, 1U);
     EXPECT_EQ(stats.statistics().total_bytes, packed_size(input));
