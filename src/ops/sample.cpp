@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <random>
 #include <string>
+#include <unordered_set>
 
 namespace spillway {
 namespace detail {
@@ -15,6 +16,10 @@ namespace {
 column_view index_view(buffer const& memory, std::size_t count) {
   return column_view{data_type{type_id::UINT64}, count, memory.data(), nullptr, 0};
 }
+
+/// Floyd's algorithm draws once per sample but pays a hash set and a sort; selection sampling
+/// draws once per row. Floyd's is used when the rows are at least this many times the samples.
+constexpr std::size_t FLOYD_MIN_RATIO = 8;
 
 __extension__ using uint128 = unsigned __int128;
 
@@ -35,14 +40,31 @@ std::unique_ptr<table> sample(table_view const& input,
   std::size_t const samples = std::min(num_samples, rows);
   buffer map_memory{samples * sizeof(std::uint64_t), stream, mrs.temporary()};
   auto* map = static_cast<std::uint64_t*>(map_memory.data());
-  // Selection sampling (Knuth, TAOCP 3.4.2, algorithm S): row `row` is taken with probability
-  // needed / remaining, which makes every subset of `samples` rows equally likely.
+  // Every subset of `samples` rows is equally likely, and the rows keep their input order.
   std::mt19937_64 engine{seed};
-  std::size_t taken = 0;
-  for (std::size_t row = 0; row < rows && taken < samples; ++row) {
-    std::uint64_t const remaining = rows - row;
-    if (samples - taken == remaining || uniform_below(engine, remaining) < samples - taken) {
+  if (samples * FLOYD_MIN_RATIO <= rows) {
+    // Floyd's algorithm (Bentley and Floyd, CACM 30(9), 1987): one draw per sample.
+    std::unordered_set<std::uint64_t> chosen;
+    chosen.reserve(2 * samples);
+    std::size_t taken = 0;
+    for (std::uint64_t bound = rows - samples; bound < rows; ++bound) {
+      std::uint64_t const draw = uniform_below(engine, bound + 1);
+      std::uint64_t const row  = chosen.insert(draw).second ? draw : bound;
+      if (row == bound) {
+        chosen.insert(bound);
+      }
       map[taken++] = row;
+    }
+    std::sort(map, map + samples);
+  } else {
+    // Selection sampling (Knuth, TAOCP 3.4.2, algorithm S): row `row` is taken with probability
+    // needed / remaining; one draw per row up to the last one taken.
+    std::size_t taken = 0;
+    for (std::size_t row = 0; row < rows && taken < samples; ++row) {
+      std::uint64_t const remaining = rows - row;
+      if (samples - taken == remaining || uniform_below(engine, remaining) < samples - taken) {
+        map[taken++] = row;
+      }
     }
   }
   return detail::gather(

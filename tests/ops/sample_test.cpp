@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -61,20 +62,26 @@ TEST_F(Sample, SameSeedSameSampleOtherSeedOtherSample) {
 }
 
 TEST_F(Sample, EveryRowIsEquallyLikely) {
-  auto const input = numbered(10);
-  std::vector<int> hits(10, 0);
+  // 3 of 10 rows takes selection sampling, 3 of 40 Floyd's algorithm (one draw per sample).
   constexpr int TRIALS = 3000;
-  for (int seed = 0; seed < TRIALS; ++seed) {
-    auto const picked =
-      sample(input->view(), 3, static_cast<std::uint64_t>(seed), default_stream(), mrs_);
-    for (std::size_t row = 0; row < 3; ++row) {
-      ++hits[static_cast<std::size_t>(picked->view().column(0).data<std::int64_t>()[row])];
+  for (std::size_t const rows : {10U, 40U}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    auto const input = numbered(rows);
+    std::vector<int> hits(rows, 0);
+    for (int seed = 0; seed < TRIALS; ++seed) {
+      auto const picked =
+        sample(input->view(), 3, static_cast<std::uint64_t>(seed), default_stream(), mrs_);
+      for (std::size_t row = 0; row < 3; ++row) {
+        ++hits[static_cast<std::size_t>(picked->view().column(0).data<std::int64_t>()[row])];
+      }
     }
-  }
-  for (int const count : hits) {
-    // Expected 900 per row; the standard deviation is about 25.
-    EXPECT_GT(count, 800);
-    EXPECT_LT(count, 1000);
+    // Expected 900 (225) per row; the standard deviation is about 25 (14); bounds at 4 of them.
+    double const expected = 3.0 * TRIALS / static_cast<double>(rows);
+    double const spread   = 4.0 * std::sqrt(expected * (1.0 - 3.0 / static_cast<double>(rows)));
+    for (int const count : hits) {
+      EXPECT_GT(count, expected - spread);
+      EXPECT_LT(count, expected + spread);
+    }
   }
 }
 
