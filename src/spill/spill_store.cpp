@@ -22,6 +22,9 @@ using clock_type = std::chrono::steady_clock;
 constexpr std::size_t MIN_HOST_BUDGET = 64_KiB;
 /// Staging pieces are multiples of this.
 constexpr std::size_t PIECE_ALIGNMENT = 64;
+/// The most disk blocks written raw, untried, after one that the codec did not shrink enough:
+/// data that does not compress is still tried once every 64 blocks (256 MiB of 4 MiB blocks).
+constexpr std::uint32_t MAX_CODEC_SKIP = 64;
 
 std::span<std::byte const> bytes_of(buffer const& data, std::size_t size) noexcept {
   return {static_cast<std::byte const*>(data.data()), size};
@@ -113,6 +116,10 @@ spill_store_impl::spill_store_impl(spill_store_options options)
     io_(options_.io_threads) {
   SPILLWAY_EXPECTS(
     options_.file_target_size > 0, "spill file target size must be positive", invalid_argument);
+  SPILLWAY_EXPECTS(options_.min_compression_ratio >= 1.0,
+                   "spill min_compression_ratio must be at least 1, is " +
+                     std::to_string(options_.min_compression_ratio),
+                   invalid_argument);
   std::string const root  = directory_.substr(0, directory_.rfind('/'));
   std::size_t const stale = remove_stale_spill_directories(root, files_);
   if (stale > 0) {
@@ -836,11 +843,8 @@ std::vector<disk_block> spill_store_impl::write_device_to_disk(
           window.data(), memory_kind::HOST, source, memory_kind::DEVICE, size, options_.stream);
         source = static_cast<std::byte const*>(window.data());
       }
-      std::span<std::byte const> payload{source, size};
-      if (disk_codec != codec::NONE) {
-        payload = bytes_of(encoded, compress(disk_codec, payload, bytes_of(encoded)));
-      }
-      blocks.push_back(append_block(entry.id, disk_codec, size, payload));
+      auto const [block_codec, payload] = encode_block({source, size}, bytes_of(encoded));
+      blocks.push_back(append_block(entry.id, block_codec, size, payload));
     }
   } catch (...) {
     std::vector<std::string> dead_files;
@@ -983,6 +987,33 @@ void spill_store_impl::ensure_directory() {
   directory_created_ = true;
 }
 
+std::pair<codec, std::span<std::byte const>> spill_store_impl::encode_block(
+  std::span<std::byte const> raw, std::span<std::byte> scratch) {
+  codec const disk_codec = options_.disk_codec;
+  if (disk_codec == codec::NONE || raw.empty()) {
+    return {codec::NONE, raw};
+  }
+  // Data that did not compress lately is written raw without trying.
+  std::uint32_t skip = codec_skip_.load(std::memory_order_relaxed);
+  while (skip > 0) {
+    if (codec_skip_.compare_exchange_weak(skip, skip - 1, std::memory_order_relaxed)) {
+      return {codec::NONE, raw};
+    }
+  }
+  std::size_t const stored = compress(disk_codec, raw, scratch);
+  if (static_cast<double>(stored) * options_.min_compression_ratio >
+      static_cast<double>(raw.size())) {
+    std::uint32_t const backoff = std::min<std::uint32_t>(
+      std::max<std::uint32_t>(1, 2 * codec_backoff_.load(std::memory_order_relaxed)),
+      MAX_CODEC_SKIP);
+    codec_backoff_.store(backoff, std::memory_order_relaxed);
+    codec_skip_.store(backoff, std::memory_order_relaxed);
+    return {codec::NONE, raw};
+  }
+  codec_backoff_.store(0, std::memory_order_relaxed);
+  return {disk_codec, scratch.first(stored)};
+}
+
 disk_block spill_store_impl::append_block(std::uint64_t id,
                                           codec payload_codec,
                                           std::size_t raw,
@@ -1102,12 +1133,9 @@ void spill_store_impl::write_entry(std::uint64_t id, std::uint64_t ticket) noexc
         whole = static_cast<std::byte const*>(decoded.data());
       }
       for (std::size_t offset = 0; offset < piece.raw; offset += piece_size_) {
-        std::size_t const size = std::min(piece_size_, piece.raw - offset);
-        std::span<std::byte const> payload{whole + offset, size};
-        if (disk_codec != codec::NONE) {
-          payload = bytes_of(encoded, compress(disk_codec, payload, bytes_of(encoded)));
-        }
-        blocks.push_back(append_block(id, disk_codec, size, payload));
+        std::size_t const size            = std::min(piece_size_, piece.raw - offset);
+        auto const [block_codec, payload] = encode_block({whole + offset, size}, bytes_of(encoded));
+        blocks.push_back(append_block(id, block_codec, size, payload));
         stored += payload.size();
       }
     }

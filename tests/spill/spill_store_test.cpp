@@ -488,6 +488,83 @@ TEST_F(SpillStoreTest, StatisticsReportCompressionAndBytesOnTiers) {
   EXPECT_GT(stats.between(spill_tier::HOST, spill_tier::DISK).time.count(), 0);
 }
 
+/// `bytes` bytes of xorshift output: what no codec shrinks.
+std::vector<std::byte> incompressible(std::size_t bytes, std::uint64_t state) {
+  std::vector<std::byte> out(bytes);
+  for (auto& value : out) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    value = static_cast<std::byte>(state >> 56);
+  }
+  return out;
+}
+
+/// Spills `data` (host bytes) to disk through `store`, checks that it reads back intact, and
+/// frees it.
+void spill_and_check(spill_store& store, std::vector<std::byte> const& data, resource_ref device) {
+  auto handle = store.make_spillable(
+    buffer(data.data(), memory_kind::HOST, data.size(), default_stream(), device), 0);
+  (void)store.spill(1_GiB, spill_tier::DEVICE);
+  (void)store.spill(1_GiB, spill_tier::HOST);
+  store.wait_for_io();
+  EXPECT_EQ(handle.tier(), spill_tier::DISK);
+  {
+    auto const pinned = handle.acquire();
+    EXPECT_EQ(std::memcmp(pinned.data(), data.data(), data.size()), 0);
+  }
+}
+
+TEST_F(SpillStoreTest, BlocksThatDoNotCompressAreWrittenRawAndLaterOnesUntried) {
+  auto store_options         = options();
+  store_options.staging_size = 4_KiB;  // one disk block per 4 KiB
+  spill_store store(store_options);
+  ASSERT_EQ(store_options.disk_codec, codec::LZ4);
+  ASSERT_EQ(store_options.min_compression_ratio, 1.5);
+  // Random bytes: every block would grow, so each is stored raw.
+  auto const noise = incompressible(16_KiB, 7);
+  spill_and_check(store, noise, device_);
+  auto stats = store.statistics();
+  EXPECT_EQ(stats.between(spill_tier::HOST, spill_tier::DISK).stored_bytes, 16_KiB);
+  // Zeros right after: the first blocks are written raw untried (the noise's last block set a
+  // skip), and the codec is tried again and kept once the skip runs out.
+  std::vector<std::byte> const zeros(40_KiB, std::byte{0});
+  spill_and_check(store, zeros, device_);
+  stats       = store.statistics();
+  auto stored = stats.between(spill_tier::HOST, spill_tier::DISK).stored_bytes - 16_KiB;
+  EXPECT_GE(stored, 4_KiB) << "no block was skipped";
+  EXPECT_LT(stored, 40_KiB / 2) << "the codec was not tried again";
+}
+
+TEST_F(SpillStoreTest, CompressionRatioOfOneKeepsEveryBlockTheCodecShrinks) {
+  auto store_options                  = options();
+  store_options.staging_size          = 4_KiB;
+  store_options.min_compression_ratio = 1.0;
+  spill_store store(store_options);
+  // Half zeros, half noise in each block: LZ4 shrinks them, to well above 1/1.5 of their size.
+  std::vector<std::byte> data;
+  for (std::uint64_t block = 0; block < 8; ++block) {
+    auto const noise = incompressible(3_KiB, block + 1);
+    data.insert(data.end(), noise.begin(), noise.end());
+    data.insert(data.end(), 1_KiB, std::byte{0});
+  }
+  spill_and_check(store, data, device_);
+  auto const stored = store.statistics().between(spill_tier::HOST, spill_tier::DISK).stored_bytes;
+  EXPECT_LT(stored, data.size());
+  EXPECT_GT(stored, data.size() * 2 / 3);
+
+  auto strict_options         = options();
+  strict_options.staging_size = 4_KiB;
+  spill_store strict(strict_options);
+  spill_and_check(strict, data, device_);
+  EXPECT_EQ(strict.statistics().between(spill_tier::HOST, spill_tier::DISK).stored_bytes,
+            data.size());
+
+  auto invalid                  = options();
+  invalid.min_compression_ratio = 0.5;
+  EXPECT_THROW(spill_store{invalid}, invalid_argument);
+}
+
 TEST_F(SpillStoreTest, DeviceFailureCallbackSpillsToMakeRoom) {
   spill_store store(options());
   failure_callback_resource_adaptor device_with_spill(device_, store.make_failure_callback());

@@ -84,9 +84,16 @@ struct spill_store_options {
   /// The store creates `<spill_root>/spillway-<pid>` (`.<n>` for a process's later stores) and
   /// removes it when destroyed; empty means `default_spill_root()` ($TMPDIR or /tmp).
   std::string spill_root;
-  codec host_codec       = codec::NONE;  ///< how host-tier bytes are kept
-  codec disk_codec       = codec::LZ4;   ///< how disk blocks are stored
-  std::size_t io_threads = 2;            ///< threads that read and write spill files
+  codec host_codec = codec::NONE;  ///< how host-tier bytes are kept
+  codec disk_codec = codec::LZ4;   ///< how disk blocks are stored
+  /// A disk block stays compressed only when `disk_codec` shrinks it to at most 1/this of its
+  /// size; otherwise it is written raw (each block records its codec). After a block that does
+  /// not shrink enough, the next 1, 2, 4, ... 64 blocks are written raw without trying, so that
+  /// data that does not compress costs no compression time. 1 keeps every block compressed.
+  /// Chosen by measurement (docs/BENCHMARKS.md, "Compression that pays"): on a 2-core machine
+  /// LZ4 at 1.28x made a 100M-row sort 10% slower than no compression.
+  double min_compression_ratio = 1.5;
+  std::size_t io_threads       = 2;  ///< threads that read and write spill files
   /// A spill file is closed to new blocks once it reaches this size.
   std::size_t file_target_size = 256_MiB;
   file_system* files           = nullptr;  ///< the disk seam; null means `default_file_system()`
