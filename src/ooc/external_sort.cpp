@@ -41,13 +41,20 @@ constexpr double UNCOPIED_BATCH_MIN_FILL = 0.5;
 
 /// Chunks are not cut smaller than what lets one merge round load this many of them.
 constexpr std::size_t MAX_MERGE_WAYS = 256;
+/// Nor larger than what lets one round load this many: a round emits the merged rows below the
+/// smallest first key not loaded, so with two chunks of half the budget each whose keys
+/// interleave, a round emits a few rows and cuts the rest back (hundreds of rounds per range).
+constexpr std::size_t MIN_MERGE_WAYS = 8;
 
 struct external_sorter::chunk {
   spillable_table handle;
   std::unique_ptr<table> min_key;  ///< the first row's keys, on the host
   std::unique_ptr<table> max_key;  ///< the last row's keys, on the host (null after a split)
-  std::size_t rows  = 0;
-  std::size_t bytes = 0;
+  std::size_t rows  = 0;           ///< stored rows
+  std::size_t bytes = 0;           ///< stored bytes
+  /// Rows before it are merged and emitted: a round emits a prefix of each chunk it loads, and
+  /// the rest stays where it is stored instead of being copied into new chunks.
+  std::size_t offset = 0;
 };
 
 struct external_sorter::pending_piece {
@@ -95,7 +102,11 @@ external_sorter::~external_sorter() = default;
 struct external_sorter::round_result {
   /// Rows <= the bound, in order, gathered into pieces of about an output batch each.
   std::vector<std::unique_ptr<table>> emitted;
-  std::vector<std::unique_ptr<table>> remainder;  ///< the rest, cut into chunks
+  std::vector<std::unique_ptr<table>> remainder;  ///< the rest, when merged: new chunks
+  /// Per loaded chunk: its rows emitted or merged into `remainder` (a prefix of its live rows).
+  std::vector<std::size_t> consumed;
+  /// Per loaded chunk: the keys of its first row not emitted (null when all were emitted).
+  std::vector<std::unique_ptr<table>> next_min_keys;
   std::size_t copied_bytes = 0;
 };
 
@@ -416,7 +427,10 @@ std::size_t external_sorter::chunks_for(std::size_t bytes, std::size_t rows) con
   // budget is large (an input that fits in memory) smaller chunks only deepen the merge's tree.
   std::size_t const smallest = options_.merge_budget_bytes / 2 / MAX_MERGE_WAYS;
   std::size_t const by_size  = smallest == 0 ? rows : std::max<std::size_t>(1, bytes / smallest);
-  return std::max<std::size_t>(1, std::min({options_.chunks_per_batch, rows, by_size}));
+  std::size_t const largest  = options_.merge_budget_bytes / 2 / MIN_MERGE_WAYS;
+  std::size_t const at_least = largest == 0 ? rows : (bytes + largest - 1) / largest;
+  return std::max<std::size_t>(
+    1, std::min(rows, std::max(at_least, std::min(options_.chunks_per_batch, by_size))));
 }
 
 external_sorter::chunk external_sorter::make_chunk(std::unique_ptr<table> rows) {
@@ -697,57 +711,52 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
                                                              std::optional<std::size_t> bound_row,
                                                              table_view const& minimums) {
   memory_resources const scratch = mrs_.with_output(mrs_.temporary());
+  memory_resources const host{host_};
   round_result result;
   std::vector<pinned_table> pins;
-  std::vector<table_view> inputs;
+  std::vector<table_view> live;  ///< each loaded chunk's rows not yet emitted
   std::size_t loaded_bytes = 0;
+  std::size_t loaded_rows  = 0;
+  std::size_t live_rows    = 0;
   pins.reserve(loaded.size());
   for (std::size_t const index : loaded) {
-    pins.push_back(chunks_[index].handle.acquire());
-    inputs.push_back(pins.back().view());
-    loaded_bytes += chunks_[index].bytes;
+    chunk const& entry = chunks_[index];
+    pins.push_back(entry.handle.acquire());
+    live.push_back(slice(pins.back().view(), entry.offset, entry.rows));
+    loaded_bytes += entry.bytes;
+    loaded_rows += entry.rows;
+    live_rows += entry.rows - entry.offset;
   }
-  // The merge order only; its rows are gathered straight into output pieces and chunks.
+  // Rows <= the smallest first key not loaded can be emitted; in each sorted chunk they are a
+  // prefix.
+  std::vector<std::size_t> emittable(live.size());
+  std::size_t emittable_rows = 0;
+  for (std::size_t input = 0; input < live.size(); ++input) {
+    emittable[input] = live[input].num_rows();
+    if (bound_row) {
+      table_view const bound = slice(minimums, *bound_row, *bound_row + 1);
+      auto const cut         = detail::upper_bound(
+        live[input].select(options_.key_columns), bound, options_.orders, stream_, host);
+      emittable[input] = static_cast<std::size_t>(cut->view().data<std::uint64_t>()[0]);
+    }
+    emittable_rows += emittable[input];
+  }
+  // When most loaded rows can be emitted, the rest waits in place, unmerged and uncopied. When
+  // few can (more sorted runs than a round loads chunks), all loaded rows are merged and the
+  // rest goes back as new chunks: merged runs, so that later rounds emit more.
+  bool const in_place = 2 * emittable_rows >= live_rows;
+  std::vector<table_view> inputs;
+  for (std::size_t input = 0; input < live.size(); ++input) {
+    inputs.push_back(in_place ? slice(live[input], 0, emittable[input]) : live[input]);
+  }
+  // The merge order only; its rows are gathered straight into output pieces (and chunks).
   auto const order =
     detail::merge_order(inputs, options_.key_columns, options_.orders, stream_, scratch);
   auto const* ids              = order->view().data<std::uint64_t>();
   std::size_t const total_rows = order->size();
-  std::size_t emit_rows        = total_rows;
-  if (bound_row) {
-    // The first merged row above the bound: a binary search over the order.
-    std::vector<table_view> keys;
-    keys.reserve(inputs.size());
-    for (auto const& input : inputs) {
-      keys.push_back(input.select(options_.key_columns));
-    }
-    table_view const bound = slice(minimums, *bound_row, *bound_row + 1);
-    detail::row_comparator const comparator{
-      bound, detail::resolve_orders(options_.orders, bound.num_columns())};
-    constexpr std::uint64_t row_mask = (std::uint64_t{1} << detail::SOURCE_ROW_BITS) - 1;
-    std::size_t low                  = 0;
-    std::size_t high                 = total_rows;
-    while (low < high) {
-      std::size_t const middle = low + (high - low) / 2;
-      std::uint64_t const id   = ids[middle];
-      if (comparator.compare(keys[static_cast<std::size_t>(id >> detail::SOURCE_ROW_BITS)],
-                             static_cast<std::size_t>(id & row_mask),
-                             bound,
-                             0) <= 0) {
-        low = middle + 1;
-      } else {
-        high = middle;
-      }
-    }
-    emit_rows = low;
-  }
-  auto const gather = [&](std::size_t begin, std::size_t end, memory_resources target) {
-    auto rows = detail::gather_sources_in_parallel(
-      inputs, ids + begin, end - begin, detail::SOURCE_ROW_BITS, stream_, target);
-    result.copied_bytes += estimate_size(rows->view());
-    return rows;
-  };
+  std::size_t emit_rows        = emittable_rows;
   double const row_bytes =
-    static_cast<double>(loaded_bytes) / static_cast<double>(std::max<std::size_t>(total_rows, 1));
+    static_cast<double>(loaded_bytes) / static_cast<double>(std::max<std::size_t>(loaded_rows, 1));
   // Output pieces of at least an output batch (the last one of the round may be smaller), so
   // that take_pending can hand each out as it is; they come from the output resource.
   auto const piece_rows = std::max<std::size_t>(
@@ -755,22 +764,54 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
     static_cast<std::size_t>(
       std::ceil(static_cast<double>(options_.output_batch_bytes) / std::max(row_bytes, 1.0))) +
       1);
+  if (bound_row && emit_rows >= piece_rows &&
+      static_cast<double>(emit_rows % piece_rows) <
+        UNCOPIED_BATCH_MIN_FILL * static_cast<double>(piece_rows)) {
+    // No last piece too short to be handed out alone (see take_pending): its rows wait for a
+    // later round. A short piece would be topped up from the next round by a copy, which
+    // shifts every later batch off its piece: all of them would be copied again.
+    emit_rows -= emit_rows % piece_rows;
+  }
+  auto const gather = [&](std::size_t begin, std::size_t end, memory_resources target) {
+    auto rows = detail::gather_sources_in_parallel(
+      inputs, ids + begin, end - begin, detail::SOURCE_ROW_BITS, stream_, target);
+    result.copied_bytes += estimate_size(rows->view());
+    return rows;
+  };
   for (std::size_t begin = 0; begin < emit_rows; begin += piece_rows) {
     result.emitted.push_back(gather(begin, std::min(emit_rows, begin + piece_rows), mrs_));
   }
-  if (emit_rows == total_rows) {
+  result.consumed.assign(loaded.size(), 0);
+  result.next_min_keys.resize(loaded.size());
+  if (!in_place) {
+    // Every loaded row is used up: emitted, or merged into the new chunks.
+    for (std::size_t input = 0; input < live.size(); ++input) {
+      result.consumed[input] = live[input].num_rows();
+    }
+    std::size_t const rest_rows = total_rows - emit_rows;
+    if (rest_rows > 0) {
+      auto const rest_bytes = static_cast<std::size_t>(row_bytes * static_cast<double>(rest_rows));
+      std::size_t const chunk_size = std::max<std::size_t>(target_chunk_bytes_, 1);
+      std::size_t const pieces =
+        std::clamp<std::size_t>((rest_bytes + chunk_size - 1) / chunk_size, 1, rest_rows);
+      for (std::size_t piece = 0; piece < pieces; ++piece) {
+        std::size_t const begin = emit_rows + piece * rest_rows / pieces;
+        std::size_t const end   = emit_rows + (piece + 1) * rest_rows / pieces;
+        result.remainder.push_back(gather(begin, end, scratch));
+      }
+    }
     return result;
   }
-  // The rest goes back as chunks of about the chunk size.
-  std::size_t const rest_rows = total_rows - emit_rows;
-  auto const rest_bytes = static_cast<std::size_t>(row_bytes * static_cast<double>(rest_rows));
-  std::size_t const chunk_size = std::max<std::size_t>(target_chunk_bytes_, 1);
-  std::size_t const pieces =
-    std::clamp<std::size_t>((rest_bytes + chunk_size - 1) / chunk_size, 1, rest_rows);
-  for (std::size_t piece = 0; piece < pieces; ++piece) {
-    std::size_t const begin = emit_rows + piece * rest_rows / pieces;
-    std::size_t const end   = emit_rows + (piece + 1) * rest_rows / pieces;
-    result.remainder.push_back(gather(begin, end, scratch));
+  // The merge keeps each input's order, so what a chunk gave is a prefix of its live rows.
+  for (std::size_t row = 0; row < emit_rows; ++row) {
+    ++result.consumed[static_cast<std::size_t>(ids[row] >> detail::SOURCE_ROW_BITS)];
+  }
+  for (std::size_t input = 0; input < live.size(); ++input) {
+    std::size_t const next = result.consumed[input];
+    if (next < live[input].num_rows()) {
+      result.next_min_keys[input] = detail::copy(
+        slice(live[input].select(options_.key_columns), next, next + 1), stream_, host);
+    }
   }
   return result;
 }
@@ -823,9 +864,19 @@ void external_sorter::merge_round() {
     lease.reset();
     if (done) {
       stats_.bytes_copied += result.copied_bytes;
-      // The loaded chunks are consumed: free them on every tier.
-      std::sort(loaded.begin(), loaded.end(), std::greater<>{});
-      for (std::size_t const index : loaded) {
+      // Chunks move past what they gave; those that gave all are freed on every tier.
+      std::vector<std::size_t> emptied;
+      for (std::size_t input = 0; input < loaded.size(); ++input) {
+        chunk& entry = chunks_[loaded[input]];
+        entry.offset += result.consumed[input];
+        if (entry.offset == entry.rows) {
+          emptied.push_back(loaded[input]);
+        } else {
+          entry.min_key = std::move(result.next_min_keys[input]);
+        }
+      }
+      std::sort(emptied.begin(), emptied.end(), std::greater<>{});
+      for (std::size_t const index : emptied) {
         chunks_.erase(chunks_.begin() + static_cast<std::ptrdiff_t>(index));
       }
       for (auto& rest : result.remainder) {
@@ -841,8 +892,21 @@ void external_sorter::merge_round() {
       count /= 2;
       continue;
     }
-    // A lone chunk that does not fit: split it (on the host) and try the first half.
+    // A lone chunk that does not fit: drop its emitted rows, or else split it (on the host), and
+    // plan again.
     chunk& lone = chunks_[static_cast<std::size_t>(order[0])];
+    if (lone.offset > 0) {
+      auto [emitted, rest] = lone.handle.split_at(lone.offset);
+      emitted.release();
+      std::size_t const rest_rows = lone.rows - lone.offset;
+      lone.bytes =
+        static_cast<std::size_t>(static_cast<double>(lone.bytes) * static_cast<double>(rest_rows) /
+                                 static_cast<double>(lone.rows));
+      lone.handle = std::move(rest);
+      lone.rows   = rest_rows;
+      lone.offset = 0;
+      return;
+    }
     SPILLWAY_EXPECTS(lone.rows > 1,
                      "external sort: a chunk of one row does not fit the device even alone",
                      out_of_memory);

@@ -242,7 +242,9 @@ TEST_P(ExternalSortDistribution, MatchesInMemorySort) {
     EXPECT_LE(stats.rounds + stats.ranges_unmerged, stats.ranges + 8 * stats.ranges_in_rounds);
   }
   if (kind == distribution::RANDOM && expected == sort_strategy::SAMPLE) {
-    EXPECT_EQ(stats.ranges_in_rounds, 0U);
+    // A range holds about 50 of the 512 samples of two batches, so its size is off by about
+    // 14%; over 33% (range_fill 0.75) happens to about one range in a hundred.
+    EXPECT_LE(stats.ranges_in_rounds, 1U);
   }
   if (kind == distribution::ALL_EQUAL && expected == sort_strategy::SAMPLE) {
     // One heavy key: its range is handed out without merging.
@@ -282,6 +284,21 @@ TEST_P(ExternalSortStrategy, OneRowBatchesOverTheBudget) {
   // Uniform keys: AUTO takes the merge strategy.
   EXPECT_EQ(stats.strategy_used,
             GetParam() == sort_strategy::SAMPLE ? sort_strategy::SAMPLE : sort_strategy::MERGE);
+}
+
+TEST(ExternalSort, RowsARoundCannotEmitStayInTheirChunksUncopied) {
+  // 16 sorted batches of 128 KiB in 4 KiB chunks; a round loads 64 chunks (about 4 per batch),
+  // so it can emit most of what it loads, and about ten rounds are needed. What a round does not
+  // emit stays in its chunks, and output pieces go out as they are: each byte is copied by the
+  // batch sort and by the merge, and only the last output batches again.
+  sort_environment env{4_MiB, 4_MiB};
+  auto batches             = make_batches(distribution::RANDOM, 16, 8192, 0, env.host());
+  auto options             = key0_options(512_KiB, 32_KiB, sort_strategy::MERGE);
+  options.chunks_per_batch = 32;
+  auto const stats         = sort_and_check(env, std::move(batches), options);
+  EXPECT_GE(stats.rounds, 8U);
+  EXPECT_GE(stats.copies_per_input_byte(), 2.0);
+  EXPECT_LE(stats.copies_per_input_byte(), 2.02);  // merged remainders: 2.11
 }
 
 TEST(ExternalSort, AllEqualKeysEmitWholeChunksPerRound) {

@@ -204,7 +204,8 @@ class external_sorter {
 
   struct round_result;
   /// Chunks a sorted batch of `bytes` and `rows` is cut into: `chunks_per_batch`, fewer when
-  /// the merge budget is so large that smaller chunks would only deepen the merge.
+  /// the merge budget is so large that smaller chunks would only deepen the merge, more when
+  /// fewer than eight chunks would fit one merge round.
   [[nodiscard]] std::size_t chunks_for(std::size_t bytes, std::size_t rows) const noexcept;
   chunk make_chunk(std::unique_ptr<table> rows);
   void add_chunk(std::unique_ptr<table> rows);
@@ -268,7 +269,7 @@ class external_sorter {
   std::uint64_t samples_taken_ = 0;
   std::deque<pending_piece> pending_;
   std::size_t pending_bytes_      = 0;
-  std::size_t target_chunk_bytes_ = 0;
+  std::size_t target_chunk_bytes_ = 0;  ///< the size of chunks cut from merged remainders
   bool finished_                  = false;
   std::size_t num_columns_        = 0;
   std::vector<data_type> schema_;
