@@ -5,9 +5,14 @@
  * thread) in the same run as the baseline. Inputs are built once and kept; every iteration
  * allocates its order and scratch from the plain host resource. Times are wall-clock
  * (`UseRealTime`), so rows/s count the second thread's work once.
+ *
+ * merge_order of the 10M random INT64 keys cut into 16, 128 or 1024 sorted runs: the merge
+ * rounds of the out-of-core sort (a run per sorted batch, a few chunks of each loaded).
  */
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/ops/merge.hpp>
 #include <spillway/ops/sort.hpp>
+#include <spillway/table/table.hpp>
 
 #include <benchmark/benchmark.h>
 
@@ -131,6 +136,30 @@ void sorted_order_strings(benchmark::State& state) {
   run_sorted_order(state, table_view{string_column()->view()});
 }
 
+void merge_order_int64(benchmark::State& state) {
+  auto const runs = static_cast<std::size_t>(state.range(0));
+  auto values     = int64_values(shape::RANDOM);
+  std::vector<std::unique_ptr<column>> columns;
+  std::vector<table_view> inputs;
+  for (std::size_t run = 0; run < runs; ++run) {
+    std::size_t const begin = run * values.size() / runs;
+    std::size_t const end   = (run + 1) * values.size() / runs;
+    std::sort(values.begin() + static_cast<std::ptrdiff_t>(begin),
+              values.begin() + static_cast<std::ptrdiff_t>(end));
+    columns.push_back(make_fixed_width_column(
+      type_id::INT64, end - begin, mask_state::UNALLOCATED, default_stream(), host()));
+    std::memcpy(columns.back()->mutable_data<std::int64_t>(),
+                values.data() + begin,
+                (end - begin) * sizeof(std::int64_t));
+    inputs.push_back(table_view{columns.back()->view()});
+  }
+  for (auto _ : state) {
+    auto order = detail::merge_order(inputs, {0}, {}, default_stream(), memory_resources{host()});
+    benchmark::DoNotOptimize(order->mutable_data<std::uint64_t>());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(values.size()));
+}
+
 BENCHMARK_CAPTURE(sorted_order_int64, random, shape::RANDOM)
   ->Unit(benchmark::kMillisecond)
   ->UseRealTime();
@@ -151,6 +180,12 @@ BENCHMARK_CAPTURE(std_sort_int64, all_equal, shape::ALL_EQUAL)
   ->UseRealTime();
 BENCHMARK(sorted_order_two_int64)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(sorted_order_strings)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(merge_order_int64)
+  ->Arg(16)
+  ->Arg(128)
+  ->Arg(1024)
+  ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
 
 }  // namespace
 }  // namespace spillway

@@ -76,31 +76,6 @@ constexpr std::size_t PARALLEL_MERGE_MIN_ROWS = std::size_t{1} << 15;
 /// Normalized keys encoded at a time per input.
 constexpr std::size_t PREFIX_BLOCK_ROWS = 64;
 
-/// Heads of a single null-free fixed-width key of type `T`: one encoded word per input, a
-/// complete order.
-template <typename T, bool Descending>
-class encoded_heads {
- public:
-  explicit encoded_heads(std::span<table_view const> keys) : heads_(keys.size(), 0) {
-    values_.reserve(keys.size());
-    for (auto const& key : keys) {
-      values_.push_back(key.column(0).data<T>());
-    }
-  }
-
-  void load(std::size_t input, std::size_t row) noexcept {
-    heads_[input] = encode_key<T, Descending>(values_[input][row]);
-  }
-  /// Three-way order of input `lhs`'s row `lhs_row` and input `rhs`'s row `rhs_row` (loaded).
-  [[nodiscard]] int compare(std::size_t lhs, std::size_t, std::size_t rhs, std::size_t) const {
-    return heads_[lhs] == heads_[rhs] ? 0 : (heads_[lhs] < heads_[rhs] ? -1 : 1);
-  }
-
- private:
-  std::vector<T const*> values_;
-  std::vector<std::uint64_t> heads_;
-};
-
 /// Heads of any other keys: normalized-key prefixes, encoded a block of rows at a time, and the
 /// full row comparator only when two prefixes tie and the prefix is not the whole key.
 template <std::size_t Words>
@@ -303,24 +278,18 @@ std::vector<std::size_t> merge_part(std::span<table_view const> keys,
 
 /**
  * Fills `sources` (one entry per output row) for `keys`: the front half on this thread and the
- * back half on a second one when the merge is large. `make_heads(reverse)` makes each thread's
- * heads. Sorted inputs make the halves meet exactly: the front takes a prefix of each input and
- * the back the rest. Unsorted inputs may make them overlap; then the merge runs again on one
- * thread, which still gives a permutation of the rows.
+ * back half on a second one when the merge is large. `part(reverse, front)` writes
+ * `sources[0, front)` forward or `sources[front, rows)` in reverse and returns the rows it took
+ * from each input. Sorted inputs make the halves meet exactly: the front takes a prefix of each
+ * input and the back the rest. Unsorted inputs may make them overlap; then the merge runs again
+ * on one thread, which still gives a permutation of the rows.
  */
-template <typename MakeHeads>
-void merge_sources(std::span<table_view const> keys,
-                   merge_source* sources,
-                   std::size_t rows,
-                   MakeHeads const& make_heads) {
+template <typename Part>
+void merge_halves(std::span<table_view const> keys, std::size_t rows, Part const& part) {
   if (rows >= PARALLEL_MERGE_MIN_ROWS) {
     std::size_t const front = rows / 2;
     std::array<std::vector<std::size_t>, 2> taken;
-    run_on_two_threads([&](std::size_t half) {
-      auto heads  = make_heads(half == 1);
-      taken[half] = half == 0 ? merge_part<false>(keys, heads, sources, front, rows)
-                              : merge_part<true>(keys, heads, sources, front, rows);
-    });
+    run_on_two_threads([&](std::size_t half) { taken[half] = part(half == 1, front); });
     bool meet = true;
     for (std::size_t input = 0; input < keys.size(); ++input) {
       meet = meet && taken[0][input] + taken[1][input] == keys[input].num_rows();
@@ -329,8 +298,121 @@ void merge_sources(std::span<table_view const> keys,
       return;
     }
   }
-  auto heads = make_heads(false);
-  merge_part<false>(keys, heads, sources, rows, rows);
+  (void)part(false, rows);
+}
+
+/// `merge_halves` with loser trees over the heads that `make_heads(reverse)` makes.
+template <typename MakeHeads>
+void merge_sources(std::span<table_view const> keys,
+                   merge_source* sources,
+                   std::size_t rows,
+                   MakeHeads const& make_heads) {
+  merge_halves(keys, rows, [&](bool reverse, std::size_t front) {
+    auto heads = make_heads(reverse);
+    return reverse ? merge_part<true>(keys, heads, sources, front, rows)
+                   : merge_part<false>(keys, heads, sources, front, rows);
+  });
+}
+
+__extension__ using uint128 = unsigned __int128;
+
+/**
+ * A loser tree for a single null-free fixed-width key, which one encoded word per row orders.
+ * Each node holds its loser as one 128-bit value, (word << 64) | rank, so replaying a path is a
+ * compare and a min/max per level: no calls, no bounds checks, no branches on the keys.
+ *
+ * Forward, rows leave by (word, input); in reverse (`Reverse`, from the last row) by the
+ * complement of both, so the smallest value always leaves first. An exhausted input holds the
+ * largest word and a rank past every input's, so it loses to every row.
+ */
+template <typename T, bool Descending, bool Reverse>
+class encoded_loser_tree {
+ public:
+  explicit encoded_loser_tree(std::span<table_view const> keys)
+    : leaves_(std::bit_ceil(std::max<std::size_t>(keys.size(), 1))),
+      values_(leaves_, nullptr),
+      cursors_(leaves_, 0),
+      nodes_(leaves_, 0) {
+    for (std::size_t input = 0; input < keys.size(); ++input) {
+      values_[input]  = keys[input].column(0).data<T>();
+      cursors_[input] = Reverse ? keys[input].num_rows() : 0;
+      ends_.push_back(Reverse ? 0 : keys[input].num_rows());
+    }
+    ends_.resize(leaves_, 0);  // inputs past the last: exhausted from the start
+    std::vector<uint128> winners(2 * leaves_);
+    for (std::size_t leaf = 0; leaf < leaves_; ++leaf) {
+      winners[leaves_ + leaf] = head(leaf);
+    }
+    for (std::size_t node = leaves_ - 1; node >= 1; --node) {
+      winners[node] = std::min(winners[2 * node], winners[2 * node + 1]);
+      nodes_[node]  = std::max(winners[2 * node], winners[2 * node + 1]);
+    }
+    nodes_[0] = winners[1];
+  }
+
+  /// @return the input whose current row comes next
+  [[nodiscard]] std::size_t winner() const noexcept { return input_of(nodes_[0]); }
+  /// @return the current row of `input`
+  [[nodiscard]] std::size_t row_of(std::size_t input) const noexcept {
+    return Reverse ? cursors_[input] - 1 : cursors_[input];
+  }
+
+  /// Moves the winner's cursor to its next row and finds the new winner.
+  void advance() noexcept {
+    std::size_t const input = winner();
+    cursors_[input] += Reverse ? std::size_t(-1) : 1;
+    uint128 candidate = head(input);
+    for (std::size_t node = (leaves_ + input) / 2; node >= 1; node /= 2) {
+      uint128 const held = nodes_[node];
+      nodes_[node]       = std::max(held, candidate);
+      candidate          = std::min(held, candidate);
+    }
+    nodes_[0] = candidate;
+  }
+
+ private:
+  /// The value of `input`'s current row in the tree's order.
+  [[nodiscard]] uint128 head(std::size_t input) const noexcept {
+    if (cursors_[input] == ends_[input]) {
+      return (uint128{~std::uint64_t{0}} << 64) | (leaves_ + input);
+    }
+    std::uint64_t const word = encode_key<T, Descending>(values_[input][row_of(input)]);
+    return Reverse ? (uint128{~word} << 64) | (leaves_ - 1 - input) : (uint128{word} << 64) | input;
+  }
+  [[nodiscard]] std::size_t input_of(uint128 value) const noexcept {
+    auto const rank = static_cast<std::size_t>(static_cast<std::uint64_t>(value));
+    if (rank >= leaves_) {
+      return rank - leaves_;
+    }
+    return Reverse ? leaves_ - 1 - rank : rank;
+  }
+
+  std::size_t leaves_;
+  std::vector<T const*> values_;
+  std::vector<std::size_t> cursors_;  ///< forward: the next row; reverse: rows left
+  std::vector<std::size_t> ends_;     ///< the cursor of an exhausted input
+  std::vector<uint128> nodes_;        ///< [0]: the winner; [1, leaves): the loser at each node
+};
+
+/// `merge_halves` with encoded loser trees, for a single null-free fixed-width key.
+template <typename T, bool Descending>
+void merge_encoded(std::span<table_view const> keys, merge_source* sources, std::size_t rows) {
+  auto const part = [&]<bool Reverse>(std::size_t begin, std::size_t end) {
+    encoded_loser_tree<T, Descending, Reverse> tree{keys};
+    std::vector<std::size_t> taken(keys.size(), 0);
+    for (std::size_t step = begin; step < end; ++step) {
+      std::size_t const position = Reverse ? end - 1 - (step - begin) : step;
+      std::size_t const input    = tree.winner();
+      sources[position]          = source_of(input, tree.row_of(input));
+      ++taken[input];
+      tree.advance();
+    }
+    return taken;
+  };
+  merge_halves(keys, rows, [&](bool reverse, std::size_t front) {
+    return reverse ? part.template operator()<true>(front, rows)
+                   : part.template operator()<false>(0, front);
+  });
 }
 
 /// `merge_sources` over normalized-key prefixes of `Words` words.
@@ -410,9 +492,9 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
     bool const descending = resolved.front().direction == order::DESCENDING;
     visit_fixed_width(keys.front().column(0).type(), [&]<typename T>() {
       if (descending) {
-        merge_sources(keys, sources, rows, [&](bool) { return encoded_heads<T, true>{keys}; });
+        merge_encoded<T, true>(keys, sources, rows);
       } else {
-        merge_sources(keys, sources, rows, [&](bool) { return encoded_heads<T, false>{keys}; });
+        merge_encoded<T, false>(keys, sources, rows);
       }
     });
   } else {
