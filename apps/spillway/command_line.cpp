@@ -156,6 +156,13 @@ sort_strategy parse_strategy(std::string_view name) {
   return name == "sample" ? sort_strategy::SAMPLE : sort_strategy::AUTO;
 }
 
+parquet_compression parse_compression(std::string_view name) {
+  if (name == "none") {
+    return parquet_compression::NONE;
+  }
+  return name == "zstd" ? parquet_compression::ZSTD : parquet_compression::SNAPPY;
+}
+
 std::unique_ptr<batch_reader> open_dataset(std::string const& source,
                                            file_format format,
                                            std::size_t target_batch_bytes,

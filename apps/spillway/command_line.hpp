@@ -7,11 +7,13 @@
 
 #include <spillway/io/batch_reader.hpp>
 #include <spillway/io/file_format.hpp>
+#include <spillway/io/parquet.hpp>
 #include <spillway/io/schema.hpp>
 #include <spillway/memory/memory_resources.hpp>
 #include <spillway/ooc/external_sort.hpp>
 #include <spillway/ops/sort_order.hpp>
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -63,6 +65,19 @@ std::size_t parse_size_flag(std::string_view flag, std::string_view text);
 
 /** @return the strategy named by `--strategy` ("merge", "sample"; anything else: AUTO) */
 sort_strategy parse_strategy(std::string_view name);
+
+/// The choices of `--compression`, the Parquet page compression of a command's output.
+inline constexpr std::array<char const*, 3> COMPRESSION_NAMES{"none", "snappy", "zstd"};
+/// Snappy, as DuckDB, Spark and pandas write by default: zstd makes files about a third smaller
+/// but cost a wide-table sort a fifth of its time in compression (docs/BENCHMARKS.md).
+inline constexpr char const* DEFAULT_COMPRESSION = "snappy";
+
+/// Threads that encode a one-process sort's Parquet output (see parquet_write_options): the
+/// merges are mostly done by then, and encoding is most of a wide sort's output time.
+inline constexpr std::size_t PARQUET_ENCODE_THREADS = 2;
+
+/** @return the compression named by `--compression` ("none", "zstd"; anything else: SNAPPY) */
+parquet_compression parse_compression(std::string_view name);
 
 /** @brief One entry of `--by`: a column name with its direction and null placement. */
 struct key_spec {

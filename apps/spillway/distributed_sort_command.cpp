@@ -90,7 +90,8 @@ int run_distributed_sort(distributed_sort_request const& request) {
       writer_options.target_file_bytes = file_size;
       char prefix[32];
       std::snprintf(prefix, sizeof(prefix), "part-%05d", comm.rank());
-      writer_options.file_prefix = prefix;
+      writer_options.file_prefix         = prefix;
+      writer_options.parquet.compression = parse_compression(request.compression);
       batch_writer writer(writer_options, names, default_stream(), memory_resources{io_scratch});
       auto const stats = distributed_sort(
         comm,

@@ -166,9 +166,10 @@ struct distributed_sort_request {
   std::string strategy;
   std::string format;
   std::string mode = "push";  ///< the range shuffle: pull or push
-  int ranks        = 1;       ///< in-process ranks (1 under mpirun)
-  bool json        = false;
-  bool overwrite   = false;
+  std::string compression;    ///< of the output's Parquet pages (see parse_compression)
+  int ranks      = 1;         ///< in-process ranks (1 under mpirun)
+  bool json      = false;
+  bool overwrite = false;
 };
 
 /**

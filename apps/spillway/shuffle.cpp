@@ -58,7 +58,7 @@ struct shuffle_arguments {
   std::string inbox_budget = "64MiB";
   std::string format;
   std::string checkpoint_dir;
-  std::string compression = "snappy";
+  std::string compression = DEFAULT_COMPRESSION;
   std::uint64_t seed      = 0;
   bool json               = false;
   bool overwrite          = false;
@@ -217,9 +217,7 @@ int run_shuffle(shuffle_arguments const& args) {
   auto const batch_size    = parse_size_flag("--batch-size", args.batch_size);
   auto const file_size     = parse_size_flag("--file-size", args.file_size);
   auto const inbox_budget  = parse_size_flag("--inbox-budget", args.inbox_budget);
-  auto const compression   = args.compression == "none"   ? parquet_compression::NONE
-                             : args.compression == "zstd" ? parquet_compression::ZSTD
-                                                          : parquet_compression::SNAPPY;
+  auto const compression   = parse_compression(args.compression);
   if (args.partitions == 0 || args.partitions > MAX_PARTITIONS) {
     throw usage_error("--partitions must be between 1 and " + std::to_string(MAX_PARTITIONS));
   }
@@ -433,7 +431,7 @@ command add_shuffle_command(CLI::App& parent) {
                   "directory reads them back instead of reading and partitioning that input again "
                   "(remove the directory once the shuffle has succeeded)");
   app->add_option("--compression", args->compression, "Parquet page compression of the output")
-    ->check(CLI::IsMember({"none", "snappy", "zstd"}))
+    ->check(CLI::IsMember(COMPRESSION_NAMES))
     ->capture_default_str();
   app->add_flag("--json", args->json, "Print a JSON summary on stdout");
   app->add_flag("--overwrite", args->overwrite, "Replace the files of an existing output");

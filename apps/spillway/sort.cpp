@@ -23,6 +23,7 @@
 #include <spillway/runtime/run_report.hpp>
 #include <spillway/spill/spill_directory.hpp>
 #include <spillway/spill/spill_store.hpp>
+#include <spillway/table/copy.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -77,6 +78,7 @@ struct sort_arguments {
   std::size_t threads      = 1;
   int ranks                = 1;       ///< in-process ranks of a distributed sort
   std::string shuffle_mode = "push";  ///< its range shuffle
+  std::string compression  = DEFAULT_COMPRESSION;
   bool json                = false;
   bool overwrite           = false;
 };
@@ -256,6 +258,7 @@ int run_sort(sort_arguments const& args) {
                                  args.strategy,
                                  args.format,
                                  args.shuffle_mode,
+                                 args.compression,
                                  args.ranks,
                                  args.json,
                                  args.overwrite});
@@ -396,16 +399,22 @@ int run_sort(sort_arguments const& args) {
     names.push_back(column.name);
   }
   batch_writer_options writer_options;
-  writer_options.directory         = args.output;
-  writer_options.format            = file_format::PARQUET;
-  writer_options.target_file_bytes = file_size;
+  writer_options.directory              = args.output;
+  writer_options.format                 = file_format::PARQUET;
+  writer_options.target_file_bytes      = file_size;
+  writer_options.parquet.compression    = parse_compression(args.compression);
+  writer_options.parquet.encode_threads = PARQUET_ENCODE_THREADS;
   batch_writer writer{
     writer_options, names, default_stream(), memory_resources{device_with_spill, io_scratch}};
   explaining_spill_failures(store, [&] {
     while (auto batch = sorter.next()) {
-      writer.write(batch->view());
       progress.rows_written += batch->num_rows();
       progress.bytes_written += batch->allocated_bytes();
+      // Off the device at once, then encoded on the writer's thread while the next batch is
+      // merged (a GPU's output is encoded from host memory too).
+      auto on_host = spillway::copy(batch->view(), default_stream(), io_scratch);
+      batch.reset();
+      writer.write(std::move(on_host));
     }
   });
   auto const written = writer.close();
@@ -538,6 +547,9 @@ command add_sort_command(CLI::App& parent) {
     ->capture_default_str();
   app->add_option("--shuffle-mode", args->shuffle_mode, "Across ranks: pull or push shuffle")
     ->check(CLI::IsMember({"pull", "push"}))
+    ->capture_default_str();
+  app->add_option("--compression", args->compression, "Parquet page compression of the output")
+    ->check(CLI::IsMember(COMPRESSION_NAMES))
     ->capture_default_str();
   app->add_flag("--json", args->json, "Print a JSON summary on stdout");
   app->add_option("--report",

@@ -14,10 +14,14 @@
 
 #include <algorithm>
 #include <array>
+#include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 namespace spillway {
@@ -229,17 +233,127 @@ batch_writer::batch_writer(batch_writer_options options,
                            memory_resources mrs)
   : impl_(std::make_unique<impl>(std::move(options), std::move(names), stream, mrs)) {}
 
-batch_writer::~batch_writer()                                  = default;
-batch_writer::batch_writer(batch_writer&&) noexcept            = default;
-batch_writer& batch_writer::operator=(batch_writer&&) noexcept = default;
+/**
+ * The writer's thread: takes one table at a time and writes it with the writer's impl (whose
+ * address stays put when the batch_writer moves). The state below is guarded by `mutex_`.
+ */
+class batch_writer::background {
+ public:
+  explicit background(impl& writer) : writer_(writer), thread_([this] { run(); }) {}
+  ~background() {
+    {
+      std::lock_guard const lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+  }
+  background(background const&)            = delete;
+  background& operator=(background const&) = delete;
+
+  /// Waits until no table waits or is being written, then hands over `input`.
+  void hand_over(std::unique_ptr<table> input) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return !pending_ && !busy_; });
+    throw_failure();
+    pending_ = std::move(input);
+    lock.unlock();
+    changed_.notify_all();
+  }
+
+  /// Waits until every table handed over is written; throws the first failure.
+  void drain() {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return !pending_ && !busy_; });
+    throw_failure();
+  }
+
+ private:
+  void run() {
+    while (true) {
+      std::unique_ptr<table> next;
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [this] { return pending_ != nullptr || stopping_; });
+        if (!pending_) {
+          return;
+        }
+        next  = std::move(pending_);
+        busy_ = true;
+      }
+      std::exception_ptr error;
+      if (!failure_) {  // after a failure, later tables are dropped: the output is void anyway
+        try {
+          writer_.write(next->view());
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
+      next.reset();
+      {
+        std::lock_guard const lock(mutex_);
+        busy_ = false;
+        if (error && !failure_) {
+          failure_ = error;
+        }
+      }
+      changed_.notify_all();
+    }
+  }
+
+  void throw_failure() const {
+    if (failure_) {
+      std::rethrow_exception(failure_);
+    }
+  }
+
+  impl& writer_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::unique_ptr<table> pending_;  ///< handed over, not yet taken
+  bool busy_     = false;           ///< a table is being written
+  bool stopping_ = false;
+  std::exception_ptr failure_;
+  std::thread thread_;  ///< last: starts once the state above exists
+};
+
+batch_writer::~batch_writer() {
+  background_.reset();  // the thread stops before the impl it writes with goes
+}
+batch_writer::batch_writer(batch_writer&&) noexcept = default;
+batch_writer& batch_writer::operator=(batch_writer&& other) noexcept {
+  if (this != &other) {
+    background_.reset();
+    impl_       = std::move(other.impl_);
+    background_ = std::move(other.background_);
+  }
+  return *this;
+}
 
 void batch_writer::write(table_view const& input) {
   SPILLWAY_EXPECTS(impl_ != nullptr, std::string{"batch_writer: used after move"}, logic_error);
+  if (background_) {
+    background_->drain();
+  }
   impl_->write(input);
+}
+
+void batch_writer::write(std::unique_ptr<table> input) {
+  SPILLWAY_EXPECTS(impl_ != nullptr, std::string{"batch_writer: used after move"}, logic_error);
+  SPILLWAY_EXPECTS(
+    input != nullptr, std::string{"batch_writer: write of no table"}, invalid_argument);
+  if (!background_) {
+    background_ = std::make_unique<background>(*impl_);
+  }
+  background_->hand_over(std::move(input));
 }
 
 std::vector<std::string> batch_writer::close() {
   SPILLWAY_EXPECTS(impl_ != nullptr, std::string{"batch_writer: used after move"}, logic_error);
+  if (background_) {
+    background_->drain();
+    background_.reset();
+  }
   auto files = impl_->close();
   return files;
 }

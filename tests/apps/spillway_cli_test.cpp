@@ -107,6 +107,28 @@ TEST_F(SpillwayCli, JsonSummaryHasEveryField) {
   EXPECT_EQ(summary.at("bytes").get<std::size_t>(), 20000U * 16U);
 }
 
+TEST_F(SpillwayCli, SortWritesEachCompressionOnOneRankAndOnTwo) {
+  run_ok("gen strings --rows 30000 -o in");
+  std::vector<std::uintmax_t> sizes;
+  for (auto const* compression : {"none", "snappy", "zstd"}) {
+    for (auto const* ranks : {"1", "2"}) {
+      std::string const out = std::string{"out-"} + compression + "-" + ranks;
+      run_ok("sort in -o " + out + " --by key --ranks " + ranks + " --compression " + compression +
+             TIGHT_BUDGETS);
+      run_ok("verify " + out + " --by key --against in");
+      std::uintmax_t bytes = 0;
+      for (auto const& file : files_in(out)) {
+        bytes += fs::file_size(fs::path(path(out)) / file);
+      }
+      sizes.push_back(bytes);
+    }
+  }
+  // Uncompressed output is the largest, zstd's the smallest.
+  EXPECT_GT(sizes[0], sizes[2]);
+  EXPECT_GT(sizes[2], sizes[4]);
+  EXPECT_GT(sizes[1], sizes[5]);
+}
+
 TEST_F(SpillwayCli, GenIsDeterministicAcrossFileLayouts) {
   run_ok("gen strings --rows 30000 --seed 3 -o one");
   run_ok("gen strings --rows 30000 --seed 3 --files 3 -o three");
@@ -154,6 +176,7 @@ TEST_F(SpillwayCli, UsageErrors) {
   expect_failure(run("sort in -o out --by key:sideways"), 2, "sideways", "out");
   expect_failure(run("sort in -o out --by key --device-memory lots"), 2, "lots", "out");
   expect_failure(run("sort in -o out --by key --strategy fastest"), 2, "fastest", "out");
+  expect_failure(run("sort in -o out --by key --compression brotli"), 2, "brotli", "out");
   expect_failure(run("sort in -o out --by key --no-such-flag"), 2, "no-such-flag", "out");
   expect_failure(run("sort in -o out"), 2, "--by", "out");
 }

@@ -6,6 +6,7 @@
 #include <spillway/io/csv.hpp>
 #include <spillway/io/file_format.hpp>
 #include <spillway/io/parquet.hpp>
+#include <spillway/table/copy.hpp>
 #include <spillway/table/size_estimate.hpp>
 #include <spillway/table/table_view.hpp>
 
@@ -17,6 +18,8 @@
 #endif
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -97,7 +100,87 @@ TEST_F(RoundTripTest, ParquetSmallWritesShareRowGroupsUpToTheRowAndByteLimits) {
     EXPECT_LE(rows, 1300);
   }
 }
+
+TEST_F(RoundTripTest, ParquetCompressionIsRecordedAndEncodeThreadsWriteTheSameFile) {
+  SPILLWAY_SKIP_WITHOUT_ARROW();
+  auto const input = every_type_table(20000, 5, parquet_types());
+  auto const names = this->names(input->num_columns());
+  auto const write = [&](std::string const& name, parquet_write_options options) {
+    options.row_group_rows = 4000;
+    write_parquet(input->view(), names, path(name), options, default_stream(), host_);
+    SPILLWAY_EXPECT_TABLES_EQUAL(input->view(),
+                                 read_parquet(path(name), {}, default_stream(), host_)->view());
+    auto const metadata = parquet::ParquetFileReader::OpenFile(path(name))->metadata();
+    EXPECT_EQ(metadata->num_row_groups(), 5);
+    return metadata->RowGroup(0)->ColumnChunk(0)->compression();
+  };
+  parquet_write_options snappy;
+  snappy.compression = parquet_compression::SNAPPY;
+  EXPECT_EQ(write("snappy.parquet", snappy), parquet::Compression::SNAPPY);
+  parquet_write_options zstd;
+  zstd.compression = parquet_compression::ZSTD;
+  EXPECT_EQ(write("zstd.parquet", zstd), parquet::Compression::ZSTD);
+  // Columns encoded on a writer's own two threads: the same bytes as on the calling thread.
+  zstd.encode_threads = 2;
+  EXPECT_EQ(write("threads.parquet", zstd), parquet::Compression::ZSTD);
+  auto const bytes_of = [&](std::string const& name) {
+    std::ifstream file(path(name), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(file), {});
+  };
+  EXPECT_EQ(bytes_of("threads.parquet"), bytes_of("zstd.parquet"));
+}
 #endif
+
+TEST_F(RoundTripTest, ConcurrentOwnedWritesAreEncodedInOrderOnTheWritersThread) {
+  SPILLWAY_SKIP_WITHOUT_ARROW();
+  auto const input = every_type_table(6000, 4, parquet_types());
+  auto const names = this->names(input->num_columns());
+  batch_writer_options options;
+  options.directory              = path("owned");
+  options.parquet.row_group_rows = 1000;
+  options.parquet.encode_threads = 2;
+  batch_writer writer(options, names, default_stream(), host_);
+  // Owned tables (written on the writer's thread) and views (written here) interleaved.
+  for (std::size_t begin = 0; begin < input->num_rows(); begin += 500) {
+    auto const part = slice(input->view(), begin, begin + 500);
+    if ((begin / 500) % 3 == 2) {
+      writer.write(part);
+    } else {
+      writer.write(spillway::copy(part, default_stream(), host_));
+    }
+  }
+  auto const files = writer.close();
+  ASSERT_EQ(files.size(), 1U);
+  SPILLWAY_EXPECT_TABLES_EQUAL(input->view(),
+                               read_parquet(files[0], {}, default_stream(), host_)->view());
+}
+
+TEST_F(RoundTripTest, ConcurrentOwnedWriteFailureIsThrownByTheNextCallAndLeavesNoFile) {
+  SPILLWAY_SKIP_WITHOUT_ARROW();
+  auto const input = every_type_table(100, 6, parquet_types());
+  auto names       = this->names(input->num_columns());
+  batch_writer_options options;
+  options.directory = path("failing");
+  {
+    batch_writer writer(options, names, default_stream(), host_);
+    writer.write(spillway::copy(input->view(), default_stream(), host_));
+    // A table of other columns fails on the writer's thread; the next call reports it.
+    std::vector<std::size_t> const first_column{0};
+    writer.write(spillway::copy(input->view().select(first_column), default_stream(), host_));
+    EXPECT_THROW(
+      {
+        writer.write(spillway::copy(input->view(), default_stream(), host_));
+        (void)writer.close();
+      },
+      invalid_argument);
+  }
+  std::size_t files = 0;
+  for (auto const& entry : std::filesystem::directory_iterator(path("failing"))) {
+    (void)entry;
+    ++files;
+  }
+  EXPECT_EQ(files, 0U);
+}
 
 TEST_F(RoundTripTest, ParquetEveryCompressionAndSlicedInput) {
   SPILLWAY_SKIP_WITHOUT_ARROW();

@@ -10,6 +10,7 @@
 #include <spillway/io/file_format.hpp>
 #include <spillway/io/parquet.hpp>
 #include <spillway/memory/memory_resources.hpp>
+#include <spillway/table/table.hpp>
 #include <spillway/table/table_view.hpp>
 
 #include <cstddef>
@@ -38,7 +39,10 @@ struct batch_writer_options {
  * `close()`, once all are complete. Destroying the writer without `close()`, or a failing
  * `close()`, removes the temporary files, so a failed job leaves no partial output (readers of
  * the directory skip `.` names meanwhile).
- * @note Move-only, not thread-safe.
+ *
+ * `write(std::unique_ptr<table>)` encodes on the writer's own thread while the caller makes its
+ * next table: on two cores, a sort's Parquet encoding then overlaps its merges.
+ * @note Move-only; one thread calls it (the writer's own thread is internal).
  */
 class batch_writer {
  public:
@@ -69,6 +73,14 @@ class batch_writer {
   void write(table_view const& input);
 
   /**
+   * @brief Appends the rows of `input` on the writer's own thread and returns once the table
+   * before it is written: one table at most waits or is being written. Tables are written in
+   * call order, `write(table_view)` calls included (they wait for the thread first). A failure
+   * of a background write is thrown by the next `write` or by `close`.
+   */
+  void write(std::unique_ptr<table> input);
+
+  /**
    * @brief Finishes the current file and renames every file to its final name.
    * @return the final paths, in order (none when no row was written)
    */
@@ -76,7 +88,9 @@ class batch_writer {
 
  private:
   class impl;
+  class background;
   std::unique_ptr<impl> impl_;
+  std::unique_ptr<background> background_;  ///< the writer's thread, once an owned write came
 };
 
 }  // namespace spillway

@@ -40,6 +40,9 @@ struct parquet_write_options {
   /// Most bytes (as tables in memory) in one row group. Successive writes fill one row group
   /// until it reaches either limit; its encoded pages are held in memory until it is complete.
   std::size_t row_group_bytes = 64_MiB;
+  /// Threads (a pool of this writer's own) that encode and compress the columns of a row group
+  /// in parallel; 1: the writing thread alone. Encoding is most of a wide sort's output time.
+  std::size_t encode_threads = 1;
 };
 
 /**

@@ -14,6 +14,7 @@
 #include <arrow/io/file.h>
 #include <arrow/ipc/reader.h>
 #include <arrow/ipc/writer.h>
+#include <arrow/util/thread_pool.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/writer.h>
 #include <parquet/exception.h>
@@ -361,10 +362,18 @@ class parquet_file_writer final : public format_writer {
                           ->compression(to_parquet(options.compression))
                           ->max_row_group_length(static_cast<int64_t>(row_group_rows_))
                           ->build();
-      auto arrow_properties = parquet::ArrowWriterProperties::Builder()
-                                .store_schema()  // keeps second timestamps and large_string
-                                ->build();
-      writer_ = value_or_throw(parquet::arrow::FileWriter::Open(
+      parquet::ArrowWriterProperties::Builder arrow_builder;
+      arrow_builder.store_schema();  // keeps second timestamps and large_string
+      if (options.encode_threads > 1) {
+        // A pool of this writer's own: writers sharing Arrow's CPU pool can deadlock when
+        // several files are written at once (as a shuffle's ranks do).
+        encoders_ = value_or_throw(
+          arrow::internal::ThreadPool::Make(static_cast<int>(options.encode_threads)),
+          "cannot start Parquet encoding threads");
+        arrow_builder.set_use_threads(true)->set_executor(encoders_.get());
+      }
+      auto arrow_properties = arrow_builder.build();
+      writer_               = value_or_throw(parquet::arrow::FileWriter::Open(
                                  *schema_, pool_.get(), sink_, properties, arrow_properties),
                                "cannot write Parquet file '" + path_ + "'");
     } catch (parquet::ParquetException const& error) {
@@ -451,6 +460,8 @@ class parquet_file_writer final : public format_writer {
   std::size_t group_rows_    = 0;  ///< rows in the buffered row group
   std::size_t group_bytes_   = 0;  ///< about their bytes in memory
   std::size_t flushed_bytes_ = 0;  ///< about the in-memory bytes of the row groups flushed
+  /// Encoding threads (options.encode_threads > 1); they outlive the writer that uses them.
+  std::shared_ptr<arrow::internal::ThreadPool> encoders_;
   std::shared_ptr<arrow::io::FileOutputStream> sink_;
   std::unique_ptr<parquet::arrow::FileWriter> writer_;
 };
