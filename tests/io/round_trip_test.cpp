@@ -131,55 +131,83 @@ TEST_F(RoundTripTest, ParquetCompressionIsRecordedAndEncodeThreadsWriteTheSameFi
 }
 #endif
 
-TEST_F(RoundTripTest, ConcurrentOwnedWritesAreEncodedInOrderOnTheWritersThread) {
-  SPILLWAY_SKIP_WITHOUT_ARROW();
-  auto const input = every_type_table(6000, 4, parquet_types());
-  auto const names = this->names(input->num_columns());
-  batch_writer_options options;
-  options.directory              = path("owned");
-  options.parquet.row_group_rows = 1000;
-  options.parquet.encode_threads = 2;
-  batch_writer writer(options, names, default_stream(), host_);
-  // Owned tables (written on the writer's thread) and views (written here) interleaved.
-  for (std::size_t begin = 0; begin < input->num_rows(); begin += 500) {
-    auto const part = slice(input->view(), begin, begin + 500);
-    if ((begin / 500) % 3 == 2) {
-      writer.write(part);
-    } else {
-      writer.write(spillway::copy(part, default_stream(), host_));
-    }
+/// The formats a build can write: CSV always, Parquet with Arrow.
+std::vector<file_format> writable_formats() {
+  std::vector<file_format> formats{file_format::CSV};
+  if (testing::arrow_tests_enabled()) {
+    formats.push_back(file_format::PARQUET);
   }
-  auto const files = writer.close();
-  ASSERT_EQ(files.size(), 1U);
-  SPILLWAY_EXPECT_TABLES_EQUAL(input->view(),
-                               read_parquet(files[0], {}, default_stream(), host_)->view());
+  return formats;
+}
+
+TEST_F(RoundTripTest, ConcurrentOwnedWritesAreEncodedInOrderOnTheWritersThread) {
+  for (auto const format : writable_formats()) {
+    SCOPED_TRACE(std::string{extension(format)});
+    auto const input = every_type_table(6000, 4, parquet_types());
+    auto const names = this->names(input->num_columns());
+    batch_writer_options options;
+    options.directory              = path("owned");
+    options.format                 = format;
+    options.parquet.row_group_rows = 1000;
+    options.parquet.encode_threads = 2;
+    batch_writer writer(options, names, default_stream(), host_);
+    // Owned tables (written on the writer's thread) and views (written here) interleaved.
+    for (std::size_t begin = 0; begin < input->num_rows(); begin += 500) {
+      auto const part = slice(input->view(), begin, begin + 500);
+      if ((begin / 500) % 3 == 2) {
+        writer.write(part);
+      } else {
+        writer.write(spillway::copy(part, default_stream(), host_));
+      }
+    }
+    auto const files = writer.close();
+    ASSERT_EQ(files.size(), 1U);
+    if (format == file_format::PARQUET) {
+      SPILLWAY_EXPECT_TABLES_EQUAL(input->view(),
+                                   read_parquet(files[0], {}, default_stream(), host_)->view());
+    } else {
+      table_schema schema;
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        schema.push_back({names[i], input->view().column(i).type()});
+      }
+      csv_read_options read_options;
+      read_options.schema = schema;
+      SPILLWAY_EXPECT_TABLES_EQUAL(
+        input->view(), read_csv(files[0], read_options, default_stream(), host_)->view());
+    }
+    std::filesystem::remove_all(path("owned"));
+  }
 }
 
 TEST_F(RoundTripTest, ConcurrentOwnedWriteFailureIsThrownByTheNextCallAndLeavesNoFile) {
-  SPILLWAY_SKIP_WITHOUT_ARROW();
-  auto const input = every_type_table(100, 6, parquet_types());
-  auto names       = this->names(input->num_columns());
-  batch_writer_options options;
-  options.directory = path("failing");
-  {
-    batch_writer writer(options, names, default_stream(), host_);
-    writer.write(spillway::copy(input->view(), default_stream(), host_));
-    // A table of other columns fails on the writer's thread; the next call reports it.
-    std::vector<std::size_t> const first_column{0};
-    writer.write(spillway::copy(input->view().select(first_column), default_stream(), host_));
-    EXPECT_THROW(
-      {
-        writer.write(spillway::copy(input->view(), default_stream(), host_));
-        (void)writer.close();
-      },
-      invalid_argument);
+  for (auto const format : writable_formats()) {
+    SCOPED_TRACE(std::string{extension(format)});
+    auto const input = every_type_table(100, 6, parquet_types());
+    auto names       = this->names(input->num_columns());
+    batch_writer_options options;
+    options.directory = path("failing");
+    options.format    = format;
+    {
+      batch_writer writer(options, names, default_stream(), host_);
+      writer.write(spillway::copy(input->view(), default_stream(), host_));
+      // A table of other columns fails on the writer's thread; the next call reports it.
+      std::vector<std::size_t> const first_column{0};
+      writer.write(spillway::copy(input->view().select(first_column), default_stream(), host_));
+      EXPECT_THROW(
+        {
+          writer.write(spillway::copy(input->view(), default_stream(), host_));
+          (void)writer.close();
+        },
+        invalid_argument);
+    }
+    std::size_t files = 0;
+    for (auto const& entry : std::filesystem::directory_iterator(path("failing"))) {
+      (void)entry;
+      ++files;
+    }
+    EXPECT_EQ(files, 0U);
+    std::filesystem::remove_all(path("failing"));
   }
-  std::size_t files = 0;
-  for (auto const& entry : std::filesystem::directory_iterator(path("failing"))) {
-    (void)entry;
-    ++files;
-  }
-  EXPECT_EQ(files, 0U);
 }
 
 TEST_F(RoundTripTest, ParquetEveryCompressionAndSlicedInput) {
