@@ -4,13 +4,15 @@
 #include <spillway/core/units.hpp>
 #include <spillway/memory/emulated_device_memory_resource.hpp>
 
+#include <algorithm>
 #include <new>
 #include <string>
 
 namespace spillway {
 
 emulated_device_memory_resource::emulated_device_memory_resource(std::size_t capacity)
-  : capacity_(capacity), cache_(std::make_unique<detail::block_cache>(capacity)) {}
+  : capacity_(capacity),
+    cache_(std::make_unique<detail::block_cache>(std::min(capacity, MAX_CACHED_BYTES))) {}
 
 emulated_device_memory_resource::~emulated_device_memory_resource() = default;
 
@@ -41,7 +43,7 @@ void* emulated_device_memory_resource::do_allocate(std::size_t bytes,
   while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
   try {
-    return cache_->allocate(bytes, alignment, now);
+    return cache_->allocate(bytes, alignment);
   } catch (std::bad_alloc const&) {
     used_.fetch_sub(bytes, std::memory_order_relaxed);
     throw out_of_memory("emulated device: host memory behind it is exhausted: requested " +
@@ -57,8 +59,8 @@ void emulated_device_memory_resource::do_deallocate(void* pointer,
   if (pointer == nullptr) {
     return;
   }
-  std::size_t const live = used_.fetch_sub(bytes, std::memory_order_relaxed) - bytes;
-  cache_->deallocate(pointer, bytes, alignment, live);
+  cache_->deallocate(pointer, bytes, alignment);
+  used_.fetch_sub(bytes, std::memory_order_relaxed);
 }
 
 }  // namespace spillway

@@ -1,5 +1,7 @@
 #include <spillway/runtime/device_environment.hpp>
 
+#include <algorithm>
+
 namespace spillway {
 namespace {
 
@@ -19,6 +21,8 @@ spill_store_options store_options(resource_ref device,
 device_environment::device_environment(device_environment_options const& options)
   : device_memory_(options.device_memory),
     host_memory_(options.host_memory),
+    // Freed host-tier blocks stay mapped for the next spill, up to the tier's budget.
+    host_(std::min(options.host_memory, emulated_device_memory_resource::MAX_CACHED_BYTES)),
     device_(options.device_memory),
     coordinator_(options.events),
     device_with_spill_(device_, coordinator_, options.device_memory, options.events),

@@ -11,12 +11,14 @@
 
 namespace spillway::detail {
 
-/// Large blocks are mapped in multiples of this size, aligned to it.
-inline constexpr std::size_t LARGE_PAGE_BYTES = std::size_t{2} << 20;
-/// Blocks of at least this many bytes are mapped on their own (and cached by `block_cache`).
-/// Under AddressSanitizer every block comes from `operator new`, so that overflows and uses
-/// after free are still caught.
-inline constexpr std::size_t LARGE_BLOCK_MIN_BYTES = std::size_t{4} << 20;
+/// Large blocks are mapped in multiples of this size.
+inline constexpr std::size_t LARGE_BLOCK_GRANULE = std::size_t{64} << 10;
+/// Blocks of at least this many bytes (and alignments of at most a page) are mapped on their
+/// own and may be cached. Under AddressSanitizer every block comes from `operator new`, so that
+/// overflows and uses after free are still caught.
+inline constexpr std::size_t LARGE_BLOCK_MIN_BYTES = std::size_t{256} << 10;
+/// The largest alignment a mapped block has (the page size).
+inline constexpr std::size_t LARGE_BLOCK_ALIGNMENT = 4096;
 
 #if defined(__SANITIZE_ADDRESS__)
 inline constexpr bool LARGE_BLOCKS_MAPPED = false;
@@ -31,47 +33,31 @@ inline constexpr bool LARGE_BLOCKS_MAPPED = true;
 #endif
 
 /**
- * @brief `bytes` of host memory aligned to `alignment` (a power of two).
- * @throws std::bad_alloc when the memory is not there
- */
-[[nodiscard]] void* allocate_host_block(std::size_t bytes, std::size_t alignment);
-
-/** Frees a block of `allocate_host_block(bytes, alignment)`. */
-void deallocate_host_block(void* pointer, std::size_t bytes, std::size_t alignment) noexcept;
-
-/**
- * @brief Keeps freed large blocks mapped and hands them out again, so that memory used once is
- * not cleared by the kernel on every reuse (a real device's memory is not either).
+ * @brief Keeps freed large blocks mapped, up to `limit` bytes, and hands them out again, so that
+ * memory used once is not cleared by the kernel on every reuse (a device's memory is not either).
  *
- * The cache never holds more than `capacity` minus the bytes live in its owner: an emulated
- * device of capacity C keeps at most C bytes of host memory, live and cached together. A larger
- * cached block serves a smaller request by unmapping its tail. Blocks below
- * LARGE_BLOCK_MIN_BYTES go straight to `allocate_host_block`.
+ * A larger cached block serves a smaller request by unmapping its tail. When a freed block does
+ * not fit under the limit, the largest cached blocks are unmapped first. Blocks below
+ * LARGE_BLOCK_MIN_BYTES, or aligned to more than a page, come from `operator new`.
  * @note Thread-safe.
  */
 class block_cache {
  public:
-  /** @param capacity the most bytes live and cached together */
-  explicit block_cache(std::size_t capacity) noexcept : capacity_(capacity) {}
+  /** @param limit the most bytes of freed blocks kept */
+  explicit block_cache(std::size_t limit) noexcept : limit_(limit) {}
   ~block_cache();
   block_cache(block_cache const&)            = delete;
   block_cache& operator=(block_cache const&) = delete;
 
-  /**
-   * @param live_bytes the owner's live bytes, this block included
-   * @throws std::bad_alloc when the memory is not there
-   */
-  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment, std::size_t live_bytes);
-  /** @param live_bytes the owner's live bytes once this block is freed */
-  void deallocate(void* pointer,
-                  std::size_t bytes,
-                  std::size_t alignment,
-                  std::size_t live_bytes) noexcept;
+  /** @throws std::bad_alloc when the memory is not there */
+  [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment);
+  void deallocate(void* pointer, std::size_t bytes, std::size_t alignment) noexcept;
   /** @return bytes of freed blocks held for reuse */
   [[nodiscard]] std::size_t cached_bytes() const;
+  [[nodiscard]] std::size_t limit() const noexcept { return limit_; }
 
  private:
-  std::size_t const capacity_;
+  std::size_t const limit_;
   mutable std::mutex mutex_;
   std::multimap<std::size_t, void*> blocks_;  ///< mapped size -> block
   std::size_t cached_ = 0;
