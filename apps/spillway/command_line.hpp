@@ -68,8 +68,8 @@ sort_strategy parse_strategy(std::string_view name);
 
 /// The choices of `--compression`, the Parquet page compression of a command's output.
 inline constexpr std::array<char const*, 3> COMPRESSION_NAMES{"none", "snappy", "zstd"};
-/// Snappy, as DuckDB, Spark and pandas write by default: zstd makes files about a third smaller
-/// but cost a wide-table sort a fifth of its time in compression (docs/BENCHMARKS.md).
+/// Snappy, as DuckDB, Spark and pandas write by default: zstd makes the wide table's files 40%
+/// smaller (354 against 576 MB) but was a fifth of that sort's CPU profile (docs/BENCHMARKS.md).
 inline constexpr char const* DEFAULT_COMPRESSION = "snappy";
 
 /// Threads that encode a one-process sort's Parquet output (see parquet_write_options): the

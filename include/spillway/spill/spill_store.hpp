@@ -90,7 +90,7 @@ struct spill_store_options {
   /// size; otherwise it is written raw (each block records its codec). After a block that does
   /// not shrink enough, the next 1, 2, 4, ... 64 blocks are written raw without trying, so that
   /// data that does not compress costs no compression time. 1 keeps every block compressed.
-  /// Chosen by measurement (docs/BENCHMARKS.md, "Compression that pays"): on a 2-core machine
+  /// Chosen by measurement (docs/BENCHMARKS.md, "Fifth run"): on a 2-core machine
   /// LZ4 at 1.28x made a 100M-row sort 10% slower than no compression.
   double min_compression_ratio = 1.5;
   std::size_t io_threads       = 2;  ///< threads that read and write spill files
