@@ -347,14 +347,14 @@ int run_sort(sort_arguments const& args) {
   }
 
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
-  auto reader                   = open_dataset(args.input,
-                             format,
-                             std::max<std::size_t>(batch_bytes, 1),
-                             memory_resources{device_with_spill, io_scratch});
-  auto const schema             = reader->schema();  // a copy: it outlives the reader
-  auto const resolved           = resolve_sort_keys(keys, schema, args.input);
-  auto const row_bytes          = min_row_bytes(schema);
-  auto const needed             = DEVICE_SHARE_PER_BATCH * MIN_BATCH_ROWS * row_bytes;
+  // Decoded on a thread of its own into host memory, one batch ahead of the sort, which copies
+  // each batch to the device (as a GPU's input arrives too).
+  auto reader          = read_ahead(open_dataset(
+    args.input, format, std::max<std::size_t>(batch_bytes, 1), memory_resources{io_scratch}));
+  auto const schema    = reader->schema();  // a copy: it outlives the reader
+  auto const resolved  = resolve_sort_keys(keys, schema, args.input);
+  auto const row_bytes = min_row_bytes(schema);
+  auto const needed    = DEVICE_SHARE_PER_BATCH * MIN_BATCH_ROWS * row_bytes;
   if (device_memory < needed) {
     throw usage_error("--device-memory " + format_bytes(device_memory) + " is too small for " +
                       args.input + ": a batch (1/" + std::to_string(DEVICE_SHARE_PER_BATCH) +
@@ -380,7 +380,9 @@ int run_sort(sort_arguments const& args) {
 
   std::size_t input_batches = 0;
   explaining_spill_failures(store, [&] {
-    while (auto batch = reader->next()) {
+    while (auto decoded = reader->next()) {
+      auto batch = spillway::copy(decoded->view(), default_stream(), device_with_spill);
+      decoded.reset();
       auto const rows  = batch->num_rows();
       auto const bytes = batch->allocated_bytes();
       sorter.push(std::move(batch));

@@ -7,10 +7,12 @@
 #include <spillway/io/dataset.hpp>
 #include <spillway/io/parquet.hpp>
 #include <spillway/table/concatenate.hpp>
+#include <spillway/table/copy.hpp>
 #include <spillway/table/size_estimate.hpp>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -179,6 +181,78 @@ TEST_F(DatasetTest, FilesWithDifferentSchemasAreAnError) {
     EXPECT_THROW((void)read_parquet(path("*.parquet"), {}, default_stream(), host_),
                  invalid_argument);
   }
+}
+
+/// Hands out `batches` slices of `rows`, one per call, then throws io_error when `fail` is set
+/// (else returns the end). Counts the calls, from whichever thread makes them.
+class scripted_reader final : public batch_reader {
+ public:
+  scripted_reader(table_view rows, std::size_t batches, bool fail, resource_ref host)
+    : rows_(rows),
+      batches_(batches),
+      fail_(fail),
+      host_(host),
+      schema_{{"x", rows.column(0).type()}} {}
+  [[nodiscard]] table_schema const& schema() const noexcept override { return schema_; }
+  [[nodiscard]] std::unique_ptr<table> next() override {
+    std::size_t const index = calls_++;
+    if (index < batches_) {
+      std::size_t const begin = index * rows_.num_rows() / batches_;
+      std::size_t const end   = (index + 1) * rows_.num_rows() / batches_;
+      return spillway::copy(slice(rows_, begin, end), default_stream(), host_);
+    }
+    if (fail_) {
+      throw io_error("scripted failure after " + std::to_string(batches_) + " batches");
+    }
+    return nullptr;
+  }
+  std::atomic<std::size_t>& calls() noexcept { return calls_; }
+
+ private:
+  table_view rows_;
+  std::size_t batches_;
+  bool fail_;
+  resource_ref host_;
+  table_schema schema_;
+  std::atomic<std::size_t> calls_{0};
+};
+
+class ReadAheadTest : public testing::io_test {};
+
+TEST_F(ReadAheadTest, ConcurrentReadAheadGivesTheSameBatchesInOrder) {
+  auto const input = testing::random_table({type_id::INT64}, 10000, 3, 0.1, host_);
+  auto source      = std::make_unique<scripted_reader>(input->view(), 37, false, host_);
+  auto* counted    = source.get();
+  auto reader      = read_ahead(std::move(source));
+  EXPECT_EQ(reader->schema(), counted->schema());
+  std::vector<std::unique_ptr<table>> batches;
+  while (auto batch = reader->next()) {
+    // The reader is at most one batch ahead of what was taken.
+    EXPECT_LE(counted->calls().load(), batches.size() + 2);
+    batches.push_back(std::move(batch));
+  }
+  EXPECT_EQ(batches.size(), 37U);
+  EXPECT_EQ(reader->next(), nullptr) << "the end stays the end";
+  std::vector<table_view> views;
+  for (auto const& batch : batches) {
+    views.push_back(batch->view());
+  }
+  SPILLWAY_EXPECT_TABLES_EQUAL(input->view(), concatenate(views, default_stream(), host_)->view());
+}
+
+TEST_F(ReadAheadTest, ConcurrentReadAheadFailureIsThrownInItsPlace) {
+  auto const input = testing::random_table({type_id::INT32}, 100, 4, 0.0, host_);
+  auto reader      = read_ahead(std::make_unique<scripted_reader>(input->view(), 3, true, host_));
+  for (int batch = 0; batch < 3; ++batch) {
+    EXPECT_NE(reader->next(), nullptr) << batch;
+  }
+  EXPECT_THROW((void)reader->next(), io_error);
+  EXPECT_THROW((void)reader->next(), io_error) << "and at every later call";
+  // Dropped while reading ahead: the destructor waits for the read in progress.
+  auto early = read_ahead(std::make_unique<scripted_reader>(input->view(), 50, false, host_));
+  EXPECT_NE(early->next(), nullptr);
+  early.reset();
+  EXPECT_THROW((void)read_ahead(nullptr), invalid_argument);
 }
 
 }  // namespace

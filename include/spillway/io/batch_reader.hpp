@@ -44,6 +44,16 @@ class batch_reader {
 };
 
 /**
+ * @brief A reader that reads `source` one batch ahead on a thread of its own, so that decoding
+ * the next batch overlaps whatever the caller does with this one.
+ *
+ * `source` must allocate from resources any thread may use (host memory, not a task's device
+ * budget). A failure of the read ahead is thrown by the `next()` that would have returned its
+ * batch, and by every later one.
+ */
+std::unique_ptr<batch_reader> read_ahead(std::unique_ptr<batch_reader> source);
+
+/**
  * @brief Reads every remaining batch of `reader` into one table from `mrs.output()`; the batches
  * themselves are freed as they are consumed.
  */
