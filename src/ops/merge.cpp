@@ -499,19 +499,12 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
     });
   } else {
     normalized_key_layout const layout = plan_normalized_keys(keys, resolved);
-    switch (layout.words()) {
-      case 0:
-        merge_sources(keys, sources, rows, [&](bool) { return row_heads{keys, comparator}; });
-        break;
-      case 1:
-        merge_by_prefix<1>(keys, layout, comparator, sources, rows, stream, mrs.temporary());
-        break;
-      case 2:
-        merge_by_prefix<2>(keys, layout, comparator, sources, rows, stream, mrs.temporary());
-        break;
-      default:
-        merge_by_prefix<3>(keys, layout, comparator, sources, rows, stream, mrs.temporary());
-        break;
+    if (layout.words() == 0) {
+      merge_sources(keys, sources, rows, [&](bool) { return row_heads{keys, comparator}; });
+    } else {
+      with_prefix_words(layout.words(), [&]<std::size_t Words>() {
+        merge_by_prefix<Words>(keys, layout, comparator, sources, rows, stream, mrs.temporary());
+      });
     }
   }
 

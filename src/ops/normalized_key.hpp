@@ -62,6 +62,22 @@ struct normalized_key_layout {
   [[nodiscard]] std::size_t words() const noexcept { return (bytes + 7) / 8; }
 };
 
+/**
+ * @brief Calls `work.template operator()<Words>()` with the prefix width in words (1, 2 or 3;
+ * `words` above 3 takes 3), so that each operator's record size follows the bytes in use.
+ */
+template <typename Work>
+decltype(auto) with_prefix_words(std::size_t words, Work&& work) {
+  switch (words) {
+    case 1:
+      return work.template operator()<1>();
+    case 2:
+      return work.template operator()<2>();
+    default:
+      return work.template operator()<3>();
+  }
+}
+
 /** @brief Lays out the prefix of `keys` under resolved `orders`. */
 normalized_key_layout plan_normalized_keys(table_view const& keys, sort_order const& orders);
 

@@ -409,17 +409,9 @@ std::unique_ptr<column> sorted_order(table_view const& keys,
     return result;
   }
   row_comparator const comparator{keys, resolved};
-  switch (layout.words()) {
-    case 1:
-      sort_rows<1>(keys, layout, comparator, stability, out, stream, mrs.temporary());
-      break;
-    case 2:
-      sort_rows<2>(keys, layout, comparator, stability, out, stream, mrs.temporary());
-      break;
-    default:
-      sort_rows<3>(keys, layout, comparator, stability, out, stream, mrs.temporary());
-      break;
-  }
+  with_prefix_words(layout.words(), [&]<std::size_t Words>() {
+    sort_rows<Words>(keys, layout, comparator, stability, out, stream, mrs.temporary());
+  });
   return result;
 }
 
@@ -459,17 +451,9 @@ std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
     return result;
   }
   row_comparator const comparator{keys.front(), resolved};
-  switch (layout.words()) {
-    case 1:
-      sort_sources<1>(keys, layout, comparator, out, rows, stream, mrs.temporary());
-      break;
-    case 2:
-      sort_sources<2>(keys, layout, comparator, out, rows, stream, mrs.temporary());
-      break;
-    default:
-      sort_sources<3>(keys, layout, comparator, out, rows, stream, mrs.temporary());
-      break;
-  }
+  with_prefix_words(layout.words(), [&]<std::size_t Words>() {
+    sort_sources<Words>(keys, layout, comparator, out, rows, stream, mrs.temporary());
+  });
   return result;
 }
 
