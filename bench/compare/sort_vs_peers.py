@@ -45,6 +45,8 @@ def key_sql(distribution):
     uniform = f"((i::HUGEINT * {MULTIPLIER}) % {MODULUS})::BIGINT"
     if distribution == "equal":
         return "42::BIGINT"
+    if distribution == "sorted":
+        return "i::BIGINT"
     if distribution == "skewed":
         return f"CASE WHEN i % 10 = 0 THEN {uniform} ELSE 0 END"
     return uniform
@@ -187,7 +189,7 @@ def main():
     parser.add_argument("--device-memory", default="256MiB")
     parser.add_argument("--host-memory", default="256MiB")
     parser.add_argument("--distribution", default="uniform",
-                        choices=["uniform", "skewed", "equal"])
+                        choices=["uniform", "skewed", "equal", "sorted"])
     parser.add_argument("--engines", default="spillway,duckdb")
     parser.add_argument("--no-budget", action="store_true",
                         help="in-memory case: no memory limit for DuckDB")

@@ -3,12 +3,12 @@
  * budget, timed end to end (generation excluded), verified, and reported as one JSON line.
  *
  *   spillway_external_sort_bench --rows N --device-memory 256MiB --host-memory 256MiB
- *       [--distribution uniform|skewed|equal] [--batch-rows R] [--chunks-per-batch C]
+ *       [--distribution uniform|skewed|equal|sorted] [--batch-rows R] [--chunks-per-batch C]
  *       [--strategy merge|sample|auto] [--spill-root DIR] [--disk-codec none|lz4|zstd]
  *
  * Keys follow the formula used by bench/compare/sort_vs_peers.py for DuckDB and Polars, so all
  * engines sort the same values: uniform: (i * 6364136223846793005) mod 9223372036854775783;
- * skewed: 90% of rows share key 0; equal: every key is 42.
+ * skewed: 90% of rows share key 0; equal: every key is 42; sorted: the key is i (already in order).
  */
 #include <spillway/core/units.hpp>
 #include <spillway/ooc/external_sort.hpp>
@@ -33,6 +33,9 @@ constexpr std::uint64_t MULTIPLIER = 6364136223846793005ULL;
 std::int64_t key_of(std::uint64_t row, std::string const& distribution) {
   if (distribution == "equal") {
     return 42;
+  }
+  if (distribution == "sorted") {
+    return static_cast<std::int64_t>(row);
   }
   auto const uniform = static_cast<std::int64_t>(static_cast<uint128>(row) * MULTIPLIER % MODULUS);
   if (distribution == "skewed") {

@@ -410,10 +410,19 @@ std::unique_ptr<table> external_sorter::take_sorted() {
 void external_sorter::sort_into_chunks(table_view const& batch,
                                        std::vector<std::unique_ptr<table>>& out) {
   memory_resources const scratch = mrs_.with_output(mrs_.temporary());
-  auto const order               = detail::sorted_order(
-    batch.select(options_.key_columns), options_.orders, sort_stability::STABLE, stream_, scratch);
-  std::size_t const rows   = batch.num_rows();
-  std::size_t const pieces = chunks_for(estimate_size(batch), rows);
+  table_view const keys          = batch.select(options_.key_columns);
+  std::size_t const rows         = batch.num_rows();
+  std::size_t const pieces       = chunks_for(estimate_size(batch), rows);
+  if (is_sorted(keys, options_.orders)) {
+    // A batch already in order (sorted input, all keys equal) is cut into chunks by plain copies.
+    for (std::size_t piece = 0; piece < pieces; ++piece) {
+      out.push_back(detail::copy(
+        slice(batch, piece * rows / pieces, (piece + 1) * rows / pieces), stream_, scratch));
+    }
+    return;
+  }
+  auto const order =
+    detail::sorted_order(keys, options_.orders, sort_stability::STABLE, stream_, scratch);
   for (std::size_t piece = 0; piece < pieces; ++piece) {
     std::size_t const begin = piece * rows / pieces;
     std::size_t const end   = (piece + 1) * rows / pieces;
@@ -816,8 +825,42 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
   return result;
 }
 
+bool external_sorter::emit_leading_chunks(std::uint64_t const* order) {
+  // The chunk with the smallest minimum overlaps no other when its last key is <= the next
+  // smallest minimum; then the same holds for the next chunk, and so on. Only whole chunks go.
+  detail::row_comparator const comparator{
+    chunks_.front().min_key->view(),
+    detail::resolve_orders(options_.orders, options_.key_columns.size())};
+  std::vector<std::size_t> leading;
+  for (std::size_t position = 0; position < chunks_.size(); ++position) {
+    auto const index   = static_cast<std::size_t>(order[position]);
+    chunk const& entry = chunks_[index];
+    if (entry.offset != 0) {
+      break;
+    }
+    if (position + 1 < chunks_.size()) {
+      chunk const& next = chunks_[static_cast<std::size_t>(order[position + 1])];
+      if (comparator.compare(entry.max_key->view(), 0, next.min_key->view(), 0) > 0) {
+        break;
+      }
+    }
+    leading.push_back(index);
+  }
+  if (leading.empty()) {
+    return false;
+  }
+  for (std::size_t const index : leading) {
+    emit_stored(std::move(chunks_[index]));
+  }
+  stats_.chunks_unmerged += leading.size();
+  std::sort(leading.begin(), leading.end(), std::greater<>{});
+  for (std::size_t const index : leading) {
+    chunks_.erase(chunks_.begin() + static_cast<std::ptrdiff_t>(index));
+  }
+  return true;
+}
+
 void external_sorter::merge_round() {
-  ++stats_.rounds;
   memory_resources const host{host_};
   std::vector<table_view> minimums;
   minimums.reserve(chunks_.size());
@@ -828,6 +871,10 @@ void external_sorter::merge_round() {
   auto const by_minimum   = detail::sorted_order(
     all_minimums->view(), options_.orders, sort_stability::STABLE, stream_, host);
   auto const* order = by_minimum->view().data<std::uint64_t>();
+  if (emit_leading_chunks(order)) {
+    return;
+  }
+  ++stats_.rounds;
 
   // Load the chunks with the smallest minimums while inputs plus merged output fit the budget.
   std::size_t count        = 0;

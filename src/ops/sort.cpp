@@ -5,13 +5,16 @@
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/ops/sort.hpp>
+#include <spillway/table/copy.hpp>
 #include <spillway/table/gather.hpp>
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <exception>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -388,6 +391,58 @@ void sort_sources(std::span<table_view const> keys,
     temporary);
 }
 
+/// Rows compared per branch-free block by `fixed_in_order`: unsorted inputs stop in the first.
+constexpr std::size_t IN_ORDER_BLOCK_ROWS = 1024;
+
+/// Whether `values` never descend (`Descending`: never ascend), in `row_comparator`'s order of
+/// values: NaN after every number, NaNs tied.
+template <typename T, bool Descending>
+bool fixed_in_order(T const* values, std::size_t rows) noexcept {
+  auto const before = [](T lhs, T rhs) noexcept {
+    if constexpr (std::is_floating_point_v<T>) {
+      return !std::isnan(lhs) && (std::isnan(rhs) || lhs < rhs);
+    } else {
+      return lhs < rhs;
+    }
+  };
+  for (std::size_t begin = 1; begin < rows; begin += IN_ORDER_BLOCK_ROWS) {
+    std::size_t const end = std::min(rows, begin + IN_ORDER_BLOCK_ROWS);
+    bool descent          = false;
+    for (std::size_t row = begin; row < end; ++row) {
+      descent |=
+        Descending ? before(values[row - 1], values[row]) : before(values[row], values[row - 1]);
+    }
+    if (descent) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// `is_sorted` with resolved orders.
+bool keys_in_order(table_view const& keys, sort_order const& orders) {
+  std::size_t const rows = keys.num_rows();
+  if (rows <= 1 || keys.num_columns() == 0) {
+    return true;
+  }
+  column_view const& first = keys.column(0);
+  if (keys.num_columns() == 1 && is_fixed_width(first.type()) && !first.has_nulls()) {
+    bool const descending = orders.front().direction == order::DESCENDING;
+    return visit_fixed_width(first.type(), [&]<typename T>() {
+      T const* values = first.data<T>();
+      return descending ? fixed_in_order<T, true>(values, rows)
+                        : fixed_in_order<T, false>(values, rows);
+    });
+  }
+  row_comparator const comparator{keys, orders};
+  for (std::size_t row = 1; row < rows; ++row) {
+    if (comparator.compare(keys, row, keys, row - 1) < 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<column> sorted_order(table_view const& keys,
@@ -401,8 +456,8 @@ std::unique_ptr<column> sorted_order(table_view const& keys,
     make_fixed_width_column(type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.output());
   auto* out                          = result->mutable_data<std::uint64_t>();
   normalized_key_layout const layout = plan_normalized_keys(keys, resolved);
-  if (rows <= 1 || layout.words() == 0) {
-    // No rows to move, or no key columns: the input order is sorted.
+  if (rows <= 1 || layout.words() == 0 || keys_in_order(keys, resolved)) {
+    // No rows to move, no key columns, or rows already in order: the input order is sorted.
     for (std::size_t row = 0; row < rows; ++row) {
       out[row] = row;
     }
@@ -467,25 +522,22 @@ std::unique_ptr<table> sort(table_view const& values,
                    "sort: values and keys differ in rows: " + std::to_string(values.num_rows()) +
                      " vs " + std::to_string(keys.num_rows()),
                    invalid_argument);
-  resolve_orders(orders, keys.num_columns());  // validate before allocating
-  memory_resources const scratch{mrs.temporary(), mrs.temporary()};
-  std::unique_ptr<column> permutation;
-  if (keys.num_columns() == 0) {
-    // No keys: every row ties, and the input order is sorted.
-    permutation = make_fixed_width_column(
-      type_id::UINT64, values.num_rows(), mask_state::UNALLOCATED, stream, mrs.temporary());
-    auto* identity = permutation->mutable_data<std::uint64_t>();
-    for (std::size_t row = 0; row < values.num_rows(); ++row) {
-      identity[row] = row;
-    }
-  } else {
-    permutation = detail::sorted_order(keys, orders, stability, stream, scratch);
+  sort_order const resolved = resolve_orders(orders, keys.num_columns());  // validates
+  if (keys_in_order(keys, resolved)) {
+    // Rows already in order (or no keys: every row ties) are their own sort: one copy.
+    return detail::copy(values, stream, mrs);
   }
+  memory_resources const scratch{mrs.temporary(), mrs.temporary()};
+  auto const permutation = detail::sorted_order(keys, orders, stability, stream, scratch);
   return gather_rows_in_parallel(
     values, permutation->view().data<std::uint64_t>(), values.num_rows(), stream, mrs);
 }
 
 }  // namespace detail
+
+bool is_sorted(table_view const& keys, sort_order const& orders) {
+  return detail::keys_in_order(keys, detail::resolve_orders(orders, keys.num_columns()));
+}
 
 std::unique_ptr<column> sorted_order(table_view const& keys,
                                      sort_order const& orders,

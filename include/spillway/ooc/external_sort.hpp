@@ -21,7 +21,10 @@
  *    device is handed out as it is (no copy); smaller or spilled pieces are copied together.
  *    When everything is emitted, the remainder is flushed.
  * Equal keys are emitted together (the bound is inclusive), so the all-equal case empties the
- * loaded chunks in one round instead of one row per round.
+ * loaded chunks in one round instead of one row per round. Before a round, chunks that overlap
+ * no other (the one with the smallest minimum, while its last key is <= the next smallest
+ * minimum: presorted input) go to the output as they are stored, unloaded and unmerged.
+ * A batch whose keys are already in order (`is_sorted`) is cut into chunks by copies, unsorted.
  *
  * ## Input that fits one sort (merge and auto strategies)
  * While the batches pushed so far, one source id per row and a sort's two records per row fit
@@ -144,6 +147,9 @@ struct external_sort_statistics {
   std::size_t ranges           = 0;  ///< sample strategy: ranges the input was cut into
   std::size_t ranges_in_rounds = 0;  ///< ranges that exceeded the merge budget (merge rounds)
   std::size_t ranges_unmerged  = 0;  ///< ranges handed to the output without a merge
+  /// Chunks handed to the output as stored, without a merge: none of their keys is above the
+  /// first key of another chunk (presorted input).
+  std::size_t chunks_unmerged = 0;
   /// bytes_copied / input_bytes (0 for an empty input).
   [[nodiscard]] double copies_per_input_byte() const noexcept {
     return input_bytes == 0 ? 0.0
@@ -232,6 +238,12 @@ class external_sorter {
   bool sort_deferred();
   /// The next output batch gathered from the deferred batches in sorted order, or null.
   std::unique_ptr<table> take_sorted();
+  /**
+   * Hands the leading chunks that overlap no other chunk to the output as stored (`order`: the
+   * chunks by minimum key).
+   * @return whether it handed any
+   */
+  bool emit_leading_chunks(std::uint64_t const* order);
   void merge_round();
   round_result merge_attempt(std::vector<std::size_t> const& loaded,
                              std::optional<std::size_t> bound_row,

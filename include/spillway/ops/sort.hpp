@@ -68,6 +68,19 @@ std::unique_ptr<table> sort(table_view const& values,
                             stream_view stream       = default_stream(),
                             memory_resources mrs     = current_resources());
 
+/**
+ * @brief Whether the rows of `keys` are already in the order `orders` gives: no row comes
+ * strictly before the row above it. Then `sorted_order` is `0, 1, ...` in either stability.
+ *
+ * One pass that stops at the first row out of order, so unsorted inputs pay almost nothing. A
+ * single fixed-width key column without nulls is compared in blocks without branches.
+ * @param keys the key columns, most significant first; every type is supported
+ * @param orders one entry per column of `keys`, or empty for all ASCENDING, nulls BEFORE
+ * @throws spillway::invalid_argument when `orders` is neither empty nor one per key column
+ * @note Allocates nothing.
+ */
+bool is_sorted(table_view const& keys, sort_order const& orders = {});
+
 namespace detail {
 /** @brief `sorted_order` without defaults: internals always pass their resources. */
 std::unique_ptr<column> sorted_order(table_view const& keys,
