@@ -24,7 +24,6 @@ constexpr std::size_t MIN_HOST_BUDGET = 64_KiB;
 constexpr std::size_t PIECE_ALIGNMENT = 64;
 /// The most disk blocks written raw, untried, after one that the codec did not shrink enough:
 /// data that does not compress is still tried once every 64 blocks (256 MiB of 4 MiB blocks).
-constexpr std::uint32_t MAX_CODEC_SKIP = 64;
 
 std::span<std::byte const> bytes_of(buffer const& data, std::size_t size) noexcept {
   return {static_cast<std::byte const*>(data.data()), size};
@@ -110,6 +109,7 @@ spill_store_impl::spill_store_impl(spill_store_options options)
     piece_size_(piece_size_for(options_)),
     io_scratch_(piece_size_ + std::max(compress_bound(options_.host_codec, piece_size_),
                                        compress_bound(options_.disk_codec, piece_size_))),
+    codec_advisor_(options_.min_compression_ratio, options_.compress_only_when_faster),
     general_limit_(options_.host_budget - options_.io_threads * io_scratch_),
     high_water_(general_limit_ / 4 * 3),
     low_water_(general_limit_ / 2),
@@ -517,13 +517,17 @@ void spill_store_impl::stream_disk_to_device(spill_entry& entry, scoped_lock& lo
     buffer decoded(compressed ? piece_size_ : 0, options_.stream, options_.host);
     std::size_t offset = 0;
     for (auto const& block : blocks) {
-      auto const& header   = block.location.header;
-      buffer const payload = read_spill_block(files_, block.location, id, options_.host);
-      void const* source   = payload.data();
+      auto const& header    = block.location.header;
+      auto const read_start = clock_type::now();
+      buffer const payload  = read_spill_block(files_, block.location, id, options_.host);
+      codec_advisor_.read(header.stored_size, since(read_start));
+      void const* source = payload.data();
       if (header.payload_codec != codec::NONE) {
+        auto const decode_start = clock_type::now();
         decompress(header.payload_codec,
                    bytes_of(payload, payload.size()),
                    std::span<std::byte>(static_cast<std::byte*>(decoded.data()), header.raw_size));
+        codec_advisor_.decompressed(header.raw_size, since(decode_start));
         source = decoded.data();
       }
       copy_bytes(at(device.data(), offset),
@@ -990,27 +994,14 @@ void spill_store_impl::ensure_directory() {
 std::pair<codec, std::span<std::byte const>> spill_store_impl::encode_block(
   std::span<std::byte const> raw, std::span<std::byte> scratch) {
   codec const disk_codec = options_.disk_codec;
-  if (disk_codec == codec::NONE || raw.empty()) {
+  if (disk_codec == codec::NONE || raw.empty() || !codec_advisor_.try_next()) {
     return {codec::NONE, raw};
   }
-  // Data that did not compress lately is written raw without trying.
-  std::uint32_t skip = codec_skip_.load(std::memory_order_relaxed);
-  while (skip > 0) {
-    if (codec_skip_.compare_exchange_weak(skip, skip - 1, std::memory_order_relaxed)) {
-      return {codec::NONE, raw};
-    }
-  }
+  auto const start         = clock_type::now();
   std::size_t const stored = compress(disk_codec, raw, scratch);
-  if (static_cast<double>(stored) * options_.min_compression_ratio >
-      static_cast<double>(raw.size())) {
-    std::uint32_t const backoff = std::min<std::uint32_t>(
-      std::max<std::uint32_t>(1, 2 * codec_backoff_.load(std::memory_order_relaxed)),
-      MAX_CODEC_SKIP);
-    codec_backoff_.store(backoff, std::memory_order_relaxed);
-    codec_skip_.store(backoff, std::memory_order_relaxed);
+  if (!codec_advisor_.keep(raw.size(), stored, since(start))) {
     return {codec::NONE, raw};
   }
-  codec_backoff_.store(0, std::memory_order_relaxed);
   return {disk_codec, scratch.first(stored)};
 }
 
@@ -1060,7 +1051,9 @@ disk_block spill_store_impl::append_block(std::uint64_t id,
     writer = file.writer;
   }
   try {
+    auto const start = clock_type::now();
     write_spill_block(*writer, block.location.offset, header, payload);
+    codec_advisor_.wrote(payload.size(), since(start));
   } catch (...) {
     std::vector<std::string> dead_files;
     {
@@ -1199,13 +1192,17 @@ void spill_store_impl::read_entry(std::uint64_t id) noexcept {
     raw                = buffer(raw_size, options_.stream, options_.host);
     std::size_t offset = 0;
     for (auto const& block : blocks) {
-      auto const& header   = block.location.header;
-      buffer const payload = read_spill_block(files_, block.location, id, options_.host);
+      auto const& header    = block.location.header;
+      auto const read_start = clock_type::now();
+      buffer const payload  = read_spill_block(files_, block.location, id, options_.host);
+      codec_advisor_.read(header.stored_size, since(read_start));
       std::span<std::byte> destination(at(raw.data(), offset), header.raw_size);
       if (header.payload_codec == codec::NONE) {
         std::copy_n(at(payload.data(), 0), header.raw_size, destination.begin());
       } else {
+        auto const decode_start = clock_type::now();
         decompress(header.payload_codec, bytes_of(payload, payload.size()), destination);
+        codec_advisor_.decompressed(header.raw_size, since(decode_start));
       }
       offset += header.raw_size;
       stored += header.stored_size;

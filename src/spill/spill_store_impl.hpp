@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include "spill/codec_advisor.hpp"
 #include "spill/io_pool.hpp"
 
 #include <spillway/core/mutex.hpp>
@@ -177,7 +178,7 @@ class spill_store_impl {
                           std::size_t raw,
                           std::span<std::byte const> payload);
   /// The payload of a disk block holding `raw` and its codec: `raw` compressed into `scratch`
-  /// with the disk codec when that pays (options_.min_compression_ratio), else `raw` itself.
+  /// with the disk codec when that pays (codec_advisor_), else `raw` itself.
   std::pair<codec, std::span<std::byte const>> encode_block(std::span<std::byte const> raw,
                                                             std::span<std::byte> scratch);
   std::vector<host_piece> copy_to_host(spill_entry& entry, std::vector<std::uint8_t>& metadata);
@@ -211,10 +212,8 @@ class spill_store_impl {
 
   std::size_t piece_size_;  ///< raw bytes of one staging piece (and at most of one disk block)
   std::size_t io_scratch_;  ///< host scratch one I/O job may hold (outside general_limit_)
-  /// Disk blocks still to be written raw without trying the codec, and how many the next
-  /// block that does not compress well enough sets it to (doubling, see encode_block).
-  std::atomic<std::uint32_t> codec_skip_{0};
-  std::atomic<std::uint32_t> codec_backoff_{0};
+  /// Whether the disk codec is tried on a block and its result kept (see encode_block).
+  codec_advisor codec_advisor_;
   std::size_t general_limit_;  ///< host_budget minus io_threads * io_scratch_
   std::size_t high_water_;     ///< above it, host entries start going to disk
   std::size_t low_water_;      ///< ... until what is not being written is below this

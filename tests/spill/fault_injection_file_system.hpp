@@ -1,7 +1,7 @@
 /**
  * @file fault_injection_file_system.hpp
  * @brief A `file_system` over the real one that fails on demand: a disk that fills after N bytes,
- * a directory that cannot be created, a reported free space.
+ * a directory that cannot be created, a reported free space; and a disk that writes slowly.
  */
 #pragma once
 
@@ -9,10 +9,12 @@
 #include <spillway/spill/file_system.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace spillway::testing {
 
@@ -23,6 +25,8 @@ class fault_injection_file_system final : public file_system {
   /** @brief Lets writes succeed again. */
   void heal() { write_allowance_ = std::numeric_limits<std::uint64_t>::max(); }
   void fail_create_directories(bool fail) { fail_directories_ = fail; }
+  /** @brief Every write takes at least `per_byte` per byte written (a slow disk). */
+  void slow_writes(std::chrono::nanoseconds per_byte) { write_delay_ = per_byte.count(); }
   [[nodiscard]] std::uint64_t failed_writes() const { return failed_writes_; }
 
   std::unique_ptr<writable_file> open_writable(std::string const& path) override {
@@ -69,6 +73,10 @@ class fault_injection_file_system final : public file_system {
         }
       }
       real_->write_at(offset, data, bytes);
+      if (auto const delay = owner_.write_delay_.load(); delay > 0) {
+        std::this_thread::sleep_for(
+          std::chrono::nanoseconds{delay * static_cast<std::int64_t>(bytes)});
+      }
     }
     void sync() override { real_->sync(); }
     [[nodiscard]] std::string const& path() const noexcept override { return real_->path(); }
@@ -82,6 +90,7 @@ class fault_injection_file_system final : public file_system {
   std::atomic<std::uint64_t> write_allowance_{std::numeric_limits<std::uint64_t>::max()};
   std::atomic<std::uint64_t> failed_writes_{0};
   std::atomic<bool> fail_directories_{false};
+  std::atomic<std::int64_t> write_delay_{0};
 };
 
 }  // namespace spillway::testing

@@ -536,6 +536,27 @@ TEST_F(SpillStoreTest, BlocksThatDoNotCompressAreWrittenRawAndLaterOnesUntried) 
   EXPECT_LT(stored, 40_KiB / 2) << "the codec was not tried again";
 }
 
+TEST_F(SpillStoreTest, ASlowDiskKeepsCompressedBlocks) {
+  // By default blocks stay compressed only while that is faster than writing them raw: on a disk
+  // that writes 4 KiB in 4 ms, LZ4 (microseconds) always pays.
+  testing::fault_injection_file_system slow_disk;
+  slow_disk.slow_writes(std::chrono::microseconds{1});
+  auto store_options                      = options();
+  store_options.compress_only_when_faster = true;
+  store_options.staging_size              = 4_KiB;
+  store_options.files                     = &slow_disk;
+  spill_store store(store_options);
+  std::vector<std::int64_t> sequence(5000);
+  for (std::size_t index = 0; index < sequence.size(); ++index) {
+    sequence[index] = static_cast<std::int64_t>(index / 16);
+  }
+  std::vector<std::byte> data(sequence.size() * sizeof(std::int64_t));
+  std::memcpy(data.data(), sequence.data(), data.size());
+  spill_and_check(store, data, device_);
+  auto const stats = store.statistics();
+  EXPECT_GT(stats.disk_compression_ratio(), 2.0);
+}
+
 TEST_F(SpillStoreTest, CompressionRatioOfOneKeepsEveryBlockTheCodecShrinks) {
   auto store_options                  = options();
   store_options.staging_size          = 4_KiB;

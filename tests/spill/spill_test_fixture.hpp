@@ -36,6 +36,8 @@ class spill_fixture : public ::testing::Test {
     spill_store_options result(device_, host_);
     result.host_budget = host_budget;
     result.spill_root  = root_.string();
+    // Codec choices by the ratio alone, not by timings: the cost rule has its own tests.
+    result.compress_only_when_faster = false;
     return result;
   }
 

@@ -93,7 +93,15 @@ struct spill_store_options {
   /// Chosen by measurement (docs/BENCHMARKS.md, "Fifth run"): on a 2-core machine
   /// LZ4 at 1.28x made a 100M-row sort 10% slower than no compression.
   double min_compression_ratio = 1.5;
-  std::size_t io_threads       = 2;  ///< threads that read and write spill files
+  /// Besides, a disk block stays compressed only while the measured costs say that compressing
+  /// pays: compress plus decompress time per byte below the write plus read time it saves
+  /// (moving averages over recent blocks; the skipped blocks of `min_compression_ratio` keep
+  /// the codec's estimate fresh). A disk whose writes land in the page cache at memory speed
+  /// gets raw blocks; a slow or throttled one gets compressed blocks. False: the ratio alone.
+  /// Chosen by measurement (docs/BENCHMARKS.md, "Sixth run"): on this machine LZ4 made the
+  /// sort of presorted keys (2.0x compression) 45% slower than raw blocks.
+  bool compress_only_when_faster = true;
+  std::size_t io_threads         = 2;  ///< threads that read and write spill files
   /// A spill file is closed to new blocks once it reaches this size.
   std::size_t file_target_size = 256_MiB;
   file_system* files           = nullptr;  ///< the disk seam; null means `default_file_system()`
