@@ -35,7 +35,7 @@ host_memory_resource& host() {
   return resource;
 }
 
-enum class shape : std::uint8_t { RANDOM, SORTED, ALL_EQUAL, THOUSAND_DISTINCT };
+enum class shape : std::uint8_t { RANDOM, SORTED, ALL_EQUAL, THOUSAND_DISTINCT, SKEWED };
 
 std::vector<std::int64_t> const& int64_values(shape kind) {
   static std::map<shape, std::vector<std::int64_t>> cache;
@@ -56,6 +56,9 @@ std::vector<std::int64_t> const& int64_values(shape kind) {
           break;
         case shape::THOUSAND_DISTINCT:
           values[row] = static_cast<std::int64_t>(engine() % 1000);
+          break;
+        case shape::SKEWED:  // 90% of the rows on key 0, the rest random (as external_sort_bench)
+          values[row] = row % 10 == 0 ? static_cast<std::int64_t>(engine() >> 1) : 0;
           break;
       }
     }
@@ -176,6 +179,9 @@ BENCHMARK_CAPTURE(sorted_order_int64, all_equal, shape::ALL_EQUAL)
   ->Unit(benchmark::kMillisecond)
   ->UseRealTime();
 BENCHMARK_CAPTURE(std_sort_int64, all_equal, shape::ALL_EQUAL)
+  ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
+BENCHMARK_CAPTURE(sorted_order_int64, skewed, shape::SKEWED)
   ->Unit(benchmark::kMillisecond)
   ->UseRealTime();
 BENCHMARK(sorted_order_two_int64)->Unit(benchmark::kMillisecond)->UseRealTime();

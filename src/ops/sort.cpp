@@ -60,6 +60,33 @@ unsigned digit(key_record<Words> const& record, std::size_t byte) noexcept {
 }
 
 /**
+ * The count of each digit at prefix byte `byte` of `records`. Four counter arrays take turns,
+ * so that a run of one digit (a heavy key) does not chain every increment to the one before.
+ */
+template <std::size_t Words>
+std::array<std::size_t, 256> digit_counts(key_record<Words> const* records,
+                                          std::size_t count,
+                                          std::size_t byte) noexcept {
+  constexpr std::size_t LANES = 4;
+  std::array<std::array<std::size_t, 256>, LANES> lanes{};
+  std::size_t index = 0;
+  for (; index + LANES <= count; index += LANES) {
+    for (std::size_t lane = 0; lane < LANES; ++lane) {
+      ++lanes[lane][digit(records[index + lane], byte)];
+    }
+  }
+  for (; index < count; ++index) {
+    ++lanes[0][digit(records[index], byte)];
+  }
+  for (std::size_t lane = 1; lane < LANES; ++lane) {
+    for (std::size_t bucket = 0; bucket < 256; ++bucket) {
+      lanes[0][bucket] += lanes[lane][bucket];
+    }
+  }
+  return lanes[0];
+}
+
+/**
  * Sorts `records` by prefix bytes [`first`, `bytes`), stably, with an LSD radix sort using
  * `scratch` (as long as `records`). Byte positions where every record has the same digit are
  * skipped, so all-equal and few-distinct inputs cost one counting pass.
@@ -100,48 +127,118 @@ key_record<Words>* lsd_radix_sort(key_record<Words>* records,
   return source;
 }
 
+/// Probes per range when looking for a heavy prefix, and how many must agree.
+constexpr std::size_t HEAVY_PROBES       = 16;
+constexpr std::size_t HEAVY_PROBES_AGREE = 12;
+
 /**
- * Sorts `records` by prefix bytes [`first`, `bytes`), stably, into `scratch` (as long as
- * `records`; the result always ends there). Large inputs take one MSD pass on their first
- * varying byte, which cuts them into 256 buckets that each fit the cache, and each bucket is
- * sorted on the remaining bytes there (recursively while a bucket is still large), instead of
- * every LSD pass streaming the whole input through memory.
+ * @return a record whose prefix most of `HEAVY_PROBES` evenly spaced records share (at least
+ * `HEAVY_PROBES_AGREE`), or null
  */
 template <std::size_t Words>
-void msd_radix_sort(key_record<Words>* records,
-                    key_record<Words>* scratch,
-                    std::size_t count,
-                    std::size_t first,
-                    std::size_t bytes) {
+key_record<Words> const* heavy_prefix(key_record<Words> const* records,
+                                      std::size_t count) noexcept {
+  std::array<key_record<Words> const*, HEAVY_PROBES> probes{};
+  for (std::size_t probe = 0; probe < HEAVY_PROBES; ++probe) {
+    probes[probe] = records + probe * count / HEAVY_PROBES;
+  }
+  for (std::size_t candidate = 0; candidate <= HEAVY_PROBES - HEAVY_PROBES_AGREE; ++candidate) {
+    std::size_t agree = 0;
+    for (auto const* probe : probes) {
+      agree += prefix_equal(*probe, *probes[candidate]) ? 1U : 0U;
+    }
+    if (agree >= HEAVY_PROBES_AGREE) {
+      return probes[candidate];
+    }
+  }
+  return nullptr;
+}
+
+/**
+ * Copies `records` to `scratch` stably in three groups: prefixes below `pivot`'s, equal to it,
+ * above it.
+ * @return the sizes of the first two groups
+ */
+template <std::size_t Words>
+[[gnu::noinline]] std::pair<std::size_t, std::size_t> partition_around(
+  key_record<Words> const* records,
+  key_record<Words>* scratch,
+  std::size_t count,
+  key_record<Words> const pivot) noexcept {
+  std::size_t less_count  = 0;
+  std::size_t equal_count = 0;
+  for (std::size_t index = 0; index < count; ++index) {
+    less_count += prefix_less(records[index], pivot) ? 1U : 0U;
+    equal_count += prefix_equal(records[index], pivot) ? 1U : 0U;
+  }
+  std::size_t less    = 0;
+  std::size_t equal   = less_count;
+  std::size_t greater = less_count + equal_count;
+  for (std::size_t index = 0; index < count; ++index) {
+    auto const& item = records[index];
+    std::size_t& slot =
+      prefix_less(item, pivot) ? less : (prefix_equal(item, pivot) ? equal : greater);
+    scratch[slot++] = item;
+  }
+  return {less_count, equal_count};
+}
+
+/**
+ * Sorts `records` by prefix bytes [`first`, `bytes`), stably, using `scratch` (as long as
+ * `records`). Large inputs take one MSD pass on their first varying byte, which cuts them into
+ * 256 buckets that each fit the cache, and each bucket is sorted on the remaining bytes there
+ * (recursively while a bucket is still large, with the two arrays' roles swapped), instead of
+ * every LSD pass streaming the whole input through memory. A range whose prefixes are all equal
+ * (a heavy key's bucket) is left where it is after one comparing pass.
+ * @return the array holding the sorted records: `records` or `scratch`
+ */
+template <std::size_t Words>
+key_record<Words>* msd_radix_sort(key_record<Words>* records,
+                                  key_record<Words>* scratch,
+                                  std::size_t count,
+                                  std::size_t first,
+                                  std::size_t bytes) {
   using record = key_record<Words>;
   if (first >= bytes) {
-    std::copy(records, records + count, scratch);
-    return;
+    return records;
   }
   if (count < RADIX_SORT_MIN_ROWS) {
     // Within a bucket the rows still ascend, so (prefix, row) order is the stable order.
-    std::copy(records, records + count, scratch);
-    std::sort(scratch, scratch + count, [](auto const& lhs, auto const& rhs) {
+    std::sort(records, records + count, [](auto const& lhs, auto const& rhs) {
       return prefix_less(lhs, rhs) || (prefix_equal(lhs, rhs) && lhs.row < rhs.row);
     });
-    return;
+    return records;
   }
   if (count * sizeof(record) <= LSD_RADIX_MAX_BYTES && bytes - first <= LSD_RADIX_MAX_PASSES) {
-    record* sorted = lsd_radix_sort(records, scratch, count, first, bytes);
-    if (sorted != scratch) {
-      std::copy(sorted, sorted + count, scratch);
+    return lsd_radix_sort(records, scratch, count, first, bytes);
+  }
+  // Records of one bucket share the bytes before `first`: equal prefixes are equal on the rest.
+  if (std::all_of(records + 1, records + count, [&](record const& other) {
+        return prefix_equal(other, records[0]);
+      })) {
+    return records;
+  }
+  if (record const* heavy = heavy_prefix(records, count)) {
+    // Most rows share one prefix: one stable three-way pass around it (those rows are then in
+    // order) instead of a radix pass per byte it spans.
+    auto const [less_count, equal_count] = partition_around(records, scratch, count, *heavy);
+    std::array<std::pair<std::size_t, std::size_t>, 2> const sides{
+      {{0, less_count}, {less_count + equal_count, count - less_count - equal_count}}};
+    for (auto const& [begin, size] : sides) {
+      if (size > 1) {
+        record* const sorted = msd_radix_sort(scratch + begin, records + begin, size, first, bytes);
+        if (sorted != scratch + begin) {
+          std::copy(sorted, sorted + size, scratch + begin);
+        }
+      }
     }
-    return;
+    return scratch;
   }
-  std::array<std::size_t, 256> histogram{};
-  for (std::size_t index = 0; index < count; ++index) {
-    ++histogram[digit(records[index], first)];
-  }
+  std::array<std::size_t, 256> const histogram = digit_counts(records, count, first);
   if (std::any_of(histogram.begin(), histogram.end(), [count](std::size_t bucket) {
         return bucket == count;
       })) {
-    msd_radix_sort(records, scratch, count, first + 1, bytes);
-    return;
+    return msd_radix_sort(records, scratch, count, first + 1, bytes);
   }
   std::array<std::size_t, 257> starts{};
   for (std::size_t bucket = 0; bucket < 256; ++bucket) {
@@ -152,16 +249,20 @@ void msd_radix_sort(key_record<Words>* records,
   for (std::size_t index = 0; index < count; ++index) {
     scratch[next[digit(records[index], first)]++] = records[index];
   }
-  // Each bucket now sits in `scratch`; sort it on the remaining bytes back into `scratch`, with
-  // the same range of `records` as its scratch space.
+  // Each bucket now sits in `scratch`; it is sorted on the remaining bytes with the same range
+  // of `records` as its scratch space, and copied back to `scratch` if it ended there.
   for (std::size_t bucket = 0; bucket < 256; ++bucket) {
     std::size_t const begin = starts[bucket];
     std::size_t const size  = starts[bucket + 1] - begin;
     if (size > 1) {
-      std::copy(scratch + begin, scratch + begin + size, records + begin);
-      msd_radix_sort(records + begin, scratch + begin, size, first + 1, bytes);
+      record* const sorted =
+        msd_radix_sort(scratch + begin, records + begin, size, first + 1, bytes);
+      if (sorted != scratch + begin) {
+        std::copy(sorted, sorted + size, scratch + begin);
+      }
     }
   }
+  return scratch;
 }
 
 /**
@@ -187,8 +288,7 @@ key_record<Words>* radix_sort(key_record<Words>* records,
       })) {
     return records;
   }
-  msd_radix_sort(records, scratch, count, 0, bytes);
-  return scratch;
+  return msd_radix_sort(records, scratch, count, 0, bytes);
 }
 
 /// Orders records whose prefixes are equal by their full rows.

@@ -189,6 +189,35 @@ TEST_F(ConcurrentSortedOrder, StringsAndMultiKeyAboveTheParallelThreshold) {
         sort_order{{order::DESCENDING, null_order::BEFORE}, {order::ASCENDING, null_order::AFTER}});
 }
 
+TEST_F(ConcurrentSortedOrder, HeavyKeysLargeEnoughForTheMsdPasses) {
+  // Halves of over 2 MiB of records take MSD passes; a prefix most probes share takes a
+  // three-way pass around it. Heavy keys in the middle of the range (rows on both sides), two
+  // heavy keys, and a heavy first key with a random second one.
+  std::size_t const rows = 300000;
+  std::mt19937_64 engine{99};
+  std::vector<std::int64_t> middle(rows);
+  std::vector<std::int64_t> two(rows);
+  std::vector<std::int64_t> second(rows);
+  for (std::size_t row = 0; row < rows; ++row) {
+    auto const random = static_cast<std::int64_t>(engine());
+    middle[row]       = engine() % 10 == 0 ? random : 12345;
+    two[row]          = engine() % 20 == 0 ? random : (engine() % 2 == 0 ? -3 : 3);
+    second[row]       = static_cast<std::int64_t>(engine() % 1000);
+  }
+  std::vector<bool> validity(rows);
+  for (std::size_t row = 0; row < rows; ++row) {
+    validity[row] = row % 97 != 0;
+  }
+  auto const heavy  = make_fixed_column<std::int64_t>(type_id::INT64, middle, {}, input_);
+  auto const pair   = make_fixed_column<std::int64_t>(type_id::INT64, two, validity, input_);
+  auto const random = make_fixed_column<std::int64_t>(type_id::INT64, second, {}, input_);
+  check(table_view{heavy->view()}, {{order::ASCENDING, null_order::BEFORE}});
+  check(table_view{heavy->view()}, {{order::DESCENDING, null_order::BEFORE}});
+  check(table_view{pair->view()}, {{order::ASCENDING, null_order::AFTER}});
+  check(table_view{heavy->view(), random->view()},
+        {{order::ASCENDING, null_order::BEFORE}, {order::DESCENDING, null_order::BEFORE}});
+}
+
 TEST_F(SortedOrder, MultiKeyMixedDirectionsAndNullOrders) {
   auto const first  = random_column(type_id::INT8, 2500, 21, 0.1, input_);
   auto const second = random_column(type_id::STRING, 2500, 22, 0.2, input_, 1);
