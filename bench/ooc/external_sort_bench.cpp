@@ -30,18 +30,37 @@ __extension__ using uint128 = unsigned __int128;
 constexpr std::uint64_t MODULUS    = 9223372036854775783ULL;  // a prime below 2^63
 constexpr std::uint64_t MULTIPLIER = 6364136223846793005ULL;
 
-std::int64_t key_of(std::uint64_t row, std::string const& distribution) {
+enum class key_shape : std::uint8_t { UNIFORM, SKEWED, EQUAL, SORTED };
+
+key_shape shape_of(std::string const& distribution) {
+  if (distribution == "uniform") {
+    return key_shape::UNIFORM;
+  }
+  if (distribution == "skewed") {
+    return key_shape::SKEWED;
+  }
   if (distribution == "equal") {
-    return 42;
+    return key_shape::EQUAL;
   }
   if (distribution == "sorted") {
-    return static_cast<std::int64_t>(row);
+    return key_shape::SORTED;
+  }
+  std::fprintf(stderr, "unknown distribution: %s\n", distribution.c_str());
+  std::exit(2);
+}
+
+std::int64_t key_of(std::uint64_t row, key_shape shape) {
+  switch (shape) {
+    case key_shape::EQUAL:
+      return 42;
+    case key_shape::SORTED:
+      return static_cast<std::int64_t>(row);
+    case key_shape::SKEWED:
+    case key_shape::UNIFORM:
+      break;
   }
   auto const uniform = static_cast<std::int64_t>(static_cast<uint128>(row) * MULTIPLIER % MODULUS);
-  if (distribution == "skewed") {
-    return row % 10 == 0 ? uniform : 0;
-  }
-  return uniform;
+  return shape == key_shape::SKEWED && row % 10 != 0 ? 0 : uniform;
 }
 
 struct arguments {
@@ -101,6 +120,7 @@ arguments parse(int argc, char** argv) {
 }
 
 int run(arguments const& args) {
+  key_shape const shape = shape_of(args.distribution);
   // The same device, OOM protocol and spill store as `spillway sort`.
   device_environment_options environment_options;
   environment_options.device_memory = args.device_memory;
@@ -141,7 +161,7 @@ int run(arguments const& args) {
     auto* keys    = columns[0]->mutable_data<std::int64_t>();
     auto* payload = columns[1]->mutable_data<std::int64_t>();
     for (std::size_t row = 0; row < rows; ++row) {
-      keys[row]    = key_of(first + row, args.distribution);
+      keys[row]    = key_of(first + row, shape);
       payload[row] = static_cast<std::int64_t>(first + row);
     }
     generate += std::chrono::steady_clock::now() - generate_start;
