@@ -87,9 +87,10 @@ std::array<std::size_t, 256> digit_counts(key_record<Words> const* records,
 }
 
 /**
- * Sorts `records` by prefix bytes [`first`, `bytes`), stably, with an LSD radix sort using
- * `scratch` (as long as `records`). Byte positions where every record has the same digit are
- * skipped, so all-equal and few-distinct inputs cost one counting pass.
+ * Sorts `records` by prefix bytes [`first`, `bytes`) (at most LSD_RADIX_MAX_PASSES of them),
+ * stably, with an LSD radix sort using `scratch` (as long as `records`). Byte positions where every
+ * record has the same digit are skipped, so all-equal and few-distinct inputs cost one counting
+ * pass.
  * @return the array holding the sorted records: `records` or `scratch`
  */
 template <std::size_t Words>
@@ -98,16 +99,22 @@ key_record<Words>* lsd_radix_sort(key_record<Words>* records,
                                   std::size_t count,
                                   std::size_t first,
                                   std::size_t bytes) {
-  std::array<std::array<std::size_t, 256>, MAX_PREFIX_BYTES> counts{};
+  // Counters for the passes in use only: small buckets are sorted by the thousand, and
+  // clearing counters for every prefix byte cost more than counting a bucket of 2000 records.
+  std::size_t const passes = bytes - first;
+  std::array<std::array<std::size_t, 256>, LSD_RADIX_MAX_PASSES> counts;
+  for (std::size_t pass = 0; pass < passes; ++pass) {
+    counts[pass].fill(0);
+  }
   for (std::size_t index = 0; index < count; ++index) {
-    for (std::size_t byte = first; byte < bytes; ++byte) {
-      ++counts[byte][digit(records[index], byte)];
+    for (std::size_t pass = 0; pass < passes; ++pass) {
+      ++counts[pass][digit(records[index], first + pass)];
     }
   }
   key_record<Words>* source      = records;
   key_record<Words>* destination = scratch;
   for (std::size_t byte = bytes; byte-- > first;) {
-    auto& histogram = counts[byte];
+    auto& histogram = counts[byte - first];
     if (std::any_of(histogram.begin(), histogram.end(), [count](std::size_t bucket) {
           return bucket == count;
         })) {
