@@ -57,15 +57,32 @@ std::uint64_t order_preserving_bits(T value) noexcept {
   return bits == 64 ? image : image << (64 - bits);
 }
 
-/// Bytes `[from, from + 8)` of `text`, zero-padded, big-endian in a word.
+/// The 8 bytes at `data` as a big-endian word (one load; no bounds of its own).
+std::uint64_t load_big_endian(char const* data) noexcept {
+  std::uint64_t word = 0;
+  std::memcpy(&word, data, 8);
+  if constexpr (std::endian::native == std::endian::little) {
+    word = __builtin_bswap64(word);
+  }
+  return word;
+}
+
+/// Bytes `[from, from + 8)` of `text`, zero-padded, big-endian in a word. Reads only bytes of
+/// `text`: a tail of a string of at least 8 bytes is its last 8 bytes shifted up.
 std::uint64_t string_chunk(std::string_view text, std::size_t from) noexcept {
-  unsigned char bytes[8] = {};
-  if (from < text.size()) {
-    std::memcpy(bytes, text.data() + from, std::min<std::size_t>(8, text.size() - from));
+  if (from >= text.size()) {
+    return 0;
+  }
+  std::size_t const left = text.size() - from;
+  if (left >= 8) {
+    return load_big_endian(text.data() + from);
+  }
+  if (text.size() >= 8) {
+    return load_big_endian(text.data() + text.size() - 8) << (8 * (8 - left));
   }
   std::uint64_t word = 0;
-  for (unsigned char const byte : bytes) {
-    word = (word << 8) | byte;
+  for (std::size_t index = 0; index < 8; ++index) {
+    word = (word << 8) | (index < left ? static_cast<unsigned char>(text[from + index]) : 0U);
   }
   return word;
 }
