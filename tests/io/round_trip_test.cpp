@@ -129,6 +129,53 @@ TEST_F(RoundTripTest, ParquetCompressionIsRecordedAndEncodeThreadsWriteTheSameFi
   };
   EXPECT_EQ(bytes_of("threads.parquet"), bytes_of("zstd.parquet"));
 }
+
+TEST_F(RoundTripTest, ParquetDictionaryForColumnsOfFewValuesOnly) {
+  SPILLWAY_SKIP_WITHOUT_ARROW();
+  // Distinct int64s and strings, and few distinct ones (with nulls), in one table.
+  std::size_t const rows = 10000;
+  std::vector<std::int64_t> distinct;
+  std::vector<std::int64_t> few;
+  std::vector<std::optional<std::string>> names_distinct;
+  std::vector<std::optional<std::string>> names_few;
+  std::vector<bool> validity;
+  for (std::size_t row = 0; row < rows; ++row) {
+    distinct.push_back(static_cast<std::int64_t>(row * 7919));
+    few.push_back(static_cast<std::int64_t>(row % 10));
+    names_distinct.push_back("name-" + std::to_string(row * 31));
+    validity.push_back(row % 7 != 0);
+    names_few.push_back(validity.back()
+                          ? std::optional<std::string>{"city-" + std::to_string(row % 26)}
+                          : std::nullopt);
+  }
+  auto const a = make_fixed_column<std::int64_t>(type_id::INT64, distinct, {}, host_);
+  auto const b = make_fixed_column<std::int64_t>(type_id::INT64, few, validity, host_);
+  auto const c = make_string_column(names_distinct, host_);
+  auto const d = make_string_column(names_few, host_);
+  table_view const input{a->view(), b->view(), c->view(), d->view()};
+  std::vector<std::string> const names{"a", "b", "c", "d"};
+  auto const dictionaries = [&](parquet_dictionary mode) {
+    parquet_write_options options;
+    options.dictionary = mode;
+    write_parquet(input, names, path("dictionary.parquet"), options, default_stream(), host_);
+    SPILLWAY_EXPECT_TABLES_EQUAL(
+      input, read_parquet(path("dictionary.parquet"), {}, default_stream(), host_)->view());
+    auto const metadata =
+      parquet::ParquetFileReader::OpenFile(path("dictionary.parquet"))->metadata();
+    std::vector<bool> has;
+    for (int column = 0; column < 4; ++column) {
+      has.push_back(metadata->RowGroup(0)->ColumnChunk(column)->has_dictionary_page());
+    }
+    return has;
+  };
+  EXPECT_EQ(dictionaries(parquet_dictionary::AUTO), (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(dictionaries(parquet_dictionary::ON), (std::vector<bool>{true, true, true, true}));
+  EXPECT_EQ(dictionaries(parquet_dictionary::OFF), (std::vector<bool>{false, false, false, false}));
+  // Too few rows in the first write to tell: Arrow's default, a dictionary everywhere.
+  write_parquet(slice(input, 0, 100), names, path("small.parquet"), {}, default_stream(), host_);
+  auto const small = parquet::ParquetFileReader::OpenFile(path("small.parquet"))->metadata();
+  EXPECT_TRUE(small->RowGroup(0)->ColumnChunk(0)->has_dictionary_page());
+}
 #endif
 
 /// The formats a build can write: CSV always, Parquet with Arrow.

@@ -33,6 +33,16 @@ struct parquet_read_options {
 /** @brief The compression of Parquet pages. */
 enum class parquet_compression : std::uint8_t { NONE, SNAPPY, ZSTD };
 
+/** @brief Dictionary encoding of Parquet columns. */
+enum class parquet_dictionary : std::uint8_t {
+  /// Per column, from a sample of the first write: off where more than half the sampled values
+  /// are distinct (a dictionary would be about as large as the values, and building it costs a
+  /// hash per value), on elsewhere (Arrow falls back to plain pages past 1 MiB of dictionary).
+  AUTO,
+  ON,   ///< every column (Arrow's default)
+  OFF,  ///< no column
+};
+
 /** @brief How a Parquet file is written. */
 struct parquet_write_options {
   parquet_compression compression = parquet_compression::ZSTD;  ///< page compression
@@ -42,7 +52,8 @@ struct parquet_write_options {
   std::size_t row_group_bytes = 64_MiB;
   /// Threads (a pool of this writer's own) that encode and compress the columns of a row group
   /// in parallel; 1: the writing thread alone. Encoding is most of a wide sort's output time.
-  std::size_t encode_threads = 1;
+  std::size_t encode_threads    = 1;
+  parquet_dictionary dictionary = parquet_dictionary::AUTO;  ///< see parquet_dictionary
 };
 
 /**

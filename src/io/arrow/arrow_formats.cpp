@@ -24,8 +24,11 @@
 #include <algorithm>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 namespace spillway {
 
@@ -343,6 +346,40 @@ parquet::Compression::type to_parquet(parquet_compression compression) noexcept 
   return parquet::Compression::UNCOMPRESSED;
 }
 
+/// Rows of the first write sampled per column to decide its dictionary encoding (AUTO), and the
+/// fewest for a decision (below, Arrow's default applies).
+constexpr std::size_t DICTIONARY_SAMPLE_ROWS     = 4096;
+constexpr std::size_t DICTIONARY_MIN_SAMPLE_ROWS = 1024;
+
+/// Whether more than half of the non-null values of `column` at evenly spaced rows (up to
+/// DICTIONARY_SAMPLE_ROWS) are distinct; false when too few rows to tell.
+bool mostly_distinct(column_view const& column) {
+  std::size_t const rows   = column.size();
+  std::size_t const sample = std::min(rows, DICTIONARY_SAMPLE_ROWS);
+  if (sample < DICTIONARY_MIN_SAMPLE_ROWS) {
+    return false;
+  }
+  std::vector<std::uint64_t> hashes;
+  hashes.reserve(sample);
+  bool const strings      = column.type().id() == type_id::STRING;
+  std::size_t const width = strings ? 0 : size_of(column.type());
+  auto const* values      = strings ? nullptr : static_cast<char const*>(column.head());
+  for (std::size_t index = 0; index < sample; ++index) {
+    std::size_t const row = index * rows / sample;
+    if (column.is_null(row)) {
+      continue;
+    }
+    std::string_view const value =
+      strings ? column.string_at(row)
+              : std::string_view{values + (column.offset() + row) * width, width};
+    hashes.push_back(std::hash<std::string_view>{}(value));
+  }
+  std::sort(hashes.begin(), hashes.end());
+  auto const distinct =
+    static_cast<std::size_t>(std::unique(hashes.begin(), hashes.end()) - hashes.begin());
+  return 2 * distinct > hashes.size() && hashes.size() >= DICTIONARY_MIN_SAMPLE_ROWS;
+}
+
 class parquet_file_writer final : public format_writer {
  public:
   parquet_file_writer(std::string path,
@@ -352,33 +389,11 @@ class parquet_file_writer final : public format_writer {
     : path_(std::move(path)),
       pool_(std::make_unique<arrow_memory_pool>(mrs.temporary())),
       schema_(to_arrow_schema(schema)),
+      options_(options),
       row_group_rows_(std::max<std::size_t>(options.row_group_rows, 1)),
       row_group_bytes_(std::max<std::size_t>(options.row_group_bytes, 1)) {
-    try {
-      sink_           = value_or_throw(arrow::io::FileOutputStream::Open(path_),
-                             "cannot create Parquet file '" + path_ + "'");
-      auto properties = parquet::WriterProperties::Builder()
-                          .memory_pool(pool_.get())
-                          ->compression(to_parquet(options.compression))
-                          ->max_row_group_length(static_cast<int64_t>(row_group_rows_))
-                          ->build();
-      parquet::ArrowWriterProperties::Builder arrow_builder;
-      arrow_builder.store_schema();  // keeps second timestamps and large_string
-      if (options.encode_threads > 1) {
-        // A pool of this writer's own: writers sharing Arrow's CPU pool can deadlock when
-        // several files are written at once (as a shuffle's ranks do).
-        encoders_ = value_or_throw(
-          arrow::internal::ThreadPool::Make(static_cast<int>(options.encode_threads)),
-          "cannot start Parquet encoding threads");
-        arrow_builder.set_use_threads(true)->set_executor(encoders_.get());
-      }
-      auto arrow_properties = arrow_builder.build();
-      writer_               = value_or_throw(parquet::arrow::FileWriter::Open(
-                                 *schema_, pool_.get(), sink_, properties, arrow_properties),
-                               "cannot write Parquet file '" + path_ + "'");
-    } catch (parquet::ParquetException const& error) {
-      SPILLWAY_FAIL("cannot write Parquet file '" + path_ + "': " + error.what(), io_error);
-    }
+    sink_ = value_or_throw(arrow::io::FileOutputStream::Open(path_),
+                           "cannot create Parquet file '" + path_ + "'");
   }
 
   ~parquet_file_writer() override {
@@ -404,6 +419,9 @@ class parquet_file_writer final : public format_writer {
     }
     double const row_bytes = std::max(estimate_row_size(input), 1.0);
     try {
+      if (!writer_) {
+        open_writer(&input);
+      }
       std::size_t begin = 0;
       while (begin < rows) {
         if (group_rows_ >= row_group_rows_ ||
@@ -444,6 +462,9 @@ class parquet_file_writer final : public format_writer {
 
   void close() override {
     try {
+      if (!writer_) {
+        open_writer(nullptr);
+      }
       check_arrow(writer_->Close(), "cannot finish Parquet file '" + path_ + "'");
       check_arrow(sink_->Close(), "cannot close Parquet file '" + path_ + "'");
     } catch (parquet::ParquetException const& error) {
@@ -452,9 +473,45 @@ class parquet_file_writer final : public format_writer {
   }
 
  private:
+  /**
+   * Opens the Arrow writer once the first rows are known (`first`; null for a file without
+   * rows): dictionary encoding is decided per column from them (parquet_dictionary::AUTO).
+   */
+  void open_writer(table_view const* first) {
+    parquet::WriterProperties::Builder builder;
+    builder.memory_pool(pool_.get())
+      ->compression(to_parquet(options_.compression))
+      ->max_row_group_length(static_cast<int64_t>(row_group_rows_));
+    if (options_.dictionary == parquet_dictionary::OFF) {
+      builder.disable_dictionary();
+    } else if (options_.dictionary == parquet_dictionary::AUTO && first != nullptr) {
+      for (std::size_t index = 0; index < first->num_columns(); ++index) {
+        if (mostly_distinct(first->column(index))) {
+          builder.disable_dictionary(std::make_shared<parquet::schema::ColumnPath>(
+            std::vector<std::string>{schema_->field(static_cast<int>(index))->name()}));
+        }
+      }
+    }
+    parquet::ArrowWriterProperties::Builder arrow_builder;
+    arrow_builder.store_schema();  // keeps second timestamps and large_string
+    if (options_.encode_threads > 1) {
+      // A pool of this writer's own: writers sharing Arrow's CPU pool can deadlock when
+      // several files are written at once (as a shuffle's ranks do).
+      encoders_ =
+        value_or_throw(arrow::internal::ThreadPool::Make(static_cast<int>(options_.encode_threads)),
+                       "cannot start Parquet encoding threads");
+      arrow_builder.set_use_threads(true)->set_executor(encoders_.get());
+    }
+    writer_ =
+      value_or_throw(parquet::arrow::FileWriter::Open(
+                       *schema_, pool_.get(), sink_, builder.build(), arrow_builder.build()),
+                     "cannot write Parquet file '" + path_ + "'");
+  }
+
   std::string path_;
   std::unique_ptr<arrow_memory_pool> pool_;
   std::shared_ptr<arrow::Schema> schema_;
+  parquet_write_options options_;
   std::size_t row_group_rows_;
   std::size_t row_group_bytes_;
   std::size_t group_rows_    = 0;  ///< rows in the buffered row group
