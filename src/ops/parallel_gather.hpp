@@ -30,17 +30,20 @@
 
 namespace spillway::detail {
 
-/// Below this many rows a gather runs on the calling thread alone.
-inline constexpr std::size_t PARALLEL_GATHER_MIN_ROWS = std::size_t{1} << 14;
+/// A gather runs on two threads from this many rows, or from this many bytes moved (wide rows:
+/// a chunk of 14k rows of 50 columns is 15 MB, which one thread copied alone).
+inline constexpr std::size_t PARALLEL_GATHER_MIN_ROWS  = std::size_t{1} << 14;
+inline constexpr std::size_t PARALLEL_GATHER_MIN_BYTES = std::size_t{1} << 20;
 
 /**
- * @brief Runs `work(begin, end)` over [0, rows) in two parts on two threads when `rows` is large
- * (one part otherwise). Parts start at multiples of 64 rows, so they never share a byte of a
- * null mask.
+ * @brief Runs `work(begin, end)` over [0, rows) in two parts on two threads when the work is
+ * large: `rows` rows, or `rows * row_bytes` bytes (one part otherwise). Parts start at
+ * multiples of 64 rows, so they never share a byte of a null mask.
  */
 template <typename Work>
-void for_row_halves(std::size_t rows, Work const& work) {
-  if (rows < PARALLEL_GATHER_MIN_ROWS) {
+void for_row_halves(std::size_t rows, Work const& work, std::size_t row_bytes = 0) {
+  if (rows < 128 ||
+      (rows < PARALLEL_GATHER_MIN_ROWS && rows * row_bytes < PARALLEL_GATHER_MIN_BYTES)) {
     work(std::size_t{0}, rows);
     return;
   }
@@ -75,12 +78,15 @@ std::unique_ptr<column> gather_column_in_parallel(data_type type,
     result = make_fixed_width_column(type, rows, state, stream, output);
     visit_fixed_width(type, [&]<typename T>() {
       T* out = result->mutable_data<T>();
-      for_row_halves(rows, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t row = begin; row < end; ++row) {
-          auto const [source, index] = locate(row);
-          out[row]                   = source->template data<T>()[index];
-        }
-      });
+      for_row_halves(
+        rows,
+        [&](std::size_t begin, std::size_t end) {
+          for (std::size_t row = begin; row < end; ++row) {
+            auto const [source, index] = locate(row);
+            out[row]                   = source->template data<T>()[index];
+          }
+        },
+        sizeof(T));
     });
   } else {
     // Lengths first (into the offsets), then the running sum, then the characters.
@@ -103,15 +109,18 @@ std::unique_ptr<column> gather_column_in_parallel(data_type type,
     std::memcpy(offsets, sizes, (rows + 1) * sizeof(std::int64_t));
     lengths.reset();
     char* chars = result->mutable_chars();
-    for_row_halves(rows, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t row = begin; row < end; ++row) {
-        auto const [source, index]   = locate(row);
-        std::string_view const value = source->string_at(index);
-        if (!value.empty()) {
-          std::memcpy(chars + offsets[row], value.data(), value.size());
+    for_row_halves(
+      rows,
+      [&](std::size_t begin, std::size_t end) {
+        for (std::size_t row = begin; row < end; ++row) {
+          auto const [source, index]   = locate(row);
+          std::string_view const value = source->string_at(index);
+          if (!value.empty()) {
+            std::memcpy(chars + offsets[row], value.data(), value.size());
+          }
         }
-      }
-    });
+      },
+      rows == 0 ? 0 : static_cast<std::size_t>(offsets[rows]) / rows);
   }
   if (nullable) {
     bitmask_type* mask = result->mutable_null_mask();
@@ -184,35 +193,42 @@ inline std::unique_ptr<table> gather_sources_in_parallel(std::span<table_view co
     columns[index] = gather_column_in_parallel(type, nullable, rows, locate, stream, mrs);
   }
   if (!plain.empty()) {
-    for_row_halves(rows, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t row = begin; row < end; ++row) {
-        if (row + GATHER_PREFETCH_ROWS < end) {
-          std::uint64_t const ahead = ids[row + GATHER_PREFETCH_ROWS];
+    std::size_t plain_row_bytes = 0;
+    for (auto const& entry : plain) {
+      plain_row_bytes += entry.width;
+    }
+    for_row_halves(
+      rows,
+      [&](std::size_t begin, std::size_t end) {
+        for (std::size_t row = begin; row < end; ++row) {
+          if (row + GATHER_PREFETCH_ROWS < end) {
+            std::uint64_t const ahead = ids[row + GATHER_PREFETCH_ROWS];
+            for (auto const& entry : plain) {
+              __builtin_prefetch(entry.bases[static_cast<std::size_t>(ahead >> row_bits)] +
+                                 static_cast<std::size_t>(ahead & row_mask) * entry.width);
+            }
+          }
+          std::uint64_t const id = ids[row];
+          auto const input       = static_cast<std::size_t>(id >> row_bits);
+          auto const source_row  = static_cast<std::size_t>(id & row_mask);
           for (auto const& entry : plain) {
-            __builtin_prefetch(entry.bases[static_cast<std::size_t>(ahead >> row_bits)] +
-                               static_cast<std::size_t>(ahead & row_mask) * entry.width);
+            std::byte const* from = entry.bases[input] + source_row * entry.width;
+            std::byte* to         = entry.out + row * entry.width;
+            switch (entry.width) {
+              case 8:
+                std::memcpy(to, from, 8);
+                break;
+              case 4:
+                std::memcpy(to, from, 4);
+                break;
+              default:
+                std::memcpy(to, from, entry.width);
+                break;
+            }
           }
         }
-        std::uint64_t const id = ids[row];
-        auto const input       = static_cast<std::size_t>(id >> row_bits);
-        auto const source_row  = static_cast<std::size_t>(id & row_mask);
-        for (auto const& entry : plain) {
-          std::byte const* from = entry.bases[input] + source_row * entry.width;
-          std::byte* to         = entry.out + row * entry.width;
-          switch (entry.width) {
-            case 8:
-              std::memcpy(to, from, 8);
-              break;
-            case 4:
-              std::memcpy(to, from, 4);
-              break;
-            default:
-              std::memcpy(to, from, entry.width);
-              break;
-          }
-        }
-      }
-    });
+      },
+      plain_row_bytes);
   }
   return std::make_unique<table>(std::move(columns));
 }

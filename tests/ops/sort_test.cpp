@@ -1,3 +1,4 @@
+#include "ops/parallel_gather.hpp"
 #include "ops/reference_order.hpp"
 #include "testing/expect_tables_equal.hpp"
 #include "testing/table_generators.hpp"
@@ -613,6 +614,41 @@ TEST_F(Sort, SortedInputIsCopiedFromTheOutputResourceAlone) {
   }
   // Neither an order nor normalized keys were built.
   EXPECT_EQ(temporary_.statistics().peak_bytes, 0U);
+}
+
+TEST(ConcurrentParallelGather, WideRowsBelowTheRowThresholdAreGatheredOnTwoThreads) {
+  // 3000 rows of about 1.2 KB: under PARALLEL_GATHER_MIN_ROWS, over PARALLEL_GATHER_MIN_BYTES.
+  host_memory_resource host;
+  std::size_t const rows = 3000;
+  ASSERT_LT(rows, detail::PARALLEL_GATHER_MIN_ROWS);
+  std::vector<std::optional<std::string>> long_text;
+  std::vector<std::optional<std::string>> other_text;
+  std::vector<std::int64_t> numbers;
+  std::vector<bool> validity;
+  for (std::size_t row = 0; row < rows; ++row) {
+    long_text.push_back(row % 11 == 3 ? std::nullopt
+                                      : std::optional<std::string>{std::string(
+                                          500 + row % 200, static_cast<char>('a' + row % 26))});
+    other_text.push_back(std::string(400 + row % 100, static_cast<char>('A' + row % 26)) +
+                         std::to_string(row));
+    numbers.push_back(static_cast<std::int64_t>(row * 31));
+    validity.push_back(row % 13 != 5);
+  }
+  auto const a = make_string_column(long_text, host);
+  auto const b = make_string_column(other_text, host);
+  auto const c = make_fixed_column<std::int64_t>(type_id::INT64, numbers, validity, host);
+  auto const d = make_fixed_column<std::int64_t>(type_id::INT64, numbers, {}, host);
+  table_view const input{a->view(), b->view(), c->view(), d->view()};
+  std::vector<std::uint64_t> order(rows);
+  for (std::size_t row = 0; row < rows; ++row) {
+    order[row] = (row * 1237) % rows;  // a permutation (1237 and 3000 are coprime)
+  }
+  auto const map = make_fixed_column<std::uint64_t>(type_id::UINT64, order, {}, host);
+  auto const expected =
+    gather(input, map->view(), out_of_bounds_policy::FAIL, default_stream(), host);
+  auto const actual = detail::gather_rows_in_parallel(
+    input, order.data(), rows, default_stream(), memory_resources{host});
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), actual->view());
 }
 
 TEST_F(Sort, ValuesWithoutKeysKeepTheirOrder) {
