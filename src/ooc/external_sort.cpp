@@ -423,11 +423,19 @@ void external_sorter::sort_into_chunks(table_view const& batch,
   }
   auto const order =
     detail::sorted_order(keys, options_.orders, sort_stability::STABLE, stream_, scratch);
-  for (std::size_t piece = 0; piece < pieces; ++piece) {
-    std::size_t const begin = piece * rows / pieces;
-    std::size_t const end   = (piece + 1) * rows / pieces;
-    out.push_back(detail::gather_rows_in_parallel(
-      batch, order->view().data<std::uint64_t>() + begin, end - begin, stream_, scratch));
+  // Every chunk in one gather: its two threads split the rows of all chunks between them.
+  std::vector<std::size_t> starts(pieces + 1);
+  for (std::size_t piece = 0; piece <= pieces; ++piece) {
+    starts[piece] = piece * rows / pieces;
+  }
+  auto chunks = detail::gather_pieces_in_parallel(std::span<table_view const>{&batch, 1},
+                                                  order->view().data<std::uint64_t>(),
+                                                  starts,
+                                                  detail::SOURCE_ROW_BITS,
+                                                  stream_,
+                                                  scratch);
+  for (auto& chunk_rows : chunks) {
+    out.push_back(std::move(chunk_rows));
   }
 }
 

@@ -13,9 +13,11 @@
 #include <spillway/table/column.hpp>
 #include <spillway/table/column_view.hpp>
 #include <spillway/table/null_mask.hpp>
+#include <spillway/table/size_estimate.hpp>
 #include <spillway/table/table.hpp>
 #include <spillway/table/table_view.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -31,190 +33,220 @@
 namespace spillway::detail {
 
 /// A gather runs on two threads from this many rows, or from this many bytes moved (wide rows:
-/// a chunk of 14k rows of 50 columns is 15 MB, which one thread copied alone).
+/// a batch of 50 columns cut into chunks of 2000 rows was gathered on one thread, chunk by chunk).
 inline constexpr std::size_t PARALLEL_GATHER_MIN_ROWS  = std::size_t{1} << 14;
 inline constexpr std::size_t PARALLEL_GATHER_MIN_BYTES = std::size_t{1} << 20;
-
-/**
- * @brief Runs `work(begin, end)` over [0, rows) in two parts on two threads when the work is
- * large: `rows` rows, or `rows * row_bytes` bytes (one part otherwise). Parts start at
- * multiples of 64 rows, so they never share a byte of a null mask.
- */
-template <typename Work>
-void for_row_halves(std::size_t rows, Work const& work, std::size_t row_bytes = 0) {
-  if (rows < 128 ||
-      (rows < PARALLEL_GATHER_MIN_ROWS && rows * row_bytes < PARALLEL_GATHER_MIN_BYTES)) {
-    work(std::size_t{0}, rows);
-    return;
-  }
-  std::size_t const middle = rows / 2 / 64 * 64;
-  run_on_two_threads([&](std::size_t half) {
-    if (half == 0) {
-      work(std::size_t{0}, middle);
-    } else {
-      work(middle, rows);
-    }
-  });
-}
-
-/**
- * @brief A column of `rows` rows of `type` whose row `i` is row `locate(i).second` of column
- * `*locate(i).first` (every index in range). The column is allocated here from `mrs.output()`
- * (string lengths are counted in `mrs.temporary()`); values, characters and null bits are filled
- * by two threads.
- * @param nullable whether any source column has nulls (then the result has a mask)
- */
-template <typename Locate>
-std::unique_ptr<column> gather_column_in_parallel(data_type type,
-                                                  bool nullable,
-                                                  std::size_t rows,
-                                                  Locate const& locate,
-                                                  stream_view stream,
-                                                  memory_resources mrs) {
-  resource_ref const output = mrs.output();
-  mask_state const state    = nullable ? mask_state::ALL_VALID : mask_state::UNALLOCATED;
-  std::unique_ptr<column> result;
-  if (is_fixed_width(type)) {
-    result = make_fixed_width_column(type, rows, state, stream, output);
-    visit_fixed_width(type, [&]<typename T>() {
-      T* out = result->mutable_data<T>();
-      for_row_halves(
-        rows,
-        [&](std::size_t begin, std::size_t end) {
-          for (std::size_t row = begin; row < end; ++row) {
-            auto const [source, index] = locate(row);
-            out[row]                   = source->template data<T>()[index];
-          }
-        },
-        sizeof(T));
-    });
-  } else {
-    // Lengths first (into the offsets), then the running sum, then the characters.
-    auto lengths = make_fixed_width_column(
-      data_type{type_id::INT64}, rows + 1, mask_state::UNALLOCATED, stream, mrs.temporary());
-    std::int64_t* sizes = lengths->mutable_data<std::int64_t>();
-    for_row_halves(rows, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t row = begin; row < end; ++row) {
-        auto const [source, index] = locate(row);
-        sizes[row + 1]             = static_cast<std::int64_t>(source->string_at(index).size());
-      }
-    });
-    sizes[0] = 0;
-    for (std::size_t row = 0; row < rows; ++row) {
-      sizes[row + 1] += sizes[row];
-    }
-    result =
-      make_strings_column(rows, static_cast<std::size_t>(sizes[rows]), state, stream, output);
-    std::int64_t* offsets = result->mutable_offsets();
-    std::memcpy(offsets, sizes, (rows + 1) * sizeof(std::int64_t));
-    lengths.reset();
-    char* chars = result->mutable_chars();
-    for_row_halves(
-      rows,
-      [&](std::size_t begin, std::size_t end) {
-        for (std::size_t row = begin; row < end; ++row) {
-          auto const [source, index]   = locate(row);
-          std::string_view const value = source->string_at(index);
-          if (!value.empty()) {
-            std::memcpy(chars + offsets[row], value.data(), value.size());
-          }
-        }
-      },
-      rows == 0 ? 0 : static_cast<std::size_t>(offsets[rows]) / rows);
-  }
-  if (nullable) {
-    bitmask_type* mask = result->mutable_null_mask();
-    std::array<std::size_t, 2> nulls{};
-    for_row_halves(rows, [&](std::size_t begin, std::size_t end) {
-      std::size_t count = 0;
-      for (std::size_t row = begin; row < end; ++row) {
-        auto const [source, index] = locate(row);
-        if (source->is_null(index)) {
-          set_bit(mask, row, false);
-          ++count;
-        }
-      }
-      nulls[begin == 0 ? 0 : 1] = count;
-    });
-    result->set_null_count(nulls[0] + nulls[1]);
-  }
-  return result;
-}
-
-/// Rows ahead of the current one whose source values a sources gather prefetches.
+/// Rows ahead of the current one whose source values a gather prefetches.
 inline constexpr std::size_t GATHER_PREFETCH_ROWS = 16;
 
 /**
- * @brief The rows `ids[0, rows)` of several tables with the same column types as a new table
- * from `mrs.output()`, allocated on the calling thread and filled by two threads. An id is
- * `(input << row_bits) | row`. Fixed-width columns without nulls are copied together row by
- * row, with the sources of later rows prefetched (the ids of a full sort jump across every
- * input, so each value is a cache miss); the other columns one at a time.
+ * @brief Output rows `[0, total)` of a gather into pieces (piece `p` holds rows
+ * `[starts[p], starts[p + 1])`), cut in two parts for two threads when the work is large: the
+ * cut falls in a piece at a multiple of 64 of its own rows, so the parts never share a byte of
+ * a piece's null mask.
  */
-inline std::unique_ptr<table> gather_sources_in_parallel(std::span<table_view const> inputs,
-                                                         std::uint64_t const* ids,
-                                                         std::size_t rows,
-                                                         unsigned row_bits,
-                                                         stream_view stream,
-                                                         memory_resources mrs) {
+class piece_rows {
+ public:
+  piece_rows(std::span<std::size_t const> starts, std::size_t row_bytes)
+    : starts_(starts), total_(starts.empty() ? 0 : starts.back()), cut_(total_) {
+    if (total_ < 128 ||
+        (total_ < PARALLEL_GATHER_MIN_ROWS && total_ * row_bytes < PARALLEL_GATHER_MIN_BYTES)) {
+      return;
+    }
+    std::size_t const middle = total_ / 2;
+    std::size_t const piece  = piece_of(middle);
+    cut_                     = starts_[piece] + (middle - starts_[piece]) / 64 * 64;
+  }
+
+  /// Runs `work(begin, end)` over the output rows, in two parts on two threads when large.
+  template <typename Work>
+  void in_two_parts(Work const& work) const {
+    if (cut_ == 0 || cut_ == total_) {
+      work(std::size_t{0}, total_);
+      return;
+    }
+    run_on_two_threads([&](std::size_t part) {
+      if (part == 0) {
+        work(std::size_t{0}, cut_);
+      } else {
+        work(cut_, total_);
+      }
+    });
+  }
+
+  /// Calls `visit(piece, first, last)` with the piece-local rows of each piece that output rows
+  /// `[begin, end)` overlap.
+  template <typename Visit>
+  void for_each_piece(std::size_t begin, std::size_t end, Visit const& visit) const {
+    for (std::size_t piece = begin < total_ ? piece_of(begin) : starts_.size();
+         piece + 1 < starts_.size() && starts_[piece] < end;
+         ++piece) {
+      std::size_t const first = std::max(begin, starts_[piece]);
+      std::size_t const last  = std::min(end, starts_[piece + 1]);
+      if (first < last) {
+        visit(piece, first - starts_[piece], last - starts_[piece]);
+      }
+    }
+  }
+
+  /// @return which part (0 or 1) output row `row` belongs to
+  [[nodiscard]] std::size_t part_of(std::size_t row) const noexcept { return row < cut_ ? 0 : 1; }
+
+ private:
+  /// The piece holding output row `row` (< total).
+  [[nodiscard]] std::size_t piece_of(std::size_t row) const noexcept {
+    return static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), row) -
+                                    starts_.begin()) -
+           1;
+  }
+
+  std::span<std::size_t const> starts_;
+  std::size_t total_;
+  std::size_t cut_;  ///< the first row of the second part (total_: one part)
+};
+
+/**
+ * @brief Rows of several tables with the same column types gathered into pieces: piece `p` (a
+ * new table from `mrs.output()`) holds the rows `ids[starts[p], starts[p + 1])`. An id is
+ * `(input << row_bits) | row`. Every column is allocated on the calling thread (so that the OOM
+ * protocol sees the caller's task); values, characters and null bits are filled by two threads
+ * that split the rows of all pieces between them, so that many small pieces (a batch cut into
+ * chunks) use both cores as one large one does. Fixed-width columns without nulls are copied
+ * together row by row, with the sources of later rows prefetched (the ids of a full sort jump
+ * across every input, so each value is a cache miss); the other columns one at a time. String
+ * lengths are counted in `mrs.temporary()`.
+ */
+inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
+  std::span<table_view const> inputs,
+  std::uint64_t const* ids,
+  std::span<std::size_t const> starts,
+  unsigned row_bits,
+  stream_view stream,
+  memory_resources mrs) {
   std::size_t const num_columns = inputs.empty() ? 0 : inputs.front().num_columns();
+  std::size_t const num_pieces  = starts.empty() ? 0 : starts.size() - 1;
   std::uint64_t const row_mask  = (std::uint64_t{1} << row_bits) - 1;
-  struct plain_column {
-    std::vector<std::byte const*> bases;  ///< each input's first value
-    std::byte* out;
-    std::size_t width;
-  };
-  std::vector<plain_column> plain;
-  std::vector<std::unique_ptr<column>> columns(num_columns);
+  auto const input_of = [&](std::uint64_t id) { return static_cast<std::size_t>(id >> row_bits); };
+  auto const row_in   = [&](std::uint64_t id) { return static_cast<std::size_t>(id & row_mask); };
+
+  // What each column is, and the bytes a row moves (for the choice of one or two threads).
+  enum class kind : std::uint8_t { PLAIN, FIXED, STRING };
+  std::vector<kind> kinds(num_columns);
+  std::vector<std::size_t> widths(num_columns, 0);
+  std::vector<bool> nullable(num_columns, false);
+  std::size_t row_bytes = 0;
   for (std::size_t index = 0; index < num_columns; ++index) {
     data_type const type = inputs.front().column(index).type();
-    bool nullable        = false;
     for (auto const& input : inputs) {
-      nullable = nullable || input.column(index).has_nulls();
+      nullable[index] = nullable[index] || input.column(index).has_nulls();
     }
-    if (is_fixed_width(type) && !nullable) {
-      columns[index] =
-        make_fixed_width_column(type, rows, mask_state::UNALLOCATED, stream, mrs.output());
-      plain_column entry{{}, columns[index]->mutable_data<std::byte>(), size_of(type)};
+    if (is_fixed_width(type)) {
+      kinds[index]  = nullable[index] ? kind::FIXED : kind::PLAIN;
+      widths[index] = size_of(type);
+      row_bytes += widths[index];
+    } else {
+      kinds[index]      = kind::STRING;
+      std::size_t chars = 0;
+      std::size_t rows  = 0;
       for (auto const& input : inputs) {
-        column_view const& source = input.column(index);
-        entry.bases.push_back(static_cast<std::byte const*>(source.head()) +
-                              source.offset() * entry.width);
+        chars += estimate_size(table_view{input.column(index)});
+        rows += input.num_rows();
       }
-      plain.push_back(std::move(entry));
+      row_bytes += rows == 0 ? 0 : chars / rows;
+    }
+  }
+  piece_rows const parts{starts, row_bytes};
+
+  // String lengths first (into per-piece length columns), on both threads.
+  std::vector<std::vector<std::unique_ptr<column>>> lengths(num_columns);
+  for (std::size_t index = 0; index < num_columns; ++index) {
+    if (kinds[index] != kind::STRING) {
       continue;
     }
-    auto const locate = [&inputs, ids, index, row_bits, row_mask](std::size_t row) {
-      std::uint64_t const id = ids[row];
-      return std::pair<column_view const*, std::size_t>{
-        &inputs[static_cast<std::size_t>(id >> row_bits)].column(index),
-        static_cast<std::size_t>(id & row_mask)};
-    };
-    columns[index] = gather_column_in_parallel(type, nullable, rows, locate, stream, mrs);
-  }
-  if (!plain.empty()) {
-    std::size_t plain_row_bytes = 0;
-    for (auto const& entry : plain) {
-      plain_row_bytes += entry.width;
+    for (std::size_t piece = 0; piece < num_pieces; ++piece) {
+      lengths[index].push_back(make_fixed_width_column(data_type{type_id::INT64},
+                                                       starts[piece + 1] - starts[piece] + 1,
+                                                       mask_state::UNALLOCATED,
+                                                       stream,
+                                                       mrs.temporary()));
     }
-    for_row_halves(
-      rows,
-      [&](std::size_t begin, std::size_t end) {
-        for (std::size_t row = begin; row < end; ++row) {
-          if (row + GATHER_PREFETCH_ROWS < end) {
-            std::uint64_t const ahead = ids[row + GATHER_PREFETCH_ROWS];
-            for (auto const& entry : plain) {
-              __builtin_prefetch(entry.bases[static_cast<std::size_t>(ahead >> row_bits)] +
-                                 static_cast<std::size_t>(ahead & row_mask) * entry.width);
+  }
+  parts.in_two_parts([&](std::size_t begin, std::size_t end) {
+    for (std::size_t index = 0; index < num_columns; ++index) {
+      if (kinds[index] != kind::STRING) {
+        continue;
+      }
+      parts.for_each_piece(begin, end, [&](std::size_t piece, std::size_t first, std::size_t last) {
+        std::int64_t* sizes          = lengths[index][piece]->mutable_data<std::int64_t>();
+        std::uint64_t const* from_id = ids + starts[piece];
+        for (std::size_t row = first; row < last; ++row) {
+          std::uint64_t const id = from_id[row];
+          sizes[row + 1]         = static_cast<std::int64_t>(
+            inputs[input_of(id)].column(index).string_at(row_in(id)).size());
+        }
+      });
+    }
+  });
+
+  // Every column of every piece, allocated here.
+  std::vector<std::vector<std::unique_ptr<column>>> columns(num_pieces);
+  for (std::size_t piece = 0; piece < num_pieces; ++piece) {
+    std::size_t const rows = starts[piece + 1] - starts[piece];
+    for (std::size_t index = 0; index < num_columns; ++index) {
+      data_type const type   = inputs.front().column(index).type();
+      mask_state const state = nullable[index] ? mask_state::ALL_VALID : mask_state::UNALLOCATED;
+      if (kinds[index] != kind::STRING) {
+        columns[piece].push_back(make_fixed_width_column(type, rows, state, stream, mrs.output()));
+        continue;
+      }
+      std::int64_t* sizes = lengths[index][piece]->mutable_data<std::int64_t>();
+      sizes[0]            = 0;
+      for (std::size_t row = 0; row < rows; ++row) {
+        sizes[row + 1] += sizes[row];
+      }
+      auto result = make_strings_column(
+        rows, static_cast<std::size_t>(sizes[rows]), state, stream, mrs.output());
+      std::memcpy(result->mutable_offsets(), sizes, (rows + 1) * sizeof(std::int64_t));
+      columns[piece].push_back(std::move(result));
+    }
+  }
+  lengths.clear();
+
+  // Plain columns: each input's first value, per column.
+  std::vector<std::size_t> plain;
+  std::vector<std::vector<std::byte const*>> bases(num_columns);
+  for (std::size_t index = 0; index < num_columns; ++index) {
+    if (kinds[index] != kind::PLAIN) {
+      continue;
+    }
+    plain.push_back(index);
+    std::size_t const width = widths[index];
+    for (auto const& input : inputs) {
+      column_view const& source = input.column(index);
+      bases[index].push_back(static_cast<std::byte const*>(source.head()) +
+                             source.offset() * width);
+    }
+  }
+  std::vector<std::array<std::size_t, 2>> nulls(num_columns * num_pieces, {0, 0});
+  parts.in_two_parts([&](std::size_t begin, std::size_t end) {
+    std::size_t const part = parts.part_of(begin);
+    parts.for_each_piece(begin, end, [&](std::size_t piece, std::size_t first, std::size_t last) {
+      std::uint64_t const* from_id = ids + starts[piece];
+      // Plain columns together, row by row, the sources of later rows prefetched.
+      if (!plain.empty()) {
+        for (std::size_t row = first; row < last; ++row) {
+          if (row + GATHER_PREFETCH_ROWS < last) {
+            std::uint64_t const ahead = from_id[row + GATHER_PREFETCH_ROWS];
+            for (std::size_t const index : plain) {
+              __builtin_prefetch(bases[index][input_of(ahead)] + row_in(ahead) * widths[index]);
             }
           }
-          std::uint64_t const id = ids[row];
-          auto const input       = static_cast<std::size_t>(id >> row_bits);
-          auto const source_row  = static_cast<std::size_t>(id & row_mask);
-          for (auto const& entry : plain) {
-            std::byte const* from = entry.bases[input] + source_row * entry.width;
-            std::byte* to         = entry.out + row * entry.width;
-            switch (entry.width) {
+          std::uint64_t const id = from_id[row];
+          for (std::size_t const index : plain) {
+            std::size_t const width = widths[index];
+            std::byte const* from   = bases[index][input_of(id)] + row_in(id) * width;
+            std::byte* to = columns[piece][index]->template mutable_data<std::byte>() + row * width;
+            switch (width) {
               case 8:
                 std::memcpy(to, from, 8);
                 break;
@@ -222,15 +254,75 @@ inline std::unique_ptr<table> gather_sources_in_parallel(std::span<table_view co
                 std::memcpy(to, from, 4);
                 break;
               default:
-                std::memcpy(to, from, entry.width);
+                std::memcpy(to, from, width);
                 break;
             }
           }
         }
-      },
-      plain_row_bytes);
+      }
+      for (std::size_t index = 0; index < num_columns; ++index) {
+        spillway::column& out = *columns[piece][index];
+        if (kinds[index] == kind::FIXED) {
+          visit_fixed_width(out.type(), [&]<typename T>() {
+            T* values = out.template mutable_data<T>();
+            for (std::size_t row = first; row < last; ++row) {
+              std::uint64_t const id = from_id[row];
+              values[row] = inputs[input_of(id)].column(index).template data<T>()[row_in(id)];
+            }
+          });
+        } else if (kinds[index] == kind::STRING) {
+          char* chars                 = out.mutable_chars();
+          std::int64_t const* offsets = out.mutable_offsets();
+          for (std::size_t row = first; row < last; ++row) {
+            std::uint64_t const id       = from_id[row];
+            std::string_view const value = inputs[input_of(id)].column(index).string_at(row_in(id));
+            if (!value.empty()) {
+              std::memcpy(chars + offsets[row], value.data(), value.size());
+            }
+          }
+        }
+        if (nullable[index]) {
+          bitmask_type* mask = out.mutable_null_mask();
+          std::size_t count  = 0;
+          for (std::size_t row = first; row < last; ++row) {
+            std::uint64_t const id = from_id[row];
+            if (inputs[input_of(id)].column(index).is_null(row_in(id))) {
+              set_bit(mask, row, false);
+              ++count;
+            }
+          }
+          nulls[piece * num_columns + index][part] += count;
+        }
+      }
+    });
+  });
+
+  std::vector<std::unique_ptr<table>> result;
+  result.reserve(num_pieces);
+  for (std::size_t piece = 0; piece < num_pieces; ++piece) {
+    for (std::size_t index = 0; index < num_columns; ++index) {
+      if (nullable[index]) {
+        auto const& count = nulls[piece * num_columns + index];
+        columns[piece][index]->set_null_count(count[0] + count[1]);
+      }
+    }
+    result.push_back(std::make_unique<table>(std::move(columns[piece])));
   }
-  return std::make_unique<table>(std::move(columns));
+  return result;
+}
+
+/**
+ * @brief The rows `ids[0, rows)` of several tables with the same column types as a new table
+ * from `mrs.output()`: `gather_pieces_in_parallel` with one piece.
+ */
+inline std::unique_ptr<table> gather_sources_in_parallel(std::span<table_view const> inputs,
+                                                         std::uint64_t const* ids,
+                                                         std::size_t rows,
+                                                         unsigned row_bits,
+                                                         stream_view stream,
+                                                         memory_resources mrs) {
+  std::array<std::size_t, 2> const starts{0, rows};
+  return std::move(gather_pieces_in_parallel(inputs, ids, starts, row_bits, stream, mrs).front());
 }
 
 /**

@@ -649,6 +649,21 @@ TEST(ConcurrentParallelGather, WideRowsBelowTheRowThresholdAreGatheredOnTwoThrea
   auto const actual = detail::gather_rows_in_parallel(
     input, order.data(), rows, default_stream(), memory_resources{host});
   SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), actual->view());
+  // The same rows into pieces (an empty one, one of one row): the two threads' cut falls inside
+  // the last piece; each piece is its range of the whole gather.
+  std::vector<std::size_t> const starts{0, 0, 70, 1070, 1071, rows};
+  auto const pieces = detail::gather_pieces_in_parallel(std::span<table_view const>{&input, 1},
+                                                        order.data(),
+                                                        starts,
+                                                        detail::SOURCE_ROW_BITS,
+                                                        default_stream(),
+                                                        memory_resources{host});
+  ASSERT_EQ(pieces.size(), starts.size() - 1);
+  for (std::size_t piece = 0; piece + 1 < starts.size(); ++piece) {
+    SCOPED_TRACE("piece " + std::to_string(piece));
+    SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), starts[piece], starts[piece + 1]),
+                                 pieces[piece]->view());
+  }
 }
 
 TEST_F(Sort, ValuesWithoutKeysKeepTheirOrder) {
