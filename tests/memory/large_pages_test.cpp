@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -100,14 +101,37 @@ TEST(BlockCache, TheLimitHoldsLargestBlocksGoFirst) {
 
 TEST(BlockCache, SmallBlocksAndLargeAlignmentsAreNotCached) {
   block_cache cache{64_MiB};
-  void* small = cache.allocate(128_KiB, 64);
-  fill_and_check(small, 128_KiB, 6);
-  cache.deallocate(small, 128_KiB, 64);
+  std::size_t const below = detail::LARGE_BLOCK_MIN_BYTES - 1;
+  void* small             = cache.allocate(below, 64);
+  fill_and_check(small, below, 6);
+  cache.deallocate(small, below, 64);
   void* aligned = cache.allocate(8_MiB, 1_MiB);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(aligned) % 1_MiB, 0U);
   fill_and_check(aligned, 8_MiB, 7);
   cache.deallocate(aligned, 8_MiB, 1_MiB);
   EXPECT_EQ(cache.cached_bytes(), 0U);
+}
+
+TEST(BlockCache, BlocksUnder256KiBKeepToAnEighthOfTheLimitAndPushNoLargeOneOut) {
+  SKIP_UNLESS_MAPPED();
+  block_cache cache{8_MiB};
+  void* large = cache.allocate(7_MiB, 64);
+  std::vector<void*> small;
+  for (int index = 0; index < 12; ++index) {  // 12 x 128 KiB: 1.5 MiB
+    small.push_back(cache.allocate(128_KiB, 64));
+    fill_and_check(small.back(), 128_KiB, 9);
+  }
+  cache.deallocate(large, 7_MiB, 64);
+  for (void* block : small) {
+    cache.deallocate(block, 128_KiB, 64);
+  }
+  // 7 MiB plus an eighth of 8 MiB (1 MiB: 8 small blocks); the other 4 were unmapped at once.
+  EXPECT_EQ(cache.cached_bytes(), 8_MiB);
+  EXPECT_EQ(cache.allocate(7_MiB, 64), large);
+  void* again = cache.allocate(128_KiB, 64);
+  EXPECT_NE(std::find(small.begin(), small.end(), again), small.end());
+  cache.deallocate(again, 128_KiB, 64);
+  cache.deallocate(large, 7_MiB, 64);
 }
 
 TEST(BlockCache, TheEmulatedDeviceCountsLiveBytesOnly) {

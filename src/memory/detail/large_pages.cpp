@@ -10,6 +10,11 @@ namespace {
 
 /// A cached block serves a request of at least 1 / (1 + 1 / MAX_CUT_FRACTION) of its size.
 constexpr std::size_t MAX_CUT_FRACTION = 4;
+/// Blocks under this size (chunks of a few thousand rows, one column each) may hold at most
+/// 1/SMALL_BLOCKS_SHARE of the cache: evicting the largest blocks first, many of them would
+/// push out the batches and merge outputs that a sort reuses.
+constexpr std::size_t SMALL_BLOCK_BYTES  = std::size_t{256} << 10;
+constexpr std::size_t SMALL_BLOCKS_SHARE = 8;
 
 [[nodiscard]] bool is_large(std::size_t bytes, std::size_t alignment) noexcept {
   return LARGE_BLOCKS_MAPPED && bytes >= LARGE_BLOCK_MIN_BYTES &&
@@ -58,6 +63,9 @@ void* block_cache::allocate(std::size_t bytes, std::size_t alignment) {
       block      = found->second;
       blocks_.erase(found);
       cached_ -= found_size;
+      if (found_size < SMALL_BLOCK_BYTES) {
+        cached_small_ -= found_size;
+      }
     }
   }
   if (block == nullptr) {
@@ -80,15 +88,27 @@ void block_cache::deallocate(void* pointer, std::size_t bytes, std::size_t align
     return;
   }
   std::scoped_lock const lock(mutex_);
+  bool const small = size < SMALL_BLOCK_BYTES;
+  if (small && cached_small_ + size > limit_ / SMALL_BLOCKS_SHARE) {
+    // Small blocks never push large ones out: past their share they go back at once.
+    unmap_block(pointer, size);
+    return;
+  }
   while (cached_ + size > limit_) {
     auto const largest = std::prev(blocks_.end());
     unmap_block(largest->second, largest->first);
     cached_ -= largest->first;
+    if (largest->first < SMALL_BLOCK_BYTES) {
+      cached_small_ -= largest->first;
+    }
     blocks_.erase(largest);
   }
   try {
     blocks_.emplace(size, pointer);
     cached_ += size;
+    if (small) {
+      cached_small_ += size;
+    }
   } catch (...) {  // no memory for the map's node: give the block back instead
     unmap_block(pointer, size);
   }
