@@ -172,23 +172,36 @@ void external_sorter::push(std::unique_ptr<table> batch) {
   stats_.input_bytes += bytes;
   target_chunk_bytes_ = std::max(target_chunk_bytes_, bytes / chunks_for(bytes, rows));
   if (may_defer(view, bytes)) {
-    // Unsorted until finish(): if the whole input fits one sort, it is sorted at once and
-    // gathered straight into output batches (no chunks, no merge, no sample).
-    for (std::size_t index = 0; index < options_.key_columns.size(); ++index) {
-      key_nulls_[index] = key_nulls_[index] || view.column(options_.key_columns[index]).has_nulls();
-    }
-    deferred_bytes_ += bytes;
-    deferred_rows_ += rows;
-    deferred_sizes_.push_back(bytes);
-    deferred_.push_back(store_.make_spillable(std::move(batch), options_.chunk_priority));
+    // Unsorted while the waiting batches fit one sort: if the whole input does, it is sorted at
+    // once at finish() and gathered straight into output batches (no chunks, no merge, no
+    // sample); otherwise the waiting batches become one sorted run (flush_deferred).
+    defer(std::move(batch), bytes);
     return;
   }
-  flush_deferred();
+  if (!deferred_.empty()) {
+    // The waiting batches make one sorted run; this batch may start the next.
+    flush_deferred();
+    if (may_defer(view, bytes)) {
+      defer(std::move(batch), bytes);
+      return;
+    }
+  }
   if (options_.strategy != sort_strategy::MERGE) {
     sample_batch(view);
   }
   // The batch waits in the store (it may spill) while pieces of it are sorted.
   sort_batch(store_.make_spillable(std::move(batch), options_.chunk_priority), bytes, false);
+}
+
+void external_sorter::defer(std::unique_ptr<table> batch, std::size_t bytes) {
+  table_view const view = batch->view();
+  for (std::size_t index = 0; index < options_.key_columns.size(); ++index) {
+    key_nulls_[index] = key_nulls_[index] || view.column(options_.key_columns[index]).has_nulls();
+  }
+  deferred_bytes_ += bytes;
+  deferred_rows_ += view.num_rows();
+  deferred_sizes_.push_back(bytes);
+  deferred_.push_back(store_.make_spillable(std::move(batch), options_.chunk_priority));
 }
 
 std::size_t external_sorter::one_sort_bytes(std::size_t bytes, std::size_t rows) const noexcept {
@@ -199,9 +212,11 @@ std::size_t external_sorter::one_sort_bytes(std::size_t bytes, std::size_t rows)
   }
   std::size_t const record =
     sizeof(std::uint64_t) * (1 + (std::min<std::size_t>(prefix, 24) + 7) / 8);
-  // The batches, the sorted source ids and the sort's records and scratch.
-  std::size_t const all_rows = deferred_rows_ + rows;
-  return deferred_bytes_ + bytes + all_rows * (sizeof(std::uint64_t) + 2 * record);
+  // The batches, the sorted source ids, and then the sort's records and scratch or, once they
+  // are freed, the run's chunks (as many bytes as the batches).
+  std::size_t const all_rows  = deferred_rows_ + rows;
+  std::size_t const all_bytes = deferred_bytes_ + bytes;
+  return all_bytes + all_rows * sizeof(std::uint64_t) + std::max(all_rows * 2 * record, all_bytes);
 }
 
 bool external_sorter::may_defer(table_view const& batch, std::size_t bytes) const {
@@ -221,17 +236,89 @@ bool external_sorter::may_defer(table_view const& batch, std::size_t bytes) cons
 }
 
 void external_sorter::flush_deferred() {
-  deferring_ = false;
   // In push order, so the sample is the one the batches would have given when pushed.
   auto deferred    = std::move(deferred_);
   auto const sizes = std::move(deferred_sizes_);
   deferred_.clear();
   deferred_sizes_.clear();
-  deferred_bytes_ = 0;
-  deferred_rows_  = 0;
+  std::size_t const bytes = deferred_bytes_;
+  std::size_t const rows  = deferred_rows_;
+  deferred_bytes_         = 0;
+  deferred_rows_          = 0;
+  ++runs_flushed_;
+  if (deferred.size() > 1 && sort_run(deferred, sizes, bytes, rows)) {
+    return;
+  }
   for (std::size_t index = 0; index < deferred.size(); ++index) {
     sort_batch(std::move(deferred[index]), sizes[index], options_.strategy != sort_strategy::MERGE);
   }
+}
+
+bool external_sorter::sort_run(std::vector<spillable_table> const& batches,
+                               std::vector<std::size_t> const& sizes,
+                               std::size_t bytes,
+                               std::size_t rows) {
+  memory_resources const scratch = mrs_.with_output(mrs_.temporary());
+  std::optional<memory_lease> lease;
+  std::vector<std::unique_ptr<table>> chunks;
+  bool presorted  = false;
+  bool const done = run_protected([&] {
+    chunks.clear();
+    if (options_.task != nullptr) {
+      std::size_t const need = one_sort_bytes(bytes, rows);
+      std::size_t const base = options_.task->base_lease();
+      if (need > base && !lease) {
+        lease.emplace(options_.task->request_lease(need - base));
+      }
+    }
+    std::vector<pinned_table> pins;
+    std::vector<table_view> inputs;
+    std::vector<table_view> keys;
+    pins.reserve(batches.size());
+    presorted = true;
+    for (auto const& batch : batches) {
+      pins.push_back(batch.acquire());
+      inputs.push_back(pins.back().view());
+      keys.push_back(inputs.back().select(options_.key_columns));
+      presorted = presorted && is_sorted(keys.back(), options_.orders);
+    }
+    if (presorted) {
+      return;  // each batch is cut by copies into chunks that need no merge: see sort_batch
+    }
+    auto const order = detail::sorted_sources(keys, options_.orders, stream_, scratch);
+    // Chunks of the size each batch would have been cut into alone.
+    std::size_t pieces = 0;
+    for (std::size_t index = 0; index < batches.size(); ++index) {
+      pieces += chunks_for(sizes[index], inputs[index].num_rows());
+    }
+    pieces = std::clamp<std::size_t>(pieces, 1, rows);
+    std::vector<std::size_t> starts(pieces + 1);
+    for (std::size_t piece = 0; piece <= pieces; ++piece) {
+      starts[piece] = piece * rows / pieces;
+    }
+    chunks = detail::gather_pieces_in_parallel(inputs,
+                                               order->view().data<std::uint64_t>(),
+                                               starts,
+                                               detail::SOURCE_ROW_BITS,
+                                               stream_,
+                                               scratch);
+  });
+  lease.reset();
+  if (!done || presorted) {
+    return false;  // batch by batch instead
+  }
+  if (options_.strategy != sort_strategy::MERGE) {
+    for (auto const& batch : batches) {
+      pinned_table const pinned = batch.acquire();
+      sample_batch(pinned.view());
+    }
+  }
+  for (auto& chunk_rows : chunks) {
+    stats_.bytes_copied += estimate_size(chunk_rows->view());
+    add_chunk(std::move(chunk_rows));
+  }
+  ++stats_.batch_runs;
+  return true;
 }
 
 void external_sorter::sort_batch(spillable_table batch, std::size_t bytes, bool sample) {
@@ -511,7 +598,7 @@ void external_sorter::finish() {
   }
   finished_ = true;
   if (!deferred_.empty()) {
-    if (sort_deferred()) {
+    if (runs_flushed_ == 0 && sort_deferred()) {
       // One sort of the whole input: the merge strategy's single round, without chunks.
       stats_.strategy_used = sort_strategy::MERGE;
       return;

@@ -129,7 +129,8 @@ std::unique_ptr<table> canonical(table_view const& rows, host_memory_resource& h
   return sort(rows, rows, {}, sort_stability::STABLE, default_stream(), host);
 }
 
-/// A strategy and a merge budget: 48 KiB makes rounds; 256 KiB holds one sort of all 2 400 rows.
+/// A strategy and a merge budget: 48 KiB makes rounds of single batches, 96 KiB runs of two
+/// batches sorted at once; 256 KiB holds one sort of all 2 400 rows.
 struct retry_case {
   sort_strategy strategy;
   std::size_t merge_budget;
@@ -141,10 +142,14 @@ INSTANTIATE_TEST_SUITE_P(Strategies,
                          ExternalSortRetry,
                          ::testing::Values(retry_case{sort_strategy::MERGE, 48_KiB},
                                            retry_case{sort_strategy::SAMPLE, 48_KiB},
+                                           retry_case{sort_strategy::MERGE, 96_KiB},
                                            retry_case{sort_strategy::MERGE, 256_KiB}),
                          [](auto const& test_info) {
+                           std::size_t const budget = test_info.param.merge_budget;
                            return std::string{to_string(test_info.param.strategy)} +
-                                  (test_info.param.merge_budget > 48_KiB ? "_OneSort" : "");
+                                  (budget > 96_KiB   ? "_OneSort"
+                                   : budget > 48_KiB ? "_Runs"
+                                                     : "");
                          });
 
 TEST_P(ExternalSortRetry, InjectedOomAtEveryAllocationGivesTheSameRows) {
@@ -152,8 +157,10 @@ TEST_P(ExternalSortRetry, InjectedOomAtEveryAllocationGivesTheSameRows) {
   auto const [strategy, budget] = GetParam();
   sort_run const reference      = run_sort(std::nullopt, strategy, budget);
   EXPECT_EQ(reference.statistics.strategy_used, strategy);
-  // Without injection the large budget sorts every row at once (no chunks), the small one not.
-  EXPECT_EQ(reference.statistics.chunks_created == 0, budget > 48_KiB);
+  // Without injection the large budget sorts every row at once (no chunks), the middle one two
+  // runs of two batches, the small one batch by batch.
+  EXPECT_EQ(reference.statistics.chunks_created == 0, budget > 96_KiB);
+  EXPECT_EQ(reference.statistics.batch_runs, budget == 96_KiB ? 2U : 0U);
   ASSERT_EQ(reference.output->num_rows(), 2400U);
   auto const expected           = canonical(reference.output->view(), host);
   std::size_t const allocations = reference.device_allocations;

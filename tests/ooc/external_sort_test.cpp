@@ -244,6 +244,7 @@ TEST_P(ExternalSortDistribution, MatchesInMemorySort) {
     } else if (kind == distribution::RANDOM && !fits_one_merge) {
       EXPECT_GT(stats.rounds, 0U);
     }
+
   } else {
     EXPECT_GT(stats.sampled_rows, 0U);
     EXPECT_GE(stats.ranges, 1U);
@@ -293,6 +294,48 @@ TEST_P(ExternalSortStrategy, OneRowBatchesOverTheBudget) {
   // Uniform keys: AUTO takes the merge strategy.
   EXPECT_EQ(stats.strategy_used,
             GetParam() == sort_strategy::SAMPLE ? sort_strategy::SAMPLE : sort_strategy::MERGE);
+}
+
+TEST_P(ExternalSortStrategy, SmallBatchesWaitToBeSortedAsRunsOfSeveral) {
+  // 60 batches of 1000 rows: a run of about 9 of them fits the 512 KiB merge budget (16 bytes
+  // of rows, 8 of source id and 32 of sort records a row), so about 7 runs are sorted, each at
+  // once, instead of 60 (the sample strategy sorts batch by batch).
+  sort_environment env{4_MiB, 4_MiB};
+  auto batches       = make_batches(distribution::RANDOM, 60, 1000, 3, env.host());
+  auto const options = key0_options(512_KiB, 32_KiB, GetParam());
+  auto const stats   = sort_and_check(env, std::move(batches), options);
+  if (GetParam() == sort_strategy::SAMPLE) {
+    EXPECT_EQ(stats.batch_runs, 0U);
+  } else {
+    EXPECT_GE(stats.batch_runs, 5U);
+    EXPECT_LE(stats.batch_runs, 8U);
+    EXPECT_GT(stats.rounds, 0U);
+    EXPECT_LE(stats.copies_per_input_byte(), 2.02);  // one copy into runs, one by the merge
+  }
+}
+
+TEST_P(ExternalSortStrategy, RunsOfBatchesEachInOrderAreCutBatchByBatch) {
+  // Every batch sorted, the batches interleaved: no run is sorted at once, and every batch's
+  // chunks are copies of it.
+  sort_environment env{4_MiB, 4_MiB};
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t batch = 0; batch < 40; ++batch) {
+    std::vector<std::int64_t> keys(1000);
+    std::vector<std::int64_t> payload(1000);
+    for (std::size_t row = 0; row < keys.size(); ++row) {
+      keys[row]    = static_cast<std::int64_t>(row * 40 + (batch * 7) % 40);
+      payload[row] = static_cast<std::int64_t>(batch * 1000 + row);
+    }
+    std::vector<std::unique_ptr<column>> columns;
+    columns.push_back(
+      testing::make_fixed_column<std::int64_t>(type_id::INT64, keys, {}, env.host()));
+    columns.push_back(
+      testing::make_fixed_column<std::int64_t>(type_id::INT64, payload, {}, env.host()));
+    batches.push_back(std::make_unique<table>(std::move(columns)));
+  }
+  auto const options = key0_options(512_KiB, 32_KiB, GetParam());
+  auto const stats   = sort_and_check(env, std::move(batches), options);
+  EXPECT_EQ(stats.batch_runs, 0U);
 }
 
 TEST(ExternalSort, RowsARoundCannotEmitStayInTheirChunksUncopied) {

@@ -26,14 +26,19 @@
  * minimum: presorted input) go to the output as they are stored, unloaded and unmerged.
  * A batch whose keys are already in order (`is_sorted`) is cut into chunks by copies, unsorted.
  *
- * ## Input that fits one sort (merge and auto strategies)
- * While the batches pushed so far, one source id per row and a sort's two records per row fit
- * the merge budget (keys fixed-width and at most 24 bytes with their null bytes), batches wait
- * in the store unsorted. If `finish()` finds them all still waiting, it sorts their keys at
- * once (`detail::sorted_sources`, stable: ties in push order) and each `next()` gathers the
- * next output batch straight from the batches: one copy of the input, no chunks, no merge, no
- * sample. Past the bound, or when that sort must split under the OOM protocol, the waiting
- * batches are sorted into chunks (and sampled, in push order) as above.
+ * ## Input that fits one sort, and runs of many batches (merge and auto strategies)
+ * While the batches pushed so far, one source id per row and a sort's two records per row (or,
+ * once those are freed, the sorted copy of the batches) fit the merge budget (keys fixed-width
+ * and at most 24 bytes with their null bytes), batches wait in the store unsorted. If
+ * `finish()` finds them all still waiting, it sorts their keys at once
+ * (`detail::sorted_sources`, stable: ties in push order) and each `next()` gathers the next
+ * output batch straight from the batches: one copy of the input, no chunks, no merge, no
+ * sample. Past the bound, the waiting batches become one sorted run: their keys sorted at once
+ * and their rows gathered straight into chunks (and sampled, in push order), and the next
+ * batches wait for the next run. Runs of many batches mean fewer sorted runs for the merge:
+ * 300M rows under 512 MiB made 300 runs of one batch, more than a round loads chunks, so that
+ * rounds merged and recopied what they could not emit. Batches that are each in order already,
+ * or a run whose sort must split under the OOM protocol, are sorted batch by batch.
  *
  * ## Algorithm (sample strategy)
  * 1. As in the merge strategy, each pushed batch is sorted and cut into chunks; each chunk keeps
@@ -139,6 +144,8 @@ struct external_sort_statistics {
   std::size_t retries        = 0;  ///< steps rolled back and run again
   std::size_t splits         = 0;  ///< steps that split their input
   std::size_t chunks_created = 0;
+  /// Sorted runs of several batches (waiting batches sorted at once into chunks).
+  std::size_t batch_runs = 0;
   /// Payload bytes written by sort/merge/gather/copy/concatenate on the device.
   std::size_t bytes_copied = 0;
   /// The strategy that ran (AUTO resolved at `finish()`).
@@ -230,10 +237,23 @@ class external_sorter {
   void sort_batch(spillable_table batch, std::size_t bytes, bool sample);
   /// Device bytes one sort of every deferred row plus `rows` more rows of `bytes` would hold.
   [[nodiscard]] std::size_t one_sort_bytes(std::size_t bytes, std::size_t rows) const noexcept;
-  /// Whether `batch` may wait unsorted for one sort of the whole input at `finish()`.
+  /// Whether `batch` may wait unsorted with the deferred batches for one sort of all of them.
   [[nodiscard]] bool may_defer(table_view const& batch, std::size_t bytes) const;
-  /// Sorts (and samples) the deferred batches into chunks; no later batch is deferred.
+  /// Stores `batch` unsorted with the deferred batches.
+  void defer(std::unique_ptr<table> batch, std::size_t bytes);
+  /// Sorts (and samples) the deferred batches into chunks: as one run (`sort_run`), or batch by
+  /// batch when that fails or they are each already in order.
   void flush_deferred();
+  /**
+   * Sorts `batches` (of `sizes` bytes; `bytes`, `rows` in all) as one run: their keys at once
+   * (`detail::sorted_sources`), their rows gathered straight into chunks of the size each batch
+   * would have been cut into alone.
+   * @return false when the batches are each in order already, or the sort did not fit
+   */
+  bool sort_run(std::vector<spillable_table> const& batches,
+                std::vector<std::size_t> const& sizes,
+                std::size_t bytes,
+                std::size_t rows);
   /// Sorts every deferred row at once (`finish()`); false when it does not fit or was split.
   bool sort_deferred();
   /// The next output batch gathered from the deferred batches in sorted order, or null.
@@ -267,7 +287,8 @@ class external_sorter {
   std::size_t deferred_bytes_ = 0;
   std::size_t deferred_rows_  = 0;
   bool deferring_             = true;
-  std::vector<bool> key_nulls_;  ///< per key column: whether a deferred batch has nulls in it
+  std::size_t runs_flushed_   = 0;  ///< times waiting batches were sorted into chunks
+  std::vector<bool> key_nulls_;     ///< per key column: whether a deferred batch has nulls in it
   /// After one sort of the deferred batches: every row's source id in order (one UINT64 column).
   spillable_table sorted_sources_;
   std::size_t sorted_rows_  = 0;
