@@ -36,8 +36,10 @@ namespace spillway::detail {
 /// a batch of 50 columns cut into chunks of 2000 rows was gathered on one thread, chunk by chunk).
 inline constexpr std::size_t PARALLEL_GATHER_MIN_ROWS  = std::size_t{1} << 14;
 inline constexpr std::size_t PARALLEL_GATHER_MIN_BYTES = std::size_t{1} << 20;
-/// Rows ahead of the current one whose source values a gather prefetches.
-inline constexpr std::size_t GATHER_PREFETCH_ROWS = 16;
+/// Rows ahead of the current one whose source values a gather prefetches. Runs of several
+/// batches gather from 30 MB and more at random: 32 rows ahead took the push phase of 100M rows
+/// from 2.07-2.12 s to 1.89-1.94 s (16 before; 64 was slower).
+inline constexpr std::size_t GATHER_PREFETCH_ROWS = 32;
 
 /**
  * @brief Output rows `[0, total)` of a gather into pieces (piece `p` holds rows
