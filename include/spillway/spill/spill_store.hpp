@@ -99,7 +99,7 @@ struct spill_store_options {
   /// the codec's estimate fresh). A disk whose writes land in the page cache at memory speed
   /// gets raw blocks; a slow or throttled one gets compressed blocks. False: the ratio alone.
   /// Chosen by measurement (docs/BENCHMARKS.md, "Sixth run"): on this machine LZ4 made the
-  /// sort of presorted keys (2.0x compression) 45% slower than raw blocks.
+  /// sort of presorted keys (2.0x compression) 42% slower than raw blocks.
   bool compress_only_when_faster = true;
   std::size_t io_threads         = 2;  ///< threads that read and write spill files
   /// A spill file is closed to new blocks once it reaches this size.
