@@ -216,7 +216,9 @@ std::size_t external_sorter::one_sort_bytes(std::size_t bytes, std::size_t rows)
   // are freed, the run's chunks (as many bytes as the batches).
   std::size_t const all_rows  = deferred_rows_ + rows;
   std::size_t const all_bytes = deferred_bytes_ + bytes;
-  return all_bytes + all_rows * sizeof(std::uint64_t) + std::max(all_rows * 2 * record, all_bytes);
+  // The ids and the key column decoded from the sorted prefixes.
+  return all_bytes + all_rows * 2 * sizeof(std::uint64_t) +
+         std::max(all_rows * 2 * record, all_bytes);
 }
 
 bool external_sorter::may_defer(table_view const& batch, std::size_t bytes) const {
@@ -234,6 +236,48 @@ bool external_sorter::may_defer(table_view const& batch, std::size_t bytes) cons
   // With a null byte per key the prefix must still hold every key whole.
   return prefix <= 24 && one_sort_bytes(bytes, batch.num_rows()) <= options_.merge_budget_bytes;
 }
+
+namespace {
+
+/**
+ * The rows `ids[starts[p], starts[p + 1])` of `inputs` as piece `p`: with `sorted_key` (the key
+ * column `key` in the same sorted order), every other column is gathered and the key column is
+ * a copy of its rows of `sorted_key`; without it, every column is gathered.
+ */
+std::vector<std::unique_ptr<table>> gather_with_sorted_key(std::span<table_view const> inputs,
+                                                           std::uint64_t const* ids,
+                                                           std::span<std::size_t const> starts,
+                                                           column_view const* sorted_key,
+                                                           std::size_t key,
+                                                           stream_view stream,
+                                                           memory_resources mrs) {
+  if (sorted_key == nullptr) {
+    return detail::gather_pieces_in_parallel(
+      inputs, ids, starts, detail::SOURCE_ROW_BITS, stream, mrs);
+  }
+  std::vector<std::size_t> others;
+  for (std::size_t index = 0; index < inputs.front().num_columns(); ++index) {
+    if (index != key) {
+      others.push_back(index);
+    }
+  }
+  std::vector<table_view> rest;
+  for (auto const& input : inputs) {
+    rest.push_back(input.select(others));
+  }
+  auto gathered =
+    detail::gather_pieces_in_parallel(rest, ids, starts, detail::SOURCE_ROW_BITS, stream, mrs);
+  std::vector<std::unique_ptr<table>> pieces;
+  for (std::size_t piece = 0; piece < gathered.size(); ++piece) {
+    auto columns = gathered[piece]->release();
+    columns.insert(columns.begin() + static_cast<std::ptrdiff_t>(key),
+                   detail::copy(slice(*sorted_key, starts[piece], starts[piece + 1]), stream, mrs));
+    pieces.push_back(std::make_unique<table>(std::move(columns)));
+  }
+  return pieces;
+}
+
+}  // namespace
 
 void external_sorter::flush_deferred() {
   // In push order, so the sample is the one the batches would have given when pushed.
@@ -285,7 +329,8 @@ bool external_sorter::sort_run(std::vector<spillable_table> const& batches,
     if (presorted) {
       return;  // each batch is cut by copies into chunks that need no merge: see sort_batch
     }
-    auto const order = detail::sorted_sources(keys, options_.orders, stream_, scratch);
+    std::unique_ptr<column> sorted_key;  // decoded from the sort's prefixes, not gathered
+    auto const order = detail::sorted_sources(keys, options_.orders, stream_, scratch, &sorted_key);
     // Chunks of the size each batch would have been cut into alone.
     std::size_t pieces = 0;
     for (std::size_t index = 0; index < batches.size(); ++index) {
@@ -296,12 +341,15 @@ bool external_sorter::sort_run(std::vector<spillable_table> const& batches,
     for (std::size_t piece = 0; piece <= pieces; ++piece) {
       starts[piece] = piece * rows / pieces;
     }
-    chunks = detail::gather_pieces_in_parallel(inputs,
-                                               order->view().data<std::uint64_t>(),
-                                               starts,
-                                               detail::SOURCE_ROW_BITS,
-                                               stream_,
-                                               scratch);
+    std::optional<column_view> const key_view =
+      sorted_key ? std::optional<column_view>{sorted_key->view()} : std::nullopt;
+    chunks = gather_with_sorted_key(inputs,
+                                    order->view().data<std::uint64_t>(),
+                                    starts,
+                                    key_view ? &*key_view : nullptr,
+                                    options_.key_columns.front(),
+                                    stream_,
+                                    scratch);
   });
   lease.reset();
   if (!done || presorted) {
@@ -361,6 +409,7 @@ bool external_sorter::sort_deferred() {
   memory_resources const scratch = mrs_.with_output(mrs_.temporary());
   std::optional<memory_lease> lease;
   std::unique_ptr<column> sources;
+  std::unique_ptr<column> sorted_key;  // decoded from the sort's prefixes, not gathered
   bool fits       = true;
   bool const done = run_protected([&] {
     if (options_.task != nullptr) {
@@ -383,7 +432,7 @@ bool external_sorter::sort_deferred() {
       fits = false;
       return;
     }
-    sources = detail::sorted_sources(keys, options_.orders, stream_, scratch);
+    sources = detail::sorted_sources(keys, options_.orders, stream_, scratch, &sorted_key);
   });
   lease.reset();
   if (!done || !fits) {
@@ -393,6 +442,9 @@ bool external_sorter::sort_deferred() {
   sorted_taken_ = 0;
   std::vector<std::unique_ptr<column>> columns;
   columns.push_back(std::move(sources));
+  if (sorted_key) {
+    columns.push_back(std::move(sorted_key));
+  }
   // Spillable between output batches, like everything else the sort holds.
   sorted_sources_ =
     store_.make_spillable(std::make_unique<table>(std::move(columns)), options_.chunk_priority + 1);
@@ -470,8 +522,21 @@ std::unique_ptr<table> external_sorter::take_sorted() {
           total += row_bytes;
         }
       }
-      batch = detail::gather_sources_in_parallel(
-        inputs, ids, rows, detail::SOURCE_ROW_BITS, stream_, mrs_);
+      std::array<std::size_t, 2> const starts{0, rows};
+      // The key column, when the sort decoded it, is copied from its sorted rows.
+      std::optional<column_view> const key_view =
+        order.view().num_columns() > 1
+          ? std::optional<column_view>{slice(
+              order.view().column(1), sorted_taken_, sorted_taken_ + rows)}
+          : std::nullopt;
+      auto pieces = gather_with_sorted_key(inputs,
+                                           ids,
+                                           starts,
+                                           key_view ? &*key_view : nullptr,
+                                           options_.key_columns.front(),
+                                           stream_,
+                                           mrs_);
+      batch       = std::move(pieces.front());
     });
     lease.reset();
     if (!done) {

@@ -89,6 +89,24 @@ normalized_key_layout plan_normalized_keys(std::span<table_view const> keys,
                                            sort_order const& orders);
 
 /**
+ * @brief Whether one-word prefixes of `layout` give back the key values themselves: a single
+ * integer, BOOL8 or timestamp key, whole and without a null byte (floats are canonicalized and
+ * do not come back bit for bit).
+ * @param type the key column's type
+ */
+bool prefixes_decode(normalized_key_layout const& layout, data_type type) noexcept;
+
+/**
+ * @brief Writes the key values of `rows` one-word prefixes into `out` (values of `type`).
+ * @pre `prefixes_decode(layout, type)`
+ */
+void decode_prefixes(normalized_key_layout const& layout,
+                     data_type type,
+                     std::uint64_t const* prefixes,
+                     std::size_t rows,
+                     void* out) noexcept;
+
+/**
  * @brief Writes the prefixes and row indices of rows `[begin, end)` of `keys` into
  * `records[0 .. end - begin)`.
  * @pre `layout.words() == Words`

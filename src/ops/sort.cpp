@@ -367,13 +367,18 @@ void merge_rows(key_record<Words> const* left,
                 std::size_t right_count,
                 tie_breaker<Words> const& order,
                 std::uint64_t* out,
+                std::uint64_t* prefixes,
                 std::size_t produce) noexcept {
   if constexpr (Front) {
     std::size_t l = 0;
     std::size_t r = 0;
     for (std::size_t position = 0; position < produce; ++position) {
       bool const take_right = l == left_count || (r < right_count && order.less(right[r], left[l]));
-      out[position]         = take_right ? right[r++].row : left[l++].row;
+      key_record<Words> const& taken = take_right ? right[r++] : left[l++];
+      out[position]                  = taken.row;
+      if (prefixes != nullptr) {
+        prefixes[position] = taken.key[0];
+      }
     }
   } else {
     std::size_t l           = left_count;
@@ -381,8 +386,12 @@ void merge_rows(key_record<Words> const* left,
     std::size_t const total = left_count + right_count;
     for (std::size_t produced = 0; produced < produce; ++produced) {
       // The larger tail goes last; on a tie the right one (the left one comes first).
-      bool const take_left      = r == 0 || (l > 0 && order.less(right[r - 1], left[l - 1]));
-      out[total - 1 - produced] = take_left ? left[--l].row : right[--r].row;
+      bool const take_left           = r == 0 || (l > 0 && order.less(right[r - 1], left[l - 1]));
+      key_record<Words> const& taken = take_left ? left[--l] : right[--r];
+      out[total - 1 - produced]      = taken.row;
+      if (prefixes != nullptr) {
+        prefixes[total - 1 - produced] = taken.key[0];
+      }
     }
   }
 }
@@ -397,6 +406,7 @@ void sort_records(std::size_t rows,
                   Encode const& encode,
                   tie_breaker<Words> const& order,
                   std::uint64_t* out,
+                  std::uint64_t* prefixes,
                   stream_view stream,
                   resource_ref temporary) {
   using record = key_record<Words>;
@@ -416,6 +426,9 @@ void sort_records(std::size_t rows,
     record const* sorted = sort_range(0, rows);
     for (std::size_t index = 0; index < rows; ++index) {
       out[index] = sorted[index].row;
+      if (prefixes != nullptr) {
+        prefixes[index] = sorted[index].key[0];
+      }
     }
     return;
   }
@@ -428,10 +441,11 @@ void sort_records(std::size_t rows,
   std::size_t const front = rows / 2;
   run_on_two_threads([&](std::size_t half) {
     if (half == 0) {
-      merge_rows<Words, true>(halves[0], middle, halves[1], rows - middle, order, out, front);
+      merge_rows<Words, true>(
+        halves[0], middle, halves[1], rows - middle, order, out, prefixes, front);
     } else {
       merge_rows<Words, false>(
-        halves[0], middle, halves[1], rows - middle, order, out, rows - front);
+        halves[0], middle, halves[1], rows - middle, order, out, prefixes, rows - front);
     }
   });
 }
@@ -452,6 +466,7 @@ void sort_rows(table_view const& keys,
     },
     order,
     out,
+    nullptr,
     stream,
     temporary);
 }
@@ -465,6 +480,7 @@ void sort_sources(std::span<table_view const> keys,
                   normalized_key_layout const& layout,
                   row_comparator const& comparator,
                   std::uint64_t* out,
+                  std::uint64_t* prefixes,
                   std::size_t rows,
                   stream_view stream,
                   resource_ref temporary) {
@@ -494,6 +510,7 @@ void sort_sources(std::span<table_view const> keys,
     },
     order,
     out,
+    prefixes,
     stream,
     temporary);
 }
@@ -580,7 +597,8 @@ std::unique_ptr<column> sorted_order(table_view const& keys,
 std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
                                        sort_order const& orders,
                                        stream_view stream,
-                                       memory_resources mrs) {
+                                       memory_resources mrs,
+                                       std::unique_ptr<column>* sorted_keys) {
   SPILLWAY_EXPECTS(!keys.empty(), "sorted_sources: no key tables", invalid_argument);
   SPILLWAY_EXPECTS_LT(keys.size(),
                       std::size_t{1} << (64 - SOURCE_ROW_BITS),
@@ -608,14 +626,29 @@ std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
                    invalid_argument);
   auto result =
     make_fixed_width_column(type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.output());
-  auto* out = result->mutable_data<std::uint64_t>();
+  auto* out               = result->mutable_data<std::uint64_t>();
+  std::uint64_t* prefixes = nullptr;
+  data_type const first_type =
+    keys.front().num_columns() > 0 ? keys.front().column(0).type() : data_type{type_id::INT64};
+  if (sorted_keys != nullptr) {
+    sorted_keys->reset();
+    if (prefixes_decode(layout, first_type) && size_of(first_type) == sizeof(std::uint64_t)) {
+      // The sorted prefixes are written where their keys are then decoded in place.
+      *sorted_keys =
+        make_fixed_width_column(first_type, rows, mask_state::UNALLOCATED, stream, mrs.output());
+      prefixes = (*sorted_keys)->mutable_data<std::uint64_t>();
+    }
+  }
   if (rows == 0) {
     return result;
   }
   row_comparator const comparator{keys.front(), resolved};
   with_prefix_words(layout.words(), [&]<std::size_t Words>() {
-    sort_sources<Words>(keys, layout, comparator, out, rows, stream, mrs.temporary());
+    sort_sources<Words>(keys, layout, comparator, out, prefixes, rows, stream, mrs.temporary());
   });
+  if (prefixes != nullptr) {
+    decode_prefixes(layout, first_type, prefixes, rows, prefixes);
+  }
   return result;
 }
 

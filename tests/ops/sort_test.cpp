@@ -458,6 +458,58 @@ TEST_F(SortedSources, TwoKeysManyTiesAboveTheParallelThreshold) {
   check(table_view{equal->view()}, {rows / 4, rows / 2, 3 * rows / 4}, sort_order{});
 }
 
+TEST_F(SortedSources, EightByteIntegerKeysComeBackDecodedInSortedOrder) {
+  // Above the parallel threshold (both halves' merges write the keys), in every direction, the
+  // extremes included; the decoded key column equals the keys gathered by the sorted ids.
+  std::size_t const rows = PARALLEL_SORT_MIN_ROWS + 999;
+  std::mt19937_64 engine{41};
+  std::vector<std::int64_t> signed_values(rows);
+  std::vector<std::uint64_t> unsigned_values(rows);
+  for (std::size_t row = 0; row < rows; ++row) {
+    signed_values[row]   = row % 97 == 0   ? std::numeric_limits<std::int64_t>::min()
+                           : row % 89 == 0 ? std::numeric_limits<std::int64_t>::max()
+                                           : static_cast<std::int64_t>(engine());
+    unsigned_values[row] = row % 83 == 0 ? std::numeric_limits<std::uint64_t>::max() : engine();
+  }
+  auto const int64_key = make_fixed_column<std::int64_t>(type_id::INT64, signed_values, {}, input_);
+  auto const timestamp_key =
+    make_fixed_column<std::int64_t>(type_id::TIMESTAMP, signed_values, {}, input_);
+  auto const uint64_key =
+    make_fixed_column<std::uint64_t>(type_id::UINT64, unsigned_values, {}, input_);
+  for (column const* key : {int64_key.get(), timestamp_key.get(), uint64_key.get()}) {
+    for (auto const direction : {order::ASCENDING, order::DESCENDING}) {
+      SCOPED_TRACE(to_string(key->type()) + (direction == order::ASCENDING ? " asc" : " desc"));
+      table_view const whole{key->view()};
+      std::vector<table_view> const parts{slice(whole, 0, rows / 3), slice(whole, rows / 3, rows)};
+      sort_order const orders{{direction, null_order::BEFORE}};
+      std::unique_ptr<column> sorted_key;
+      auto const ids = detail::sorted_sources(parts, orders, default_stream(), mrs_, &sorted_key);
+      ASSERT_NE(sorted_key, nullptr);
+      expect_resources(ids->allocated_bytes() + sorted_key->allocated_bytes());
+      auto const expected = detail::gather_sources_in_parallel(parts,
+                                                               ids->view().data<std::uint64_t>(),
+                                                               rows,
+                                                               detail::SOURCE_ROW_BITS,
+                                                               default_stream(),
+                                                               memory_resources{input_});
+      SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), table_view{sorted_key->view()});
+    }
+  }
+  // Keys that do not come back from their prefixes bit for bit, or not whole: none decoded.
+  auto const floats   = random_column(type_id::FLOAT64, 500, 3, 0.0, input_);
+  auto const narrow   = random_column(type_id::INT32, 500, 4, 0.0, input_);
+  auto const nullable = random_column(type_id::INT64, 500, 5, 0.2, input_);
+  for (table_view const& keys : {table_view{floats->view()},
+                                 table_view{narrow->view()},
+                                 table_view{nullable->view()},
+                                 table_view{int64_key->view(), uint64_key->view()}}) {
+    std::vector<table_view> const parts{slice(keys, 0, 500)};
+    auto sorted_key = make_fixed_column<std::int64_t>(type_id::INT64, {1}, {}, input_);
+    (void)detail::sorted_sources(parts, {}, default_stream(), mrs_, &sorted_key);
+    EXPECT_EQ(sorted_key, nullptr);
+  }
+}
+
 TEST_F(SortedSources, RejectsKeysWithoutACompletePrefix) {
   auto const strings = random_column(type_id::STRING, 100, 3, 0.0, input_, 5);
   std::vector<table_view> const parts{table_view{strings->view()}};
