@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Sort the same timeseries Parquet dataset across workers with spillway and with dask.
+
+spillway: `spillway sort` with --ranks in-process ranks and, with --mpi-ranks, under mpirun
+(sample, splitters by one allgather, range shuffle in push or pull mode, local out-of-core
+sort; rank r writes part-<r>-*). dask: `read_parquet(...).sort_values([...])` written back as
+Parquet on a LocalCluster of --workers processes with one thread each, with its tasks and p2p
+shuffles. Parquet to Parquet for every engine; spillway's time is the whole command, dask's
+the script's inner time (cluster start-up excluded). Each output is checked: every row is
+there and the keys are in order across the files, in the order the engine names them.
+
+  python3 bench/compare/dsort_vs_dask.py --data data/timeseries-1g --by id,timestamp \
+      --ranks 2 --mpi-ranks 4 --device-memory 256MiB --host-memory 1GiB
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import tempfile
+
+from shuffle_vs_dask import ROOT, arrow_bytes, run_dask_script, run_timed
+
+
+def keys_in_order(files, by):
+    """Whether the `by` columns of `files`, read in this order, never descend."""
+    import pyarrow.parquet as pq
+    previous = None
+    for path in files:
+        table = pq.read_table(path, columns=by)
+        if table.num_rows == 0:
+            continue
+        columns = [table.column(name).to_numpy() for name in by]
+        # Row i is not before row i-1: from the last key to the first, greater, or equal and
+        # not before on the later keys.
+        ok = columns[-1][1:] >= columns[-1][:-1]
+        for column in reversed(columns[:-1]):
+            ok = (column[1:] > column[:-1]) | ((column[1:] == column[:-1]) & ok)
+        if not ok.all():
+            return False
+        first = tuple(column[0] for column in columns)
+        if previous is not None and first < previous:
+            return False
+        previous = tuple(column[-1] for column in columns)
+    return True
+
+
+def natural_key(path):
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path)]
+
+
+def run_spillway(args, mode, ranks, out_dir):
+    command = [args.spillway, "sort", args.data, "-o", out_dir, "--by", args.by,
+               "--device-memory", args.device_memory, "--host-memory", args.host_memory,
+               "--spill-dir", args.temp, "--shuffle-mode", mode, "--json"]
+    if ranks:
+        command = [os.path.join(ROOT, "scripts", "mpirun.sh"), "-np", str(ranks)] + command
+    else:
+        command += ["--ranks", str(args.ranks)]
+    seconds, _ = run_timed(command)
+    return seconds, sorted(glob.glob(os.path.join(out_dir, "*.parquet")), key=natural_key)
+
+
+def run_dask(args, method, out_dir):
+    by = args.by.split(",")
+    _, stdout = run_dask_script(args, f"""
+    start = time.perf_counter()
+    df = dd.read_parquet("{args.data}")
+    out = df.sort_values({by!r}, shuffle_method="{method}")
+    out.to_parquet("{out_dir}", write_index=False)
+    print(time.perf_counter() - start)""")
+    seconds = float(stdout.strip().splitlines()[-1])
+    return seconds, sorted(glob.glob(os.path.join(out_dir, "*.parquet")), key=natural_key)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="Parquet dataset (spillway gen timeseries)")
+    parser.add_argument("--by", default="id,timestamp")
+    parser.add_argument("--ranks", type=int, default=2, help="in-process ranks of spillway")
+    parser.add_argument("--mpi-ranks", default="", help="e.g. 2,4: also run under mpirun")
+    parser.add_argument("--device-memory", default="256MiB", help="per rank")
+    parser.add_argument("--host-memory", default="1GiB", help="per rank")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--dask-memory", default="4GiB", help="memory limit per dask worker")
+    parser.add_argument("--engines", default="spillway-push,spillway-pull,dask-tasks,dask-p2p")
+    parser.add_argument("--spillway", default=os.path.join(ROOT, "build", "release", "apps",
+                                                           "spillway"))
+    parser.add_argument("--temp", default=None, help="directory for outputs and spills")
+    args = parser.parse_args()
+    args.temp = args.temp or tempfile.mkdtemp(prefix="dsort-bench-", dir=os.path.join(ROOT, "data"))
+    os.makedirs(args.temp, exist_ok=True)
+    rows, nbytes = arrow_bytes(args.data)
+    print(f"data: {args.data}: {rows} rows, {nbytes / 1e6:.1f} MB in memory; by {args.by}",
+          flush=True)
+
+    runs = []
+    for engine in args.engines.split(","):
+        mode = engine.split("-", 1)[1]
+        if engine.startswith("spillway-"):
+            runs.append((f"{engine} ({args.ranks} in-process ranks)", engine, mode, 0))
+            for ranks in filter(None, args.mpi_ranks.split(",")):
+                runs.append((f"{engine} (mpirun -np {ranks})", engine, mode, int(ranks)))
+        else:
+            runs.append((engine, engine, mode, 0))
+    results = []
+    for label, engine, mode, ranks in runs:
+        out_dir = os.path.join(args.temp, "out-" + re.sub(r"[^A-Za-z0-9_-]", "_", label))
+        shutil.rmtree(out_dir, ignore_errors=True)
+        if engine.startswith("spillway-"):
+            seconds, files = run_spillway(args, mode, ranks, out_dir)
+        else:
+            seconds, files = run_dask(args, mode, out_dir)
+        out_rows, _ = arrow_bytes(out_dir)
+        ordered = keys_in_order(files, args.by.split(","))
+        shutil.rmtree(out_dir, ignore_errors=True)
+        if out_rows != rows or not ordered:
+            raise SystemExit(f"{label}: {out_rows} rows out of {rows}, in order: {ordered}")
+        rate = nbytes / seconds / 1e6
+        results.append((label, seconds, rate))
+        print(json.dumps({"engine": label, "seconds": round(seconds, 3),
+                          "MB_per_s": round(rate, 1), "files": len(files)}), flush=True)
+
+    best_dask = min((s for label, s, _ in results if label.startswith("dask")), default=None)
+    print()
+    print("| engine | seconds | MB/s | vs best dask |")
+    print("|---|---|---|---|")
+    for label, seconds, rate in results:
+        ratio = f"{best_dask / seconds:.1f}x" if best_dask else "-"
+        print(f"| {label} | {seconds:.2f} | {rate:.0f} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
