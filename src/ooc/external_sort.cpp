@@ -222,7 +222,7 @@ std::size_t external_sorter::one_sort_bytes(std::size_t bytes, std::size_t rows)
 }
 
 bool external_sorter::may_defer(table_view const& batch, std::size_t bytes) const {
-  if (!deferring_ || options_.strategy == sort_strategy::SAMPLE) {
+  if (options_.strategy == sort_strategy::SAMPLE) {
     return false;
   }
   std::size_t prefix = 0;
@@ -290,18 +290,23 @@ void external_sorter::flush_deferred() {
   deferred_bytes_         = 0;
   deferred_rows_          = 0;
   ++runs_flushed_;
-  if (deferred.size() > 1 && sort_run(deferred, sizes, bytes, rows)) {
+  run_outcome const outcome =
+    deferred.size() > 1 ? sort_run(deferred, sizes, bytes, rows) : run_outcome::NOT_SORTED;
+  if (outcome == run_outcome::SORTED) {
     return;
   }
   for (std::size_t index = 0; index < deferred.size(); ++index) {
-    sort_batch(std::move(deferred[index]), sizes[index], options_.strategy != sort_strategy::MERGE);
+    sort_batch(std::move(deferred[index]),
+               sizes[index],
+               options_.strategy != sort_strategy::MERGE,
+               outcome == run_outcome::IN_ORDER ? batch_order::IN_ORDER : batch_order::UNKNOWN);
   }
 }
 
-bool external_sorter::sort_run(std::vector<spillable_table> const& batches,
-                               std::vector<std::size_t> const& sizes,
-                               std::size_t bytes,
-                               std::size_t rows) {
+external_sorter::run_outcome external_sorter::sort_run(std::vector<spillable_table> const& batches,
+                                                       std::vector<std::size_t> const& sizes,
+                                                       std::size_t bytes,
+                                                       std::size_t rows) {
   memory_resources const scratch = mrs_.with_output(mrs_.temporary());
   std::optional<memory_lease> lease;
   std::vector<std::unique_ptr<table>> chunks;
@@ -352,8 +357,11 @@ bool external_sorter::sort_run(std::vector<spillable_table> const& batches,
                                     scratch);
   });
   lease.reset();
-  if (!done || presorted) {
-    return false;  // batch by batch instead
+  if (!done) {
+    return run_outcome::NOT_SORTED;  // batch by batch instead
+  }
+  if (presorted) {
+    return run_outcome::IN_ORDER;
   }
   if (options_.strategy != sort_strategy::MERGE) {
     for (auto const& batch : batches) {
@@ -366,10 +374,13 @@ bool external_sorter::sort_run(std::vector<spillable_table> const& batches,
     add_chunk(std::move(chunk_rows));
   }
   ++stats_.batch_runs;
-  return true;
+  return run_outcome::SORTED;
 }
 
-void external_sorter::sort_batch(spillable_table batch, std::size_t bytes, bool sample) {
+void external_sorter::sort_batch(spillable_table batch,
+                                 std::size_t bytes,
+                                 bool sample,
+                                 batch_order order) {
   std::deque<spillable_table> pieces;
   pieces.push_back(std::move(batch));
   while (!pieces.empty()) {
@@ -383,7 +394,7 @@ void external_sorter::sort_batch(spillable_table batch, std::size_t bytes, bool 
         sample_batch(pinned.view());  // host memory only; not redone on a retry
         sample = false;
       }
-      sort_into_chunks(pinned.view(), chunks);
+      sort_into_chunks(pinned.view(), chunks, order);
     });
     if (done) {
       for (auto& chunk_rows : chunks) {
@@ -560,12 +571,13 @@ std::unique_ptr<table> external_sorter::take_sorted() {
 }
 
 void external_sorter::sort_into_chunks(table_view const& batch,
-                                       std::vector<std::unique_ptr<table>>& out) {
+                                       std::vector<std::unique_ptr<table>>& out,
+                                       batch_order order) {
   memory_resources const scratch = mrs_.with_output(mrs_.temporary());
   table_view const keys          = batch.select(options_.key_columns);
   std::size_t const rows         = batch.num_rows();
   std::size_t const pieces       = chunks_for(estimate_size(batch), rows);
-  if (is_sorted(keys, options_.orders)) {
+  if (order == batch_order::IN_ORDER || is_sorted(keys, options_.orders)) {
     // A batch already in order (sorted input, all keys equal) is cut into chunks by plain copies.
     for (std::size_t piece = 0; piece < pieces; ++piece) {
       out.push_back(detail::copy(
@@ -573,15 +585,15 @@ void external_sorter::sort_into_chunks(table_view const& batch,
     }
     return;
   }
-  auto const order =
-    detail::sorted_order(keys, options_.orders, sort_stability::STABLE, stream_, scratch);
+  auto const sorted = detail::sorted_order(
+    keys, options_.orders, sort_stability::STABLE, stream_, scratch, /*check_order=*/false);
   // Every chunk in one gather: its two threads split the rows of all chunks between them.
   std::vector<std::size_t> starts(pieces + 1);
   for (std::size_t piece = 0; piece <= pieces; ++piece) {
     starts[piece] = piece * rows / pieces;
   }
   auto chunks = detail::gather_pieces_in_parallel(std::span<table_view const>{&batch, 1},
-                                                  order->view().data<std::uint64_t>(),
+                                                  sorted->view().data<std::uint64_t>(),
                                                   starts,
                                                   detail::SOURCE_ROW_BITS,
                                                   stream_,

@@ -573,14 +573,15 @@ std::unique_ptr<column> sorted_order(table_view const& keys,
                                      sort_order const& orders,
                                      sort_stability stability,
                                      stream_view stream,
-                                     memory_resources mrs) {
+                                     memory_resources mrs,
+                                     bool check_order) {
   sort_order const resolved = resolve_orders(orders, keys.num_columns());
   std::size_t const rows    = keys.num_rows();
   auto result =
     make_fixed_width_column(type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.output());
   auto* out                          = result->mutable_data<std::uint64_t>();
   normalized_key_layout const layout = plan_normalized_keys(keys, resolved);
-  if (rows <= 1 || layout.words() == 0 || keys_in_order(keys, resolved)) {
+  if (rows <= 1 || layout.words() == 0 || (check_order && keys_in_order(keys, resolved))) {
     // No rows to move, no key columns, or rows already in order: the input order is sorted.
     for (std::size_t row = 0; row < rows; ++row) {
       out[row] = row;
@@ -668,7 +669,7 @@ std::unique_ptr<table> sort(table_view const& values,
     return detail::copy(values, stream, mrs);
   }
   memory_resources const scratch{mrs.temporary(), mrs.temporary()};
-  auto const permutation = detail::sorted_order(keys, orders, stability, stream, scratch);
+  auto const permutation = detail::sorted_order(keys, resolved, stability, stream, scratch, false);
   return gather_rows_in_parallel(
     values, permutation->view().data<std::uint64_t>(), values.num_rows(), stream, mrs);
 }

@@ -231,10 +231,25 @@ class external_sorter {
   void start_range(std::vector<chunk> pieces);
   bool in_key_order(std::vector<chunk>& pieces);
   void emit_stored(chunk piece);
-  void sort_into_chunks(table_view const& batch, std::vector<std::unique_ptr<table>>& out);
+  /// What is known of a batch's order before it is sorted into chunks.
+  enum class batch_order : std::uint8_t { UNKNOWN, IN_ORDER };
+  /// What `sort_run` did with the batches of a run.
+  enum class run_outcome : std::uint8_t {
+    SORTED,      ///< sorted at once into chunks
+    IN_ORDER,    ///< not sorted: each batch is in order already
+    NOT_SORTED,  ///< not sorted: the sort did not fit
+  };
+  /// Cuts `batch` into sorted chunks: by copies when it is in order (known, or found by
+  /// `is_sorted`), else by one sort and one gather.
+  void sort_into_chunks(table_view const& batch,
+                        std::vector<std::unique_ptr<table>>& out,
+                        batch_order order);
   /// Sorts a stored batch into chunks under the OOM protocol (splitting it when asked); samples
   /// it first when `sample` is set.
-  void sort_batch(spillable_table batch, std::size_t bytes, bool sample);
+  void sort_batch(spillable_table batch,
+                  std::size_t bytes,
+                  bool sample,
+                  batch_order order = batch_order::UNKNOWN);
   /// Device bytes one sort of every deferred row plus `rows` more rows of `bytes` would hold.
   [[nodiscard]] std::size_t one_sort_bytes(std::size_t bytes, std::size_t rows) const noexcept;
   /// Whether `batch` may wait unsorted with the deferred batches for one sort of all of them.
@@ -248,12 +263,11 @@ class external_sorter {
    * Sorts `batches` (of `sizes` bytes; `bytes`, `rows` in all) as one run: their keys at once
    * (`detail::sorted_sources`), their rows gathered straight into chunks of the size each batch
    * would have been cut into alone.
-   * @return false when the batches are each in order already, or the sort did not fit
    */
-  bool sort_run(std::vector<spillable_table> const& batches,
-                std::vector<std::size_t> const& sizes,
-                std::size_t bytes,
-                std::size_t rows);
+  run_outcome sort_run(std::vector<spillable_table> const& batches,
+                       std::vector<std::size_t> const& sizes,
+                       std::size_t bytes,
+                       std::size_t rows);
   /// Sorts every deferred row at once (`finish()`); false when it does not fit or was split.
   bool sort_deferred();
   /// The next output batch gathered from the deferred batches in sorted order, or null.
@@ -286,7 +300,6 @@ class external_sorter {
   std::vector<std::size_t> deferred_sizes_;  ///< estimated bytes of each deferred batch
   std::size_t deferred_bytes_ = 0;
   std::size_t deferred_rows_  = 0;
-  bool deferring_             = true;
   std::size_t runs_flushed_   = 0;  ///< times waiting batches were sorted into chunks
   std::vector<bool> key_nulls_;     ///< per key column: whether a deferred batch has nulls in it
   /// After one sort of the deferred batches: every row's source id in order (one UINT64 column).

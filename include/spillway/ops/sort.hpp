@@ -82,12 +82,17 @@ std::unique_ptr<table> sort(table_view const& values,
 bool is_sorted(table_view const& keys, sort_order const& orders = {});
 
 namespace detail {
-/** @brief `sorted_order` without defaults: internals always pass their resources. */
+/**
+ * @brief `sorted_order` without defaults: internals always pass their resources.
+ * @param check_order false when the caller already found the keys not in order (`is_sorted`),
+ * so that they are not scanned twice
+ */
 std::unique_ptr<column> sorted_order(table_view const& keys,
                                      sort_order const& orders,
                                      sort_stability stability,
                                      stream_view stream,
-                                     memory_resources mrs);
+                                     memory_resources mrs,
+                                     bool check_order = true);
 
 /** @brief Bits of a source id (`sorted_sources`) that hold the row; the input is above them. */
 inline constexpr unsigned SOURCE_ROW_BITS = 40;
