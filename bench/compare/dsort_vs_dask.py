@@ -20,7 +20,8 @@ import re
 import shutil
 import tempfile
 
-from shuffle_vs_dask import ROOT, arrow_bytes, run_dask_script, run_timed
+from shuffle_vs_dask import (ROOT, arrow_bytes, engine_runs, print_table, run_dask_script,
+                             run_timed)
 
 
 def keys_in_order(files, by):
@@ -96,17 +97,8 @@ def main():
     print(f"data: {args.data}: {rows} rows, {nbytes / 1e6:.1f} MB in memory; by {args.by}",
           flush=True)
 
-    runs = []
-    for engine in args.engines.split(","):
-        mode = engine.split("-", 1)[1]
-        if engine.startswith("spillway-"):
-            runs.append((f"{engine} ({args.ranks} in-process ranks)", engine, mode, 0))
-            for ranks in filter(None, args.mpi_ranks.split(",")):
-                runs.append((f"{engine} (mpirun -np {ranks})", engine, mode, int(ranks)))
-        else:
-            runs.append((engine, engine, mode, 0))
     results = []
-    for label, engine, mode, ranks in runs:
+    for label, engine, mode, ranks in engine_runs(args.engines, args.ranks, args.mpi_ranks):
         out_dir = os.path.join(args.temp, "out-" + re.sub(r"[^A-Za-z0-9_-]", "_", label))
         shutil.rmtree(out_dir, ignore_errors=True)
         if engine.startswith("spillway-"):
@@ -123,13 +115,7 @@ def main():
         print(json.dumps({"engine": label, "seconds": round(seconds, 3),
                           "MB_per_s": round(rate, 1), "files": len(files)}), flush=True)
 
-    best_dask = min((s for label, s, _ in results if label.startswith("dask")), default=None)
-    print()
-    print("| engine | seconds | MB/s | vs best dask |")
-    print("|---|---|---|---|")
-    for label, seconds, rate in results:
-        ratio = f"{best_dask / seconds:.1f}x" if best_dask else "-"
-        print(f"| {label} | {seconds:.2f} | {rate:.0f} | {ratio} |")
+    print_table(results)
 
 
 if __name__ == "__main__":

@@ -112,6 +112,32 @@ def run_dask(args, method, out_dir):
     return float(stdout.strip().splitlines()[-1]), seconds
 
 
+def engine_runs(engines, ranks, mpi_ranks):
+    """(label, engine, mode, mpi ranks or 0) for each run of `engines` (comma-separated): a
+    spillway engine once on `ranks` in-process ranks and once per entry of `mpi_ranks`."""
+    runs = []
+    for engine in engines.split(","):
+        mode = engine.split("-", 1)[1]
+        if engine.startswith("spillway-"):
+            runs.append((f"{engine} ({ranks} in-process ranks)", engine, mode, 0))
+            for count in filter(None, mpi_ranks.split(",")):
+                runs.append((f"{engine} (mpirun -np {count})", engine, mode, int(count)))
+        else:
+            runs.append((engine, engine, mode, 0))
+    return runs
+
+
+def print_table(results):
+    """A Markdown table of (label, seconds, MB/s) with each run's speed-up over the best dask."""
+    best_dask = min((s for label, s, _ in results if label.startswith("dask")), default=None)
+    print()
+    print("| engine | seconds | MB/s | vs best dask |")
+    print("|---|---|---|---|")
+    for label, seconds, rate in results:
+        ratio = f"{best_dask / seconds:.1f}x" if best_dask else "-"
+        print(f"| {label} | {seconds:.2f} | {rate:.0f} | {ratio} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -149,16 +175,7 @@ def main():
           f"{args.partitions} partitions by {args.by}", flush=True)
 
     results = []
-    runs = []
-    for engine in args.engines.split(","):
-        if engine.startswith("spillway-"):
-            mode = engine.split("-", 1)[1]
-            runs.append((f"{engine} ({args.ranks} in-process ranks)", engine, mode, 0))
-            for ranks in filter(None, args.mpi_ranks.split(",")):
-                runs.append((f"{engine} (mpirun -np {ranks})", engine, mode, int(ranks)))
-        else:
-            runs.append((engine, engine, engine.split("-", 1)[1], 0))
-    for label, engine, mode, ranks in runs:
+    for label, engine, mode, ranks in engine_runs(args.engines, args.ranks, args.mpi_ranks):
         out_dir = os.path.join(args.temp, "out-" + label.replace(" ", "_").replace("(", "")
                                .replace(")", ""))
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -185,13 +202,7 @@ def main():
         print(json.dumps({"engine": label, "seconds": round(seconds, 3),
                           "MB_per_s": round(rate, 1), "detail": extra}), flush=True)
 
-    best_dask = min((s for l, s, _ in results if l.startswith("dask")), default=None)
-    print()
-    print(f"| engine | seconds | MB/s | vs best dask |")
-    print(f"|---|---|---|---|")
-    for label, seconds, rate in results:
-        ratio = f"{best_dask / seconds:.1f}x" if best_dask else "-"
-        print(f"| {label} | {seconds:.2f} | {rate:.0f} | {ratio} |")
+    print_table(results)
 
 
 if __name__ == "__main__":
