@@ -12,6 +12,7 @@
 #include <array>
 #include <cmath>
 #include <exception>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -396,10 +397,312 @@ void merge_rows(key_record<Words> const* left,
   }
 }
 
+/// Records encoded at a time (on the stack) by the counting and scattering passes of
+/// `bucket_sort_records`.
+constexpr std::size_t ENCODE_BLOCK_ROWS = 512;
+/// Rows `bucket_sort_records` samples first, to place its digit and to decline inputs it would
+/// not sort well without a pass over them.
+constexpr std::size_t BUCKET_SAMPLE_ROWS = 1024;
+/// `bucket_sort_records` declines (for the two sorted halves and their merge) when one bucket
+/// would hold more than this fraction of the rows: the threads could not share the work.
+constexpr std::size_t MAX_BUCKET_SHARE = 4;
+
+/**
+ * A bucket of 256 for each record: the 64 prefix bits from bit `bit` (0: the first word's
+ * highest; the bits before it are the same in every record), less `low`, shifted right by
+ * `shift`, and capped at 255. The bucket never falls as the prefix rises, so sorting each bucket
+ * sorts the whole; a range taken from a sample spreads the buckets however narrow the keys'
+ * range is or wherever it sits (keys on both sides of zero differ in their first bit).
+ */
+template <std::size_t Words>
+class bucket_digit {
+ public:
+  bucket_digit(std::size_t bit, std::span<key_record<Words> const> sample) noexcept : bit_(bit) {
+    std::uint64_t high = 0;
+    low_               = ~std::uint64_t{0};
+    for (auto const& item : sample) {
+      std::uint64_t const value = window(item);
+      low_                      = std::min(low_, value);
+      high                      = std::max(high, value);
+    }
+    // The smallest shift that leaves 256 digits from `low_` rounded down to its multiple.
+    // (At most 56: the top 8 bits of any two windows differ by at most 255.)
+    shift_ = 0;
+    while (((high >> shift_) - (low_ >> shift_)) > 255) {
+      ++shift_;
+    }
+    low_ = low_ >> shift_ << shift_;
+  }
+
+  /**
+   * @return the first prefix byte in which the records of `bucket` may differ: the windows of
+   * buckets 1-254 share their bits above `shift` (bucket 0 holds every smaller window too, and
+   * bucket 255 every larger one)
+   */
+  [[nodiscard]] std::size_t first_byte(unsigned bucket) const noexcept {
+    return bucket > 0 && bucket < 255 ? (bit_ + 64 - shift_) / 8 : bit_ / 8;
+  }
+
+  [[nodiscard]] unsigned operator()(key_record<Words> const& item) const noexcept {
+    std::uint64_t const value = window(item);
+    if (value < low_) {
+      return 0;
+    }
+    return static_cast<unsigned>(std::min<std::uint64_t>(255, (value - low_) >> shift_));
+  }
+
+ private:
+  [[nodiscard]] std::uint64_t window(key_record<Words> const& item) const noexcept {
+    std::size_t const word  = bit_ / 64;
+    std::size_t const shift = bit_ % 64;
+    std::uint64_t value     = item.key[word] << shift;
+    if (shift > 0 && word + 1 < Words) {
+      value |= item.key[word + 1] >> (64 - shift);
+    }
+    return value;
+  }
+
+  std::size_t bit_;
+  std::uint64_t low_;
+  unsigned shift_;
+};
+
+/// Which prefix bits of a set of records vary: the AND and the OR of their prefixes.
+template <std::size_t Words>
+struct prefix_bits {
+  std::array<std::uint64_t, Words> all_ones = filled(~std::uint64_t{0});
+  std::array<std::uint64_t, Words> any_ones = filled(0);
+
+  void add(key_record<Words> const& record) noexcept {
+    for (std::size_t word = 0; word < Words; ++word) {
+      all_ones[word] &= record.key[word];
+      any_ones[word] |= record.key[word];
+    }
+  }
+  void add(prefix_bits const& other) noexcept {
+    for (std::size_t word = 0; word < Words; ++word) {
+      all_ones[word] &= other.all_ones[word];
+      any_ones[word] |= other.any_ones[word];
+    }
+  }
+  /// @return the first bit that varies, or `bits` when none before it does
+  [[nodiscard]] std::size_t first_varying(std::size_t bits) const noexcept {
+    for (std::size_t word = 0; word < Words; ++word) {
+      if (std::uint64_t const varying = all_ones[word] ^ any_ones[word]; varying != 0) {
+        return std::min(bits, word * 64 + static_cast<std::size_t>(__builtin_clzll(varying)));
+      }
+    }
+    return bits;
+  }
+
+ private:
+  static std::array<std::uint64_t, Words> filled(std::uint64_t value) noexcept {
+    std::array<std::uint64_t, Words> words{};
+    words.fill(value);
+    return words;
+  }
+};
+
+/**
+ * Encodes rows `[begin, end)` by `encode`, a block at a time, and calls `visit(record)` with
+ * each record in row order. The blocks go to `records[begin, end)` when it is given (the rows
+ * are then encoded once), else to the stack.
+ */
+template <std::size_t Words, typename Encode, typename Visit>
+void for_each_encoded(std::size_t begin,
+                      std::size_t end,
+                      Encode const& encode,
+                      key_record<Words>* records,
+                      Visit&& visit) {
+  std::array<key_record<Words>, ENCODE_BLOCK_ROWS> stack;
+  for (std::size_t first = begin; first < end; first += ENCODE_BLOCK_ROWS) {
+    std::size_t const last   = std::min(end, first + ENCODE_BLOCK_ROWS);
+    key_record<Words>* block = records != nullptr ? records + first : stack.data();
+    encode(first, last, block);
+    for (std::size_t index = 0; index < last - first; ++index) {
+      visit(block[index]);
+    }
+  }
+}
+
 /**
  * Sorts `rows` records that `encode(begin, end, records)` writes (prefixes and row ids of rows
- * [begin, end)) and writes their row ids in order to `out`: two halves encoded and radix sorted
- * on two threads, then merged from both ends at once (one thread below PARALLEL_SORT_MIN_ROWS).
+ * [begin, end)) into 256 buckets (see `bucket_digit`), each of `threads` threads counting and
+ * scattering its share of the rows; each thread then sorts a
+ * share of the buckets, breaks ties and writes the row ids (and first prefix words) in order to
+ * `out` (and `prefixes`), so no merge follows. Buckets keep the row order, so the result is
+ * stable. A sample first places the buckets and declines prefixes that look all equal, in order
+ * already or heavy on one bucket, without a pass over the rows; the counting pass checks the
+ * sample's first varying bit (and counts again from an earlier one) and the heaviest bucket.
+ *
+ * When `encode_twice` (cheap prefixes: fixed-width keys), the counting pass encodes a block at
+ * a time on the stack and the scattering pass encodes the rows again straight into their buckets
+ * in `records` (as long as `rows`): no unsorted copy is written and read back, and each bucket
+ * is sorted in a scratch as large as its thread's largest bucket. Otherwise (strings) the rows
+ * are encoded once into `records` and scattered into a scratch as long as `rows`.
+ * @return false (nothing written) when declined: the caller sorts another way
+ */
+template <std::size_t Words, typename Encode>
+bool bucket_sort_records(std::size_t rows,
+                         std::size_t threads,
+                         bool encode_twice,
+                         Encode const& encode,
+                         tie_breaker<Words> const& order,
+                         key_record<Words>* records,
+                         std::uint64_t* out,
+                         std::uint64_t* prefixes,
+                         stream_view stream,
+                         resource_ref temporary) {
+  using record           = key_record<Words>;
+  std::size_t const bits = order.bytes() * 8;
+
+  // The sample: which bits vary, whether it ascends, how its digits spread.
+  std::vector<record> sample(BUCKET_SAMPLE_ROWS);
+  prefix_bits<Words> sampled;
+  bool sample_ascends = true;
+  for (std::size_t index = 0; index < BUCKET_SAMPLE_ROWS; ++index) {
+    std::size_t const row = index * rows / BUCKET_SAMPLE_ROWS;
+    encode(row, row + 1, &sample[index]);
+    sampled.add(sample[index]);
+    sample_ascends =
+      sample_ascends && (index == 0 || !prefix_less(sample[index], sample[index - 1]));
+  }
+  std::size_t bit = sampled.first_varying(bits);
+  if (bit == bits || sample_ascends) {
+    return false;
+  }
+  bucket_digit<Words> digit_of{bit, sample};
+  std::array<std::size_t, 256> sample_counts{};
+  for (auto const& item : sample) {
+    ++sample_counts[digit_of(item)];
+  }
+  if (threads > 1 && *std::max_element(sample_counts.begin(), sample_counts.end()) >
+                       BUCKET_SAMPLE_ROWS / MAX_BUCKET_SHARE) {
+    return false;
+  }
+
+  std::array<std::size_t, 3> const bounds{0, threads == 1 ? rows : rows / 2, rows};
+  auto const on_threads = [&](auto const& work) {
+    if (threads == 1) {
+      work(std::size_t{0});
+    } else {
+      run_on_two_threads(work);
+    }
+  };
+  // Count the digits at `bit`, and check that no bit before it varies.
+  std::array<std::array<std::size_t, 256>, 2> counts{};
+  std::array<prefix_bits<Words>, 2> seen{};
+  on_threads([&](std::size_t part) {
+    for_each_encoded<Words>(bounds[part],
+                            bounds[part + 1],
+                            encode,
+                            encode_twice ? nullptr : records,
+                            [&](record const& item) {
+                              seen[part].add(item);
+                              ++counts[part][digit_of(item)];
+                            });
+  });
+  seen[0].add(seen[1]);
+  if (std::size_t const varying = seen[0].first_varying(bits); varying != bit) {
+    if (varying == bits) {
+      return false;
+    }
+    // The sample missed a varying bit (its own bits vary among the rows' ones).
+    bit      = varying;
+    digit_of = bucket_digit<Words>{bit, sample};
+    on_threads([&](std::size_t part) {
+      counts[part].fill(0);
+      auto const tally = [&](record const& item) { ++counts[part][digit_of(item)]; };
+      if (encode_twice) {
+        for_each_encoded<Words>(bounds[part], bounds[part + 1], encode, nullptr, tally);
+      } else {
+        std::for_each(records + bounds[part], records + bounds[part + 1], tally);
+      }
+    });
+  }
+  std::array<std::size_t, 257> starts{};
+  std::size_t largest = 0;
+  for (std::size_t bucket = 0; bucket < 256; ++bucket) {
+    std::size_t const size = counts[0][bucket] + counts[1][bucket];
+    starts[bucket + 1]     = starts[bucket] + size;
+    largest                = std::max(largest, size);
+  }
+  if (threads > 1 && largest > rows / MAX_BUCKET_SHARE) {
+    return false;
+  }
+
+  // Buckets [0, cut) go to the first thread, the rest to the second: the cut nearest half the
+  // rows. Each thread's scratch holds its largest bucket (every row when encoded once).
+  std::size_t cut = threads == 1 ? 256 : 0;
+  while (cut < 256 && starts[cut + 1] <= rows / 2) {
+    ++cut;
+  }
+  if (cut < 256 && starts[cut + 1] - rows / 2 < rows / 2 - starts[cut]) {
+    ++cut;
+  }
+  std::array<std::size_t, 3> const bucket_bounds{0, cut, 256};
+  std::array<std::size_t, 2> scratch_rows{};
+  if (encode_twice) {
+    for (std::size_t part = 0; part < threads; ++part) {
+      for (std::size_t bucket = bucket_bounds[part]; bucket < bucket_bounds[part + 1]; ++bucket) {
+        scratch_rows[part] = std::max(scratch_rows[part], starts[bucket + 1] - starts[bucket]);
+      }
+    }
+  } else {
+    scratch_rows[0] = rows;
+  }
+  buffer scratch_memory{(scratch_rows[0] + scratch_rows[1]) * sizeof(record), stream, temporary};
+  auto* scratch = static_cast<record*>(scratch_memory.data());
+  // Where the buckets go, and where each bucket's sort finds its scratch space.
+  record* const buckets = encode_twice ? records : scratch;
+  auto const scratch_of = [&](std::size_t part, std::size_t begin) {
+    return encode_twice ? scratch + (part == 0 ? 0 : scratch_rows[0]) : records + begin;
+  };
+
+  // Scatter: each part's rows of a bucket follow those of the parts before it.
+  on_threads([&](std::size_t part) {
+    std::array<std::size_t, 256> next{};
+    for (std::size_t bucket = 0; bucket < 256; ++bucket) {
+      next[bucket] = starts[bucket] + (part == 0 ? 0 : counts[0][bucket]);
+    }
+    auto const place = [&](record const& item) { buckets[next[digit_of(item)]++] = item; };
+    if (encode_twice) {
+      for_each_encoded<Words>(bounds[part], bounds[part + 1], encode, nullptr, place);
+    } else {
+      std::for_each(records + bounds[part], records + bounds[part + 1], place);
+    }
+  });
+
+  on_threads([&](std::size_t part) {
+    for (std::size_t bucket = bucket_bounds[part]; bucket < bucket_bounds[part + 1]; ++bucket) {
+      std::size_t const begin = starts[bucket];
+      std::size_t const size  = starts[bucket + 1] - begin;
+      record* sorted          = buckets + begin;
+      if (size > 1) {
+        sorted = msd_radix_sort(buckets + begin,
+                                scratch_of(part, begin),
+                                size,
+                                digit_of.first_byte(static_cast<unsigned>(bucket)),
+                                order.bytes());
+        order.resolve(sorted, size);
+      }
+      for (std::size_t index = 0; index < size; ++index) {
+        out[begin + index] = sorted[index].row;
+        if (prefixes != nullptr) {
+          prefixes[begin + index] = sorted[index].key[0];
+        }
+      }
+    }
+  });
+  return true;
+}
+
+/**
+ * Sorts `rows` records that `encode(begin, end, records)` writes (prefixes and row ids of rows
+ * [begin, end)) and writes their row ids in order to `out`. Inputs larger than a cache's bucket
+ * are bucketed by `bucket_sort_records`; the others (and those it declines) are encoded and radix
+ * sorted in two halves on two threads, then merged from both ends at once (one thread below
+ * PARALLEL_SORT_MIN_ROWS).
  */
 template <std::size_t Words, typename Encode>
 void sort_records(std::size_t rows,
@@ -407,12 +710,19 @@ void sort_records(std::size_t rows,
                   tie_breaker<Words> const& order,
                   std::uint64_t* out,
                   std::uint64_t* prefixes,
+                  bool encode_twice,
                   stream_view stream,
                   resource_ref temporary) {
   using record = key_record<Words>;
   buffer records_memory{rows * sizeof(record), stream, temporary};
+  auto* records             = static_cast<record*>(records_memory.data());
+  std::size_t const threads = rows < PARALLEL_SORT_MIN_ROWS ? 1 : 2;
+  if (rows * sizeof(record) > LSD_RADIX_MAX_BYTES &&
+      bucket_sort_records(
+        rows, threads, encode_twice, encode, order, records, out, prefixes, stream, temporary)) {
+    return;
+  }
   buffer scratch_memory{rows * sizeof(record), stream, temporary};
-  auto* records = static_cast<record*>(records_memory.data());
   auto* scratch = static_cast<record*>(scratch_memory.data());
 
   auto const sort_range = [&](std::size_t begin, std::size_t end) {
@@ -422,7 +732,7 @@ void sort_records(std::size_t rows,
     return sorted;
   };
 
-  if (rows < PARALLEL_SORT_MIN_ROWS) {
+  if (threads == 1) {
     record const* sorted = sort_range(0, rows);
     for (std::size_t index = 0; index < rows; ++index) {
       out[index] = sorted[index].row;
@@ -459,6 +769,11 @@ void sort_rows(table_view const& keys,
                stream_view stream,
                resource_ref temporary) {
   tie_breaker<Words> const order{keys, comparator, layout, stability};
+  // Prefixes of fixed-width keys cost less to encode twice than to write and read back.
+  bool const encode_twice =
+    std::all_of(layout.segments.begin(), layout.segments.end(), [&](auto const& segment) {
+      return is_fixed_width(keys.column(segment.column).type());
+    });
   sort_records<Words>(
     keys.num_rows(),
     [&](std::size_t begin, std::size_t end, key_record<Words>* records) {
@@ -467,6 +782,7 @@ void sort_rows(table_view const& keys,
     order,
     out,
     nullptr,
+    encode_twice,
     stream,
     temporary);
 }
@@ -511,6 +827,7 @@ void sort_sources(std::span<table_view const> keys,
     order,
     out,
     prefixes,
+    true,  // the keys are fixed-width
     stream,
     temporary);
 }

@@ -219,6 +219,92 @@ TEST_F(ConcurrentSortedOrder, HeavyKeysLargeEnoughForTheMsdPasses) {
         {{order::ASCENDING, null_order::BEFORE}, {order::DESCENDING, null_order::BEFORE}});
 }
 
+/// Rows whose records (16 bytes for one 8-byte key) pass 2 MiB: the sort cuts them into buckets
+/// by the 8 bits from the first varying one, on both threads, without a merge.
+constexpr std::size_t BUCKETED_ROWS = 200000;
+
+TEST_F(ConcurrentSortedOrder, BucketedInt64Distributions) {
+  // Every shape: random ones are bucketed; sorted, all-equal and skewed ones are declined at the
+  // sample and take the halves and their merge.
+  for (auto const& shape : SHAPES) {
+    SCOPED_TRACE(shape);
+    auto const values = int64_keys(shape, BUCKETED_ROWS);
+    auto const plain  = make_fixed_column<std::int64_t>(type_id::INT64, values, {}, input_);
+    check(table_view{plain->view()}, sort_order{{order::ASCENDING, null_order::BEFORE}});
+    check(table_view{plain->view()}, sort_order{{order::DESCENDING, null_order::BEFORE}});
+  }
+}
+
+TEST_F(ConcurrentSortedOrder, BucketedDigitsAcrossWordsAndNarrowRanges) {
+  std::mt19937_64 engine{123};
+  std::vector<std::int64_t> narrow(BUCKETED_ROWS);
+  std::vector<std::int64_t> tiny(BUCKETED_ROWS);
+  std::vector<std::int64_t> random(BUCKETED_ROWS);
+  std::vector<bool> validity(BUCKETED_ROWS);
+  for (std::size_t row = 0; row < BUCKETED_ROWS; ++row) {
+    narrow[row]   = static_cast<std::int64_t>(engine() % 1000);
+    tiny[row]     = static_cast<std::int64_t>(engine() % 16);  // varies from bit 60 of 64
+    random[row]   = static_cast<std::int64_t>(engine() % 5000) - 2500;
+    validity[row] = row % 11 != 3;
+  }
+  auto const narrow_key = make_fixed_column<std::int64_t>(type_id::INT64, narrow, {}, input_);
+  auto const nullable_key =
+    make_fixed_column<std::int64_t>(type_id::INT64, narrow, validity, input_);
+  auto const tiny_key   = make_fixed_column<std::int64_t>(type_id::INT64, tiny, {}, input_);
+  auto const random_key = make_fixed_column<std::int64_t>(type_id::INT64, random, {}, input_);
+  // Ten bits vary: the digit is their first eight, the buckets' sort starts in the last byte.
+  check(table_view{narrow_key->view()}, sort_order{{order::ASCENDING, null_order::BEFORE}});
+  check(table_view{nullable_key->view()}, sort_order{{order::DESCENDING, null_order::AFTER}});
+  // The digit takes the first key's last four bits and the second key's first four.
+  check(table_view{tiny_key->view(), random_key->view()},
+        sort_order{{order::ASCENDING, null_order::BEFORE}, {order::DESCENDING, null_order::AFTER}});
+}
+
+TEST_F(ConcurrentSortedOrder, BucketedRowsTheSampleMisses) {
+  // The sample takes rows i * rows / 1024. Rows 1-3 (never sampled) vary in bits the sample sees
+  // constant: the count finds them and counts again from the earlier bit. Then most unsampled
+  // rows of the first half share one key: the count finds a bucket too heavy to share and the
+  // sort takes the halves and their merge.
+  std::mt19937_64 engine{321};
+  std::vector<std::int64_t> values(BUCKETED_ROWS);
+  for (std::size_t row = 0; row < BUCKETED_ROWS; ++row) {
+    values[row] = static_cast<std::int64_t>(engine() % 100000);
+  }
+  values[1]         = std::numeric_limits<std::int64_t>::max();
+  values[2]         = std::numeric_limits<std::int64_t>::min();
+  values[3]         = std::int64_t{1} << 40;
+  auto const missed = make_fixed_column<std::int64_t>(type_id::INT64, values, {}, input_);
+  check(table_view{missed->view()}, sort_order{{order::ASCENDING, null_order::BEFORE}});
+
+  std::vector<bool> sampled(BUCKETED_ROWS, false);
+  for (std::size_t index = 0; index < 1024; ++index) {
+    sampled[index * BUCKETED_ROWS / 1024] = true;
+  }
+  for (std::size_t row = 0; row < BUCKETED_ROWS / 2; ++row) {
+    if (!sampled[row]) {
+      values[row] = 4242;
+    }
+  }
+  auto const heavy = make_fixed_column<std::int64_t>(type_id::INT64, values, {}, input_);
+  check(table_view{heavy->view()}, sort_order{{order::DESCENDING, null_order::BEFORE}});
+}
+
+TEST_F(ConcurrentSortedOrder, BucketedStringsAreEncodedOnce) {
+  // Strings with a long common prefix vary first in their eighth byte; short ones tie often
+  // beyond the prefix (with a second key the prefix is incomplete).
+  std::mt19937_64 engine{77};
+  std::vector<std::optional<std::string>> prefixed;
+  for (std::size_t row = 0; row < BUCKETED_ROWS; ++row) {
+    prefixed.push_back("account" + std::to_string(engine() % 50000));
+  }
+  auto const long_prefix = make_string_column(prefixed, input_);
+  check(table_view{long_prefix->view()}, sort_order{{order::ASCENDING, null_order::BEFORE}});
+  auto const short_strings = random_column(type_id::STRING, BUCKETED_ROWS, 6, 0.1, input_, 3);
+  auto const floats        = random_column(type_id::FLOAT64, BUCKETED_ROWS, 8, 0.1, input_);
+  check(table_view{short_strings->view(), floats->view()},
+        sort_order{{order::DESCENDING, null_order::AFTER}, {order::ASCENDING, null_order::BEFORE}});
+}
+
 TEST_F(SortedOrder, MultiKeyMixedDirectionsAndNullOrders) {
   auto const first  = random_column(type_id::INT8, 2500, 21, 0.1, input_);
   auto const second = random_column(type_id::STRING, 2500, 22, 0.2, input_, 1);
@@ -456,6 +542,21 @@ TEST_F(SortedSources, TwoKeysManyTiesAboveTheParallelThreshold) {
   auto const equal =
     make_fixed_column<std::int64_t>(type_id::INT64, int64_keys("all-equal", rows), {}, input_);
   check(table_view{equal->view()}, {rows / 4, rows / 2, 3 * rows / 4}, sort_order{});
+}
+
+TEST_F(SortedSources, BucketedAcrossTablesIsAStableSort) {
+  // Above 2 MiB of records the rows of all tables are bucketed together; ties stay in table and
+  // row order.
+  std::size_t const rows = 200000;
+  std::mt19937_64 engine{17};
+  std::vector<std::int64_t> values(rows);
+  for (auto& value : values) {
+    value = static_cast<std::int64_t>(engine() % 20000) - 10000;
+  }
+  auto const key = make_fixed_column<std::int64_t>(type_id::INT64, values, {}, input_);
+  check(table_view{key->view()},
+        {rows / 5, rows / 5, rows / 2, rows / 2 + 1, 4 * rows / 5},
+        sort_order{{order::DESCENDING, null_order::BEFORE}});
 }
 
 TEST_F(SortedSources, EightByteIntegerKeysComeBackDecodedInSortedOrder) {
