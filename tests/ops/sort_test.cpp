@@ -769,6 +769,26 @@ TEST_F(Sort, SortedInputIsCopiedFromTheOutputResourceAlone) {
   EXPECT_EQ(temporary_.statistics().peak_bytes, 0U);
 }
 
+TEST(ParallelGather, CopyStringCopiesExactlyItsBytesAtEveryLength) {
+  // Every branch (bytes, 4, 8 and 16 byte pairs, memcpy) and every boundary between them.
+  std::vector<char> source(100);
+  for (std::size_t index = 0; index < source.size(); ++index) {
+    source[index] = static_cast<char>('A' + index % 50);
+  }
+  for (std::size_t bytes = 0; bytes <= 70; ++bytes) {
+    SCOPED_TRACE(bytes);
+    std::vector<char> target(100, '#');
+    detail::copy_string(target.data() + 5, source.data() + 3, bytes);
+    for (std::size_t index = 0; index < target.size(); ++index) {
+      if (index >= 5 && index < 5 + bytes) {
+        ASSERT_EQ(target[index], source[index - 2]) << "byte " << index;
+      } else {
+        ASSERT_EQ(target[index], '#') << "byte " << index << " written";
+      }
+    }
+  }
+}
+
 TEST(ConcurrentParallelGather, WideRowsBelowTheRowThresholdAreGatheredOnTwoThreads) {
   // 3000 rows of about 1.2 KB: under PARALLEL_GATHER_MIN_ROWS, over PARALLEL_GATHER_MIN_BYTES.
   host_memory_resource host;
