@@ -19,7 +19,9 @@
 #include <cmath>
 #include <deque>
 #include <optional>
+#include <span>
 #include <string>
+#include <tuple>
 
 namespace spillway {
 
@@ -277,6 +279,38 @@ std::vector<std::unique_ptr<table>> gather_with_sorted_key(std::span<table_view 
   return pieces;
 }
 
+/**
+ * The value column `sorted_key_values` would carry with the key: the one column besides the one
+ * key column (whether it qualifies, `detail::sorts_key_values` says).
+ */
+std::optional<std::size_t> carried_column(std::size_t num_columns,
+                                          std::vector<std::size_t> const& key_columns) {
+  if (num_columns != 2 || key_columns.size() != 1) {
+    return std::nullopt;
+  }
+  return key_columns.front() == 0 ? 1 : 0;
+}
+
+/**
+ * Rows `[starts[p], starts[p + 1])` of the sorted `keys` and `values` as piece `p`, a table with
+ * the key column at `key` and the value column at the other place.
+ */
+std::vector<std::unique_ptr<table>> key_value_pieces(column_view const& keys,
+                                                     column_view const& values,
+                                                     std::size_t key,
+                                                     std::span<std::size_t const> starts,
+                                                     stream_view stream,
+                                                     memory_resources mrs) {
+  std::vector<std::unique_ptr<table>> pieces;
+  for (std::size_t piece = 0; piece + 1 < starts.size(); ++piece) {
+    std::vector<std::unique_ptr<column>> columns(2);
+    columns[key]     = detail::copy(slice(keys, starts[piece], starts[piece + 1]), stream, mrs);
+    columns[1 - key] = detail::copy(slice(values, starts[piece], starts[piece + 1]), stream, mrs);
+    pieces.push_back(std::make_unique<table>(std::move(columns)));
+  }
+  return pieces;
+}
+
 }  // namespace
 
 void external_sorter::flush_deferred() {
@@ -334,8 +368,6 @@ external_sorter::run_outcome external_sorter::sort_run(std::vector<spillable_tab
     if (presorted) {
       return;  // each batch is cut by copies into chunks that need no merge: see sort_batch
     }
-    std::unique_ptr<column> sorted_key;  // decoded from the sort's prefixes, not gathered
-    auto const order = detail::sorted_sources(keys, options_.orders, stream_, scratch, &sorted_key);
     // Chunks of the size each batch would have been cut into alone.
     std::size_t pieces = 0;
     for (std::size_t index = 0; index < batches.size(); ++index) {
@@ -346,6 +378,25 @@ external_sorter::run_outcome external_sorter::sort_run(std::vector<spillable_tab
     for (std::size_t piece = 0; piece <= pieces; ++piece) {
       starts[piece] = piece * rows / pieces;
     }
+    if (auto const carried = carried_column(num_columns_, options_.key_columns)) {
+      std::vector<column_view> values;
+      for (auto const& input : inputs) {
+        values.push_back(input.column(*carried));
+      }
+      if (detail::sorts_key_values(keys, options_.orders, values)) {
+        auto const [sorted_keys, sorted_values] =
+          detail::sorted_key_values(keys, options_.orders, values, stream_, scratch);
+        chunks = key_value_pieces(sorted_keys->view(),
+                                  sorted_values->view(),
+                                  options_.key_columns.front(),
+                                  starts,
+                                  stream_,
+                                  scratch);
+        return;
+      }
+    }
+    std::unique_ptr<column> sorted_key;  // decoded from the sort's prefixes, not gathered
+    auto const order = detail::sorted_sources(keys, options_.orders, stream_, scratch, &sorted_key);
     std::optional<column_view> const key_view =
       sorted_key ? std::optional<column_view>{sorted_key->view()} : std::nullopt;
     chunks = gather_with_sorted_key(inputs,
@@ -420,7 +471,8 @@ bool external_sorter::sort_deferred() {
   memory_resources const scratch = mrs_.with_output(mrs_.temporary());
   std::optional<memory_lease> lease;
   std::unique_ptr<column> sources;
-  std::unique_ptr<column> sorted_key;  // decoded from the sort's prefixes, not gathered
+  std::unique_ptr<column> sorted_key;     // decoded from the sort's prefixes, not gathered
+  std::unique_ptr<column> sorted_values;  // carried with the key (sorted_key_values)
   bool fits       = true;
   bool const done = run_protected([&] {
     if (options_.task != nullptr) {
@@ -443,15 +495,44 @@ bool external_sorter::sort_deferred() {
       fits = false;
       return;
     }
+    if (auto const carried = carried_column(num_columns_, options_.key_columns)) {
+      std::vector<column_view> values;
+      for (auto const& pin : pins) {
+        values.push_back(pin.view().column(*carried));
+      }
+      if (detail::sorts_key_values(keys, options_.orders, values)) {
+        // A key and one value: sorted together, the sorted rows are the output.
+        std::tie(sorted_key, sorted_values) =
+          detail::sorted_key_values(keys, options_.orders, values, stream_, scratch);
+        return;
+      }
+    }
     sources = detail::sorted_sources(keys, options_.orders, stream_, scratch, &sorted_key);
   });
   lease.reset();
   if (!done || !fits) {
     return false;
   }
-  sorted_rows_  = sources->size();
   sorted_taken_ = 0;
   std::vector<std::unique_ptr<column>> columns;
+  sorted_whole_ = sorted_values != nullptr;
+  if (sorted_whole_) {
+    sorted_rows_          = sorted_key->size();
+    std::size_t const key = options_.key_columns.front();
+    columns.resize(2);
+    columns[key]     = std::move(sorted_key);
+    columns[1 - key] = std::move(sorted_values);
+    // The batches are no longer needed: their rows are all in the sorted columns.
+    auto sorted = std::make_unique<table>(std::move(columns));
+    deferred_.clear();
+    deferred_sizes_.clear();
+    deferred_bytes_ = 0;
+    deferred_rows_  = 0;
+    sorted_sources_ = store_.make_spillable(std::move(sorted), options_.chunk_priority + 1);
+    ++stats_.rounds;
+    return true;
+  }
+  sorted_rows_ = sources->size();
   columns.push_back(std::move(sources));
   if (sorted_key) {
     columns.push_back(std::move(sorted_key));
@@ -475,6 +556,26 @@ std::unique_ptr<table> external_sorter::take_sorted() {
     std::unique_ptr<table> batch;
     std::optional<memory_lease> lease;
     bool const done = run_protected([&] {
+      if (sorted_whole_) {
+        // The sorted rows themselves: the next batch is a copy of the next of them.
+        std::size_t row_bytes = 0;
+        for (std::size_t index = 0; index < num_columns_; ++index) {
+          row_bytes += size_of(schema_[index]);
+        }
+        if (options_.task != nullptr) {
+          std::size_t const need = sorted_rows_ * row_bytes + limit;
+          std::size_t const base = options_.task->base_lease();
+          if (need > base && !lease) {
+            lease.emplace(options_.task->request_lease(need - base));
+          }
+        }
+        pinned_table const sorted = sorted_sources_.acquire();
+        std::size_t const rows =
+          std::clamp<std::size_t>(limit / row_bytes, 1, sorted_rows_ - sorted_taken_);
+        batch =
+          detail::copy(slice(sorted.view(), sorted_taken_, sorted_taken_ + rows), stream_, mrs_);
+        return;
+      }
       if (options_.task != nullptr) {
         // Every batch, the order and the output batch are on the device together.
         std::size_t const need = deferred_bytes_ + sorted_rows_ * sizeof(std::uint64_t) + limit;

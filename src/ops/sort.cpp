@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <exception>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -191,6 +193,43 @@ template <std::size_t Words>
   return {less_count, equal_count};
 }
 
+/// Below this many records a carried sort (see `msd_radix_sort`) orders them by insertion.
+constexpr std::size_t INSERTION_SORT_MAX_ROWS = 48;
+
+/**
+ * Sorts fewer than RADIX_SORT_MIN_ROWS `records` by prefix bytes [`first`, `bytes`), stably.
+ * Records whose `row` is a source row are ordered by (prefix, row); records that `carried` a
+ * value in `row` instead keep their order among equal prefixes, by insertion or LSD passes.
+ * @return the array holding the sorted records: `records` or `scratch`
+ */
+template <std::size_t Words>
+key_record<Words>* small_sort(key_record<Words>* records,
+                              key_record<Words>* scratch,
+                              std::size_t count,
+                              std::size_t first,
+                              std::size_t bytes,
+                              bool carried) {
+  if (!carried) {
+    // Within a bucket the rows still ascend, so (prefix, row) order is the stable order.
+    std::sort(records, records + count, [](auto const& lhs, auto const& rhs) {
+      return prefix_less(lhs, rhs) || (prefix_equal(lhs, rhs) && lhs.row < rhs.row);
+    });
+    return records;
+  }
+  if (count > INSERTION_SORT_MAX_ROWS && bytes - first <= LSD_RADIX_MAX_PASSES) {
+    return lsd_radix_sort(records, scratch, count, first, bytes);
+  }
+  for (std::size_t index = 1; index < count; ++index) {
+    key_record<Words> const item = records[index];
+    std::size_t slot             = index;
+    for (; slot > 0 && prefix_less(item, records[slot - 1]); --slot) {
+      records[slot] = records[slot - 1];
+    }
+    records[slot] = item;
+  }
+  return records;
+}
+
 /**
  * Sorts `records` by prefix bytes [`first`, `bytes`), stably, using `scratch` (as long as
  * `records`). Large inputs take one MSD pass on their first varying byte, which cuts them into
@@ -205,17 +244,14 @@ key_record<Words>* msd_radix_sort(key_record<Words>* records,
                                   key_record<Words>* scratch,
                                   std::size_t count,
                                   std::size_t first,
-                                  std::size_t bytes) {
+                                  std::size_t bytes,
+                                  bool carried) {
   using record = key_record<Words>;
   if (first >= bytes) {
     return records;
   }
   if (count < RADIX_SORT_MIN_ROWS) {
-    // Within a bucket the rows still ascend, so (prefix, row) order is the stable order.
-    std::sort(records, records + count, [](auto const& lhs, auto const& rhs) {
-      return prefix_less(lhs, rhs) || (prefix_equal(lhs, rhs) && lhs.row < rhs.row);
-    });
-    return records;
+    return small_sort(records, scratch, count, first, bytes, carried);
   }
   if (count * sizeof(record) <= LSD_RADIX_MAX_BYTES && bytes - first <= LSD_RADIX_MAX_PASSES) {
     return lsd_radix_sort(records, scratch, count, first, bytes);
@@ -234,7 +270,8 @@ key_record<Words>* msd_radix_sort(key_record<Words>* records,
       {{0, less_count}, {less_count + equal_count, count - less_count - equal_count}}};
     for (auto const& [begin, size] : sides) {
       if (size > 1) {
-        record* const sorted = msd_radix_sort(scratch + begin, records + begin, size, first, bytes);
+        record* const sorted =
+          msd_radix_sort(scratch + begin, records + begin, size, first, bytes, carried);
         if (sorted != scratch + begin) {
           std::copy(sorted, sorted + size, scratch + begin);
         }
@@ -246,7 +283,7 @@ key_record<Words>* msd_radix_sort(key_record<Words>* records,
   if (std::any_of(histogram.begin(), histogram.end(), [count](std::size_t bucket) {
         return bucket == count;
       })) {
-    return msd_radix_sort(records, scratch, count, first + 1, bytes);
+    return msd_radix_sort(records, scratch, count, first + 1, bytes, carried);
   }
   std::array<std::size_t, 257> starts{};
   for (std::size_t bucket = 0; bucket < 256; ++bucket) {
@@ -264,7 +301,7 @@ key_record<Words>* msd_radix_sort(key_record<Words>* records,
     std::size_t const size  = starts[bucket + 1] - begin;
     if (size > 1) {
       record* const sorted =
-        msd_radix_sort(scratch + begin, records + begin, size, first + 1, bytes);
+        msd_radix_sort(scratch + begin, records + begin, size, first + 1, bytes, carried);
       if (sorted != scratch + begin) {
         std::copy(sorted, sorted + size, scratch + begin);
       }
@@ -281,13 +318,10 @@ template <std::size_t Words>
 key_record<Words>* radix_sort(key_record<Words>* records,
                               key_record<Words>* scratch,
                               std::size_t count,
-                              std::size_t bytes) {
+                              std::size_t bytes,
+                              bool carried) {
   if (count < RADIX_SORT_MIN_ROWS) {
-    // Rows are unique, so (prefix, row) is a total order and the result is stable.
-    std::sort(records, records + count, [](auto const& lhs, auto const& rhs) {
-      return prefix_less(lhs, rhs) || (prefix_equal(lhs, rhs) && lhs.row < rhs.row);
-    });
-    return records;
+    return small_sort(records, scratch, count, 0, bytes, carried);
   }
   // Already in order (by prefix; rows ascend within equal prefixes as encoded): one pass that
   // stops at the first descent, so unsorted inputs pay almost nothing for it.
@@ -296,7 +330,7 @@ key_record<Words>* radix_sort(key_record<Words>* records,
       })) {
     return records;
   }
-  return msd_radix_sort(records, scratch, count, 0, bytes);
+  return msd_radix_sort(records, scratch, count, 0, bytes, carried);
 }
 
 /// Orders records whose prefixes are equal by their full rows.
@@ -546,6 +580,7 @@ template <std::size_t Words, typename Encode>
 bool bucket_sort_records(std::size_t rows,
                          std::size_t threads,
                          bool encode_twice,
+                         bool carried,
                          Encode const& encode,
                          tie_breaker<Words> const& order,
                          key_record<Words>* records,
@@ -683,7 +718,8 @@ bool bucket_sort_records(std::size_t rows,
                                 scratch_of(part, begin),
                                 size,
                                 digit_of.first_byte(static_cast<unsigned>(bucket)),
-                                order.bytes());
+                                order.bytes(),
+                                carried);
         order.resolve(sorted, size);
       }
       for (std::size_t index = 0; index < size; ++index) {
@@ -711,15 +747,24 @@ void sort_records(std::size_t rows,
                   std::uint64_t* out,
                   std::uint64_t* prefixes,
                   bool encode_twice,
+                  bool carried,
                   stream_view stream,
                   resource_ref temporary) {
   using record = key_record<Words>;
   buffer records_memory{rows * sizeof(record), stream, temporary};
   auto* records             = static_cast<record*>(records_memory.data());
   std::size_t const threads = rows < PARALLEL_SORT_MIN_ROWS ? 1 : 2;
-  if (rows * sizeof(record) > LSD_RADIX_MAX_BYTES &&
-      bucket_sort_records(
-        rows, threads, encode_twice, encode, order, records, out, prefixes, stream, temporary)) {
+  if (rows * sizeof(record) > LSD_RADIX_MAX_BYTES && bucket_sort_records(rows,
+                                                                         threads,
+                                                                         encode_twice,
+                                                                         carried,
+                                                                         encode,
+                                                                         order,
+                                                                         records,
+                                                                         out,
+                                                                         prefixes,
+                                                                         stream,
+                                                                         temporary)) {
     return;
   }
   buffer scratch_memory{rows * sizeof(record), stream, temporary};
@@ -727,7 +772,8 @@ void sort_records(std::size_t rows,
 
   auto const sort_range = [&](std::size_t begin, std::size_t end) {
     encode(begin, end, records + begin);
-    record* sorted = radix_sort(records + begin, scratch + begin, end - begin, order.bytes());
+    record* sorted =
+      radix_sort(records + begin, scratch + begin, end - begin, order.bytes(), carried);
     order.resolve(sorted, end - begin);
     return sorted;
   };
@@ -783,6 +829,7 @@ void sort_rows(table_view const& keys,
     out,
     nullptr,
     encode_twice,
+    false,
     stream,
     temporary);
 }
@@ -828,6 +875,7 @@ void sort_sources(std::span<table_view const> keys,
     out,
     prefixes,
     true,  // the keys are fixed-width
+    false,
     stream,
     temporary);
 }
@@ -968,6 +1016,106 @@ std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
     decode_prefixes(layout, first_type, prefixes, rows, prefixes);
   }
   return result;
+}
+
+bool sorts_key_values(std::span<table_view const> keys,
+                      sort_order const& orders,
+                      std::span<column_view const> values) {
+  if (keys.empty() || keys.size() != values.size() || keys.front().num_columns() != 1) {
+    return false;
+  }
+  data_type const key_type   = keys.front().column(0).type();
+  data_type const value_type = values.front().type();
+  if (!is_fixed_width(key_type) || size_of(key_type) != sizeof(std::uint64_t) ||
+      !is_fixed_width(value_type) || size_of(value_type) > sizeof(std::uint64_t)) {
+    return false;
+  }
+  for (std::size_t input = 0; input < keys.size(); ++input) {
+    if (keys[input].num_columns() != 1 || keys[input].column(0).type() != key_type ||
+        values[input].type() != value_type || values[input].has_nulls() ||
+        values[input].size() != keys[input].num_rows()) {
+      return false;
+    }
+  }
+  normalized_key_layout const layout =
+    plan_normalized_keys(keys, resolve_orders(orders, keys.front().num_columns()));
+  return layout.complete && layout.words() == 1 && prefixes_decode(layout, key_type);
+}
+
+std::pair<std::unique_ptr<column>, std::unique_ptr<column>> sorted_key_values(
+  std::span<table_view const> keys,
+  sort_order const& orders,
+  std::span<column_view const> values,
+  stream_view stream,
+  memory_resources mrs) {
+  SPILLWAY_EXPECTS(sorts_key_values(keys, orders, values),
+                   "sorted_key_values: needs one 8-byte integer or timestamp key column without "
+                   "nulls and one fixed-width value column of at most 8 bytes without nulls, of "
+                   "the same rows in every table",
+                   invalid_argument);
+  sort_order const resolved = resolve_orders(orders, 1);
+  std::vector<std::size_t> starts(keys.size() + 1, 0);
+  for (std::size_t input = 0; input < keys.size(); ++input) {
+    starts[input + 1] = starts[input] + keys[input].num_rows();
+  }
+  std::size_t const rows             = starts.back();
+  normalized_key_layout const layout = plan_normalized_keys(keys, resolved);
+  data_type const key_type           = keys.front().column(0).type();
+  data_type const value_type         = values.front().type();
+  std::size_t const width            = size_of(value_type);
+  auto sorted_keys =
+    make_fixed_width_column(key_type, rows, mask_state::UNALLOCATED, stream, mrs.output());
+  auto sorted_values =
+    make_fixed_width_column(value_type, rows, mask_state::UNALLOCATED, stream, mrs.output());
+  if (rows == 0) {
+    return {std::move(sorted_keys), std::move(sorted_values)};
+  }
+  // Values of 8 bytes are written in place; narrower ones pass through 8 bytes a row.
+  std::optional<buffer> wide;
+  if (width != sizeof(std::uint64_t)) {
+    wide.emplace(rows * sizeof(std::uint64_t), stream, mrs.temporary());
+  }
+  auto* out =
+    wide ? static_cast<std::uint64_t*>(wide->data()) : sorted_values->mutable_data<std::uint64_t>();
+  auto* prefixes = sorted_keys->mutable_data<std::uint64_t>();
+  row_comparator const comparator{keys.front(), resolved};
+  tie_breaker<1> const order{keys.front(), comparator, layout, sort_stability::STABLE};
+  sort_records<1>(
+    rows,
+    [&](std::size_t begin, std::size_t end, key_record<1>* records) {
+      // The inputs that overlap global rows [begin, end); each record carries its value.
+      auto input = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), begin) -
+                                            starts.begin() - 1);
+      for (std::size_t row = begin; row < end; ++input) {
+        std::size_t const first = row - starts[input];
+        std::size_t const last  = std::min(end, starts[input + 1]) - starts[input];
+        key_record<1>* part     = records + (row - begin);
+        encode_normalized_keys<1>(layout, keys[input], first, last, part);
+        auto const* value = static_cast<std::byte const*>(values[input].head()) +
+                            (values[input].offset() + first) * width;
+        for (std::size_t index = 0; index < last - first; ++index) {
+          std::uint64_t bits = 0;
+          std::memcpy(&bits, value + index * width, width);
+          part[index].row = bits;
+        }
+        row += last - first;
+      }
+    },
+    order,
+    out,
+    prefixes,
+    true,  // the key is fixed-width
+    true,  // records carry values, not rows
+    stream,
+    mrs.temporary());
+  decode_prefixes(layout, key_type, prefixes, rows, prefixes);
+  if (wide) {
+    auto* narrow = sorted_values->mutable_data<std::byte>();
+    for (std::size_t row = 0; row < rows; ++row) {
+      std::memcpy(narrow + row * width, &out[row], width);
+    }
+  }
+  return {std::move(sorted_keys), std::move(sorted_values)};
 }
 
 std::unique_ptr<table> sort(table_view const& values,

@@ -611,6 +611,125 @@ TEST_F(SortedSources, EightByteIntegerKeysComeBackDecodedInSortedOrder) {
   }
 }
 
+class SortedKeyValues : public testing::ops_fixture {
+ public:
+  /// sorted_key_values of `keys` and `values` cut at `cuts` against a stable sort of the rows.
+  template <typename V>
+  void check(std::vector<std::int64_t> const& keys,
+             std::vector<V> const& values,
+             data_type value_type,
+             std::vector<std::size_t> const& cuts,
+             order direction) {
+    auto const key_column   = make_fixed_column<std::int64_t>(type_id::INT64, keys, {}, input_);
+    auto const value_column = make_fixed_column<V>(value_type, values, {}, input_);
+    std::vector<table_view> key_tables;
+    std::vector<column_view> value_columns;
+    std::size_t begin = 0;
+    for (std::size_t index = 0; index <= cuts.size(); ++index) {
+      std::size_t const end = index < cuts.size() ? cuts[index] : keys.size();
+      key_tables.push_back(slice(table_view{key_column->view()}, begin, end));
+      value_columns.push_back(slice(value_column->view(), begin, end));
+      begin = end;
+    }
+    sort_order const orders{{direction, null_order::BEFORE}};
+    ASSERT_TRUE(detail::sorts_key_values(key_tables, orders, value_columns));
+    std::vector<std::size_t> expected(keys.size());
+    for (std::size_t row = 0; row < keys.size(); ++row) {
+      expected[row] = row;
+    }
+    std::stable_sort(expected.begin(), expected.end(), [&](std::size_t lhs, std::size_t rhs) {
+      return direction == order::ASCENDING ? keys[lhs] < keys[rhs] : keys[lhs] > keys[rhs];
+    });
+    auto const [sorted_keys, sorted_values] =
+      detail::sorted_key_values(key_tables, orders, value_columns, default_stream(), mrs_);
+    expect_resources(sorted_keys->allocated_bytes() + sorted_values->allocated_bytes());
+    ASSERT_EQ(sorted_keys->size(), keys.size());
+    ASSERT_EQ(sorted_values->size(), keys.size());
+    std::int64_t const* got_keys = sorted_keys->view().data<std::int64_t>();
+    V const* got_values          = sorted_values->view().data<V>();
+    for (std::size_t position = 0; position < keys.size(); ++position) {
+      ASSERT_EQ(got_keys[position], keys[expected[position]]) << "position " << position;
+      ASSERT_EQ(got_values[position], values[expected[position]]) << "position " << position;
+    }
+  }
+};
+
+TEST_F(SortedKeyValues, IsAStableSortAtEverySizeAndShape) {
+  // Insertion (under 48 rows), LSD (under 256), one radix sort, buckets on two threads (over
+  // 2 MiB of records) and the halves with their merge (a heavy key); many ties, so that a
+  // value out of its row's order shows.
+  for (std::size_t const rows : {std::size_t{0},
+                                 std::size_t{1},
+                                 std::size_t{40},
+                                 std::size_t{200},
+                                 std::size_t{5000},
+                                 std::size_t{200000}}) {
+    for (bool const heavy : {false, true}) {
+      SCOPED_TRACE(std::to_string(rows) + (heavy ? " heavy" : " spread"));
+      std::mt19937_64 engine{rows + (heavy ? 1 : 0)};
+      std::vector<std::int64_t> keys(rows);
+      std::vector<std::int64_t> values(rows);
+      for (std::size_t row = 0; row < rows; ++row) {
+        auto const random = static_cast<std::int64_t>(engine() % (rows / 8 + 2)) - 100;
+        keys[row]         = heavy && engine() % 10 != 0 ? 5 : random;
+        // Not in row order: a sort of (key, value) pairs would reorder ties.
+        values[row] = static_cast<std::int64_t>(engine() % 1000000);
+      }
+      std::vector<std::size_t> const cuts{rows / 3, rows / 3, rows / 2};
+      check(keys, values, data_type{type_id::INT64}, cuts, order::ASCENDING);
+      check(keys, values, data_type{type_id::INT64}, cuts, order::DESCENDING);
+    }
+  }
+}
+
+TEST_F(SortedKeyValues, NarrowValuesAndExtremeKeys) {
+  std::size_t const rows = 150000;
+  std::mt19937_64 engine{5};
+  std::vector<std::int64_t> keys(rows);
+  std::vector<std::int32_t> ints(rows);
+  std::vector<double> doubles(rows);
+  std::vector<std::uint8_t> bytes(rows);
+  for (std::size_t row = 0; row < rows; ++row) {
+    keys[row]    = row % 101 == 0   ? std::numeric_limits<std::int64_t>::min()
+                   : row % 103 == 0 ? std::numeric_limits<std::int64_t>::max()
+                                    : static_cast<std::int64_t>(engine());
+    ints[row]    = static_cast<std::int32_t>(row * 7);
+    doubles[row] = static_cast<double>(row) / 3.0;
+    bytes[row]   = static_cast<std::uint8_t>(row % 251);
+  }
+  check(keys, ints, data_type{type_id::INT32}, {rows / 2}, order::ASCENDING);
+  check(keys, doubles, data_type{type_id::FLOAT64}, {}, order::DESCENDING);
+  check(keys, bytes, data_type{type_id::UINT8}, {1000, 90000}, order::ASCENDING);
+}
+
+TEST_F(SortedKeyValues, SaysWhichTablesItSorts) {
+  auto const key = make_fixed_column<std::int64_t>(type_id::INT64, {3, 1, 2}, {}, input_);
+  auto const nulls =
+    make_fixed_column<std::int64_t>(type_id::INT64, {3, 1, 2}, {true, false, true}, input_);
+  auto const narrow = make_fixed_column<std::int32_t>(type_id::INT32, {3, 1, 2}, {}, input_);
+  auto const text   = make_string_column({"a", "b", "c"}, input_);
+  std::vector<table_view> const keys{table_view{key->view()}};
+  std::vector<column_view> const values{narrow->view()};
+  sort_order const orders{{order::ASCENDING, null_order::BEFORE}};
+  EXPECT_TRUE(detail::sorts_key_values(keys, orders, values));
+  // A key with nulls (a null byte makes the prefix 9 bytes), a 4-byte key, two key columns.
+  EXPECT_FALSE(
+    detail::sorts_key_values(std::vector<table_view>{table_view{nulls->view()}}, orders, values));
+  EXPECT_FALSE(
+    detail::sorts_key_values(std::vector<table_view>{table_view{narrow->view()}}, orders, values));
+  EXPECT_FALSE(detail::sorts_key_values(
+    std::vector<table_view>{table_view{key->view(), key->view()}},
+    sort_order{{order::ASCENDING, null_order::BEFORE}, {order::ASCENDING, null_order::BEFORE}},
+    values));
+  // Values with nulls or of strings; tables and value columns that do not pair up.
+  EXPECT_FALSE(detail::sorts_key_values(keys, orders, std::vector<column_view>{nulls->view()}));
+  EXPECT_FALSE(detail::sorts_key_values(keys, orders, std::vector<column_view>{text->view()}));
+  EXPECT_FALSE(detail::sorts_key_values(keys, orders, std::vector<column_view>{}));
+  EXPECT_THROW((void)detail::sorted_key_values(
+                 keys, orders, std::vector<column_view>{text->view()}, default_stream(), mrs_),
+               invalid_argument);
+}
+
 TEST_F(SortedSources, RejectsKeysWithoutACompletePrefix) {
   auto const strings = random_column(type_id::STRING, 100, 3, 0.0, input_, 5);
   std::vector<table_view> const parts{table_view{strings->view()}};

@@ -181,6 +181,28 @@ std::vector<operator_case> operator_cases() {
        auto bytes  = result->allocated_bytes();
        return owned(std::move(result), bytes);
      }});
+  cases.push_back(
+    {"detail::sorted_key_values", scratch::SOME, [](table_view const& input, memory_resources mrs) {
+       // An INT64 key and a FLOAT64 value without nulls, as the input's rows, in two tables.
+       host_memory_resource pair_memory;
+       std::size_t const rows = input.num_rows();
+       auto const key =
+         testing::random_column(data_type{type_id::INT64}, rows, 7, 0.0, pair_memory);
+       auto const value =
+         testing::random_column(data_type{type_id::FLOAT64}, rows, 8, 0.0, pair_memory);
+       std::vector<table_view> const keys{slice(table_view{key->view()}, 0, 100),
+                                          slice(table_view{key->view()}, 100, rows)};
+       std::vector<column_view> const values{slice(value->view(), 0, 100),
+                                             slice(value->view(), 100, rows)};
+       auto [sorted_keys, sorted_values] =
+         detail::sorted_key_values(keys, {}, values, default_stream(), mrs);
+       std::vector<std::unique_ptr<column>> columns;
+       columns.push_back(std::move(sorted_keys));
+       columns.push_back(std::move(sorted_values));
+       auto result = std::make_unique<table>(std::move(columns));
+       auto bytes  = result->allocated_bytes();
+       return owned(std::move(result), bytes);
+     }});
   for (bool const lower : {true, false}) {
     cases.push_back(
       {lower ? "lower_bound" : "upper_bound",

@@ -33,12 +33,15 @@
  * `finish()` finds them all still waiting, it sorts their keys at once
  * (`detail::sorted_sources`, stable: ties in push order) and each `next()` gathers the next
  * output batch straight from the batches: one copy of the input, no chunks, no merge, no
- * sample. Past the bound, the waiting batches become one sorted run: their keys sorted at once
- * and their rows gathered straight into chunks (and sampled, in push order), and the next
- * batches wait for the next run. Runs of many batches mean fewer sorted runs for the merge:
- * 300M rows under 512 MiB made 300 runs of one batch, more than a round loads chunks, so that
- * rounds merged and recopied what they could not emit. Batches that are each in order already,
- * or a run whose sort must split under the OOM protocol, are sorted batch by batch.
+ * sample. A table of one 8-byte integer key and one value column of at most 8 bytes (no nulls)
+ * is sorted with its values carried in the sort's records (`detail::sorted_key_values`): the
+ * batches go once sorted, and each output batch is a copy of the next sorted rows, no gather. Past
+ * the bound, the waiting batches become one sorted run: their keys sorted at once and their rows
+ * gathered straight into chunks (and sampled, in push order), and the next batches wait for the
+ * next run. Runs of many batches mean fewer sorted runs for the merge: 300M rows under 512 MiB made
+ * 300 runs of one batch, more than a round loads chunks, so that rounds merged and recopied what
+ * they could not emit. Batches that are each in order already, or a run whose sort must split under
+ * the OOM protocol, are sorted batch by batch.
  *
  * ## Algorithm (sample strategy)
  * 1. As in the merge strategy, each pushed batch is sorted and cut into chunks; each chunk keeps
@@ -146,7 +149,10 @@ struct external_sort_statistics {
   std::size_t chunks_created = 0;
   /// Sorted runs of several batches (waiting batches sorted at once into chunks).
   std::size_t batch_runs = 0;
-  /// Payload bytes written by sort/merge/gather/copy/concatenate on the device.
+  /// Payload bytes written into the tables the sort makes and hands on (chunks, merged runs and
+  /// output batches) by sort/merge/gather/copy/concatenate on the device. A sort's own scratch
+  /// is not counted: its (prefix, row) records, its sorted ids and decoded keys, and the sorted
+  /// key and value columns of `detail::sorted_key_values` (whose records carry the values).
   std::size_t bytes_copied = 0;
   /// The strategy that ran (AUTO resolved at `finish()`).
   sort_strategy strategy_used  = sort_strategy::MERGE;
@@ -262,7 +268,8 @@ class external_sorter {
   /**
    * Sorts `batches` (of `sizes` bytes; `bytes`, `rows` in all) as one run: their keys at once
    * (`detail::sorted_sources`), their rows gathered straight into chunks of the size each batch
-   * would have been cut into alone.
+   * would have been cut into alone; a key and one value column are sorted together instead
+   * (`detail::sorted_key_values`) and cut into the chunks by copies.
    */
   run_outcome sort_run(std::vector<spillable_table> const& batches,
                        std::vector<std::size_t> const& sizes,
@@ -302,8 +309,11 @@ class external_sorter {
   std::size_t deferred_rows_  = 0;
   std::size_t runs_flushed_   = 0;  ///< times waiting batches were sorted into chunks
   std::vector<bool> key_nulls_;     ///< per key column: whether a deferred batch has nulls in it
-  /// After one sort of the deferred batches: every row's source id in order (one UINT64 column).
+  /// After one sort of the deferred batches: every row's source id in order (one UINT64 column,
+  /// and the key column decoded when it can be), or, when `sorted_whole_`, the rows themselves
+  /// (`detail::sorted_key_values`: a key and one value column).
   spillable_table sorted_sources_;
+  bool sorted_whole_        = false;
   std::size_t sorted_rows_  = 0;
   std::size_t sorted_taken_ = 0;            ///< rows of `sorted_sources_` handed out
   std::vector<std::vector<chunk>> ranges_;  ///< sample strategy: pieces of each range

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <utility>
 
 namespace spillway {
 
@@ -121,6 +122,31 @@ std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
                                        stream_view stream,
                                        memory_resources mrs,
                                        std::unique_ptr<column>* sorted_keys = nullptr);
+
+/**
+ * @brief Whether `sorted_key_values` sorts these tables: one key column, an 8-byte integer or
+ * timestamp without nulls whose prefix gives it back, and one fixed-width value column of at
+ * most 8 bytes without nulls, of the same rows, in every table.
+ */
+bool sorts_key_values(std::span<table_view const> keys,
+                      sort_order const& orders,
+                      std::span<column_view const> values);
+
+/**
+ * @brief The key column and the value column of several tables sorted together by the key,
+ * stably (ties in table order, then row order), without concatenating them: each of the sort's
+ * records carries its row's value instead of its source, so the values come out in order with
+ * the keys (decoded from the sorted prefixes) and no gather follows. Uses both cores for large
+ * inputs.
+ * @return {sorted keys, sorted values}, from `mrs.output()`; scratch from `mrs.temporary()`
+ * @throws spillway::invalid_argument unless `sorts_key_values`
+ */
+std::pair<std::unique_ptr<column>, std::unique_ptr<column>> sorted_key_values(
+  std::span<table_view const> keys,
+  sort_order const& orders,
+  std::span<column_view const> values,
+  stream_view stream,
+  memory_resources mrs);
 
 /** @brief `sort` without defaults. */
 std::unique_ptr<table> sort(table_view const& values,
