@@ -3,6 +3,7 @@
  * @brief Parquet and Arrow IPC readers and writers through Arrow C++.
  */
 #include "io/arrow/arrow_memory_pool.hpp"
+#include "io/arrow/direct_output_stream.hpp"
 #include "io/arrow/type_conversion.hpp"
 #include "io/io_detail.hpp"
 
@@ -380,6 +381,9 @@ bool mostly_distinct(column_view const& column) {
   return 2 * distinct > hashes.size() && hashes.size() >= DICTIONARY_MIN_SAMPLE_ROWS;
 }
 
+/// Bytes a Parquet file's stream gathers per direct write.
+constexpr std::size_t DIRECT_WRITE_BYTES = std::size_t{4} << 20;
+
 class parquet_file_writer final : public format_writer {
  public:
   parquet_file_writer(std::string path,
@@ -392,7 +396,7 @@ class parquet_file_writer final : public format_writer {
       options_(options),
       row_group_rows_(std::max<std::size_t>(options.row_group_rows, 1)),
       row_group_bytes_(std::max<std::size_t>(options.row_group_bytes, 1)) {
-    sink_ = value_or_throw(arrow::io::FileOutputStream::Open(path_),
+    sink_ = value_or_throw(direct_output_stream::Open(path_, pool_.get(), DIRECT_WRITE_BYTES),
                            "cannot create Parquet file '" + path_ + "'");
   }
 
@@ -519,7 +523,7 @@ class parquet_file_writer final : public format_writer {
   std::size_t flushed_bytes_ = 0;  ///< about the in-memory bytes of the row groups flushed
   /// Encoding threads (options.encode_threads > 1); they outlive the writer that uses them.
   std::shared_ptr<arrow::internal::ThreadPool> encoders_;
-  std::shared_ptr<arrow::io::FileOutputStream> sink_;
+  std::shared_ptr<direct_output_stream> sink_;
   std::unique_ptr<parquet::arrow::FileWriter> writer_;
 };
 
