@@ -475,6 +475,10 @@ bool external_sorter::sort_deferred() {
   std::unique_ptr<column> sorted_values;  // carried with the key (sorted_key_values)
   bool fits       = true;
   bool const done = run_protected([&] {
+    // What a rolled-back attempt allocated goes before the next one.
+    sources.reset();
+    sorted_key.reset();
+    sorted_values.reset();
     if (options_.task != nullptr) {
       std::size_t const base = options_.task->base_lease();
       if (need > base && !lease) {

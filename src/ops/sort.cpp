@@ -1065,15 +1065,20 @@ std::pair<std::unique_ptr<column>, std::unique_ptr<column>> sorted_key_values(
   std::size_t const width            = size_of(value_type);
   auto sorted_keys =
     make_fixed_width_column(key_type, rows, mask_state::UNALLOCATED, stream, mrs.output());
-  auto sorted_values =
-    make_fixed_width_column(value_type, rows, mask_state::UNALLOCATED, stream, mrs.output());
+  auto const make_values = [&] {
+    return make_fixed_width_column(value_type, rows, mask_state::UNALLOCATED, stream, mrs.output());
+  };
   if (rows == 0) {
-    return {std::move(sorted_keys), std::move(sorted_values)};
+    return {std::move(sorted_keys), make_values()};
   }
-  // Values of 8 bytes are written in place; narrower ones pass through 8 bytes a row.
+  // Values of 8 bytes are written in place. Narrower ones pass through 8 bytes a row, and their
+  // column is made once the sort's records are gone: beside the records, 16 bytes a row.
+  std::unique_ptr<column> sorted_values;
   std::optional<buffer> wide;
   if (width != sizeof(std::uint64_t)) {
     wide.emplace(rows * sizeof(std::uint64_t), stream, mrs.temporary());
+  } else {
+    sorted_values = make_values();
   }
   auto* out =
     wide ? static_cast<std::uint64_t*>(wide->data()) : sorted_values->mutable_data<std::uint64_t>();
@@ -1110,7 +1115,8 @@ std::pair<std::unique_ptr<column>, std::unique_ptr<column>> sorted_key_values(
     mrs.temporary());
   decode_prefixes(layout, key_type, prefixes, rows, prefixes);
   if (wide) {
-    auto* narrow = sorted_values->mutable_data<std::byte>();
+    sorted_values = make_values();
+    auto* narrow  = sorted_values->mutable_data<std::byte>();
     for (std::size_t row = 0; row < rows; ++row) {
       std::memcpy(narrow + row * width, &out[row], width);
     }

@@ -102,6 +102,28 @@ TEST_F(DirectOutputStreamTest, ErrorsNameTheFile) {
   EXPECT_FALSE((*stream)->Tell().ok());
 }
 
+TEST_F(DirectOutputStreamTest, AFullDiskIsAnErrorAndNothingIsWrittenAfterIt) {
+  if (!testing::arrow_tests_enabled()) {
+    GTEST_SKIP() << testing::arrow_skip_reason();
+  }
+  if (!std::filesystem::exists("/dev/full")) {
+    GTEST_SKIP() << "no /dev/full";
+  }
+  detail::arrow_memory_pool pool{host_};
+  auto const stream = detail::direct_output_stream::Open("/dev/full", &pool, 4096);
+  ASSERT_TRUE(stream.ok()) << stream.status().ToString();
+  std::vector<char> const bytes(10000, 'x');
+  auto const failed = (*stream)->Write(bytes.data(), static_cast<int64_t>(bytes.size()));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.ToString(), ::testing::HasSubstr("/dev/full"));
+  EXPECT_THAT(failed.ToString(), ::testing::HasSubstr("No space left on device"));
+  // The failure sticks: no later write, flush or close writes again or claims success.
+  EXPECT_FALSE((*stream)->Write("x", 1).ok());
+  EXPECT_FALSE((*stream)->Flush().ok());
+  EXPECT_FALSE((*stream)->Close().ok());
+  EXPECT_TRUE((*stream)->closed());
+}
+
 #endif
 
 }  // namespace

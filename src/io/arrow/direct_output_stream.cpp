@@ -35,6 +35,7 @@ arrow::Result<std::shared_ptr<direct_output_stream>> direct_output_stream::Open(
         pool->Allocate(static_cast<int64_t>(capacity), static_cast<int64_t>(ALIGNMENT), &buffer);
       !status.ok()) {
     ::close(descriptor);
+    ::unlink(path.c_str());  // created above, empty
     return status;
   }
   return std::shared_ptr<direct_output_stream>(
@@ -58,8 +59,13 @@ direct_output_stream::~direct_output_stream() {
   if (descriptor_ >= 0) {
     (void)Close();
   }
+  release_buffer();
+}
+
+void direct_output_stream::release_buffer() noexcept {
   if (buffer_ != nullptr) {
     pool_->Free(buffer_, static_cast<int64_t>(capacity_), static_cast<int64_t>(ALIGNMENT));
+    buffer_ = nullptr;
   }
 }
 
@@ -69,6 +75,15 @@ arrow::Status direct_output_stream::write_all(std::uint8_t const* data, std::siz
     if (wrote < 0) {
       if (errno == EINTR) {
         continue;
+      }
+      if (errno == EINVAL && direct_) {
+        // Opened for direct I/O but the writes are refused (a larger logical block, some FUSE
+        // and overlay file systems): the same bytes again through the page cache.
+        int const flags = ::fcntl(descriptor_, F_GETFL);
+        if (flags >= 0 && ::fcntl(descriptor_, F_SETFL, flags & ~O_DIRECT) == 0) {
+          direct_ = false;
+          continue;
+        }
       }
       return io_error("cannot write", path_, errno);
     }
@@ -83,7 +98,11 @@ arrow::Status direct_output_stream::write_all(std::uint8_t const* data, std::siz
 }
 
 arrow::Status direct_output_stream::drain(std::size_t bytes) {
-  ARROW_RETURN_NOT_OK(write_all(buffer_, bytes));
+  if (auto status = write_all(buffer_, bytes); !status.ok()) {
+    // Part of the buffer may be in the file already: nothing more is written.
+    failure_ = status;
+    return status;
+  }
   std::memmove(buffer_, buffer_ + bytes, buffered_ - bytes);
   buffered_ -= bytes;
   return arrow::Status::OK();
@@ -93,6 +112,7 @@ arrow::Status direct_output_stream::Write(void const* data, int64_t nbytes) {
   if (closed()) {
     return arrow::Status::Invalid("write to closed file '", path_, "'");
   }
+  ARROW_RETURN_NOT_OK(failure_);
   auto const* from = static_cast<std::uint8_t const*>(data);
   auto left        = static_cast<std::size_t>(nbytes);
   while (left > 0) {
@@ -112,6 +132,7 @@ arrow::Status direct_output_stream::Flush() {
   if (closed()) {
     return arrow::Status::Invalid("flush of closed file '", path_, "'");
   }
+  ARROW_RETURN_NOT_OK(failure_);
   std::size_t const aligned = buffered_ / ALIGNMENT * ALIGNMENT;
   return aligned > 0 ? drain(aligned) : arrow::Status::OK();
 }
@@ -120,7 +141,7 @@ arrow::Status direct_output_stream::Close() {
   if (closed()) {
     return arrow::Status::OK();
   }
-  arrow::Status status = Flush();
+  arrow::Status status = failure_.ok() ? Flush() : failure_;
   if (status.ok() && buffered_ > 0) {
     // The tail is not a whole unit: it goes through the page cache.
     if (direct_) {
@@ -137,6 +158,7 @@ arrow::Status direct_output_stream::Close() {
     status = io_error("cannot close", path_, errno);
   }
   descriptor_ = -1;
+  release_buffer();
   return status;
 }
 
