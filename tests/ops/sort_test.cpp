@@ -289,6 +289,35 @@ TEST_F(ConcurrentSortedOrder, BucketedRowsTheSampleMisses) {
   check(table_view{heavy->view()}, sort_order{{order::DESCENDING, null_order::BEFORE}});
 }
 
+TEST_F(SortedOrder, LargeInputsTakeMoreBuckets) {
+  // 9M rows of 16-byte records: 512 buckets (more than 512 KiB of records each at 256). Checked
+  // in one pass (keys ascend, ties in row order, every row once) instead of against a reference
+  // sort of 9M rows.
+  std::size_t const rows = 9'000'000;
+  std::mt19937_64 engine{2024};
+  std::vector<std::int64_t> values(rows);
+  for (auto& value : values) {
+    value = static_cast<std::int64_t>(engine() % 3'000'000) - 1'500'000;
+  }
+  auto const key = make_fixed_column<std::int64_t>(type_id::INT64, values, {}, input_);
+  auto const result =
+    sorted_order(table_view{key->view()}, {}, sort_stability::STABLE, default_stream(), mrs_);
+  std::vector<std::uint64_t> const order = to_vector(result->view());
+  ASSERT_EQ(order.size(), rows);
+  std::vector<bool> seen(rows, false);
+  for (std::size_t position = 0; position < rows; ++position) {
+    std::uint64_t const row = order[position];
+    ASSERT_LT(row, rows);
+    ASSERT_FALSE(seen[row]) << "row " << row << " twice";
+    seen[row] = true;
+    if (position > 0) {
+      std::uint64_t const before = order[position - 1];
+      ASSERT_TRUE(values[before] < values[row] || (values[before] == values[row] && before < row))
+        << "position " << position;
+    }
+  }
+}
+
 TEST_F(ConcurrentSortedOrder, BucketedStringsAreEncodedOnce) {
   // Strings with a long common prefix vary first in their eighth byte; short ones tie often
   // beyond the prefix (with a second key the prefix is incomplete).
