@@ -5,8 +5,9 @@
  * The CPU implementation builds a binary-comparable normalized key prefix per row (see
  * normalized_key.hpp), radix sorts (prefix, row) pairs, and resolves rows whose prefixes are
  * equal but whose keys may differ beyond the prefix with a full row comparison. Inputs of more
- * than 2 MiB of (prefix, row) records are cut into 256 buckets by the 64 prefix bits from the
- * first one that varies, spread over the range a sample of 1024 rows shows, both threads counting
+ * than 2 MiB of (prefix, row) records are cut into 256-1024 buckets (about 512 KiB each, where
+ * 1024 suffice) by the 64 prefix bits from the first one that varies, spread over the range a
+ * sample of 1024 rows shows, both threads counting
  * and scattering half the rows (fixed-width keys are encoded again for the scatter rather than
  * written and read back); each thread then sorts the buckets of half the rows in cache, by LSD
  * passes or further MSD passes, and writes their rows in order, so no merge follows. Inputs that
