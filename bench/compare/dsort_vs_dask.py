@@ -20,8 +20,8 @@ import re
 import shutil
 import tempfile
 
-from shuffle_vs_dask import (ROOT, arrow_bytes, engine_runs, print_table, run_dask_script,
-                             run_timed)
+from shuffle_vs_dask import (ROOT, add_engine_arguments, arrow_bytes, engine_runs, print_table,
+                             run_dask_script, run_timed)
 
 
 def keys_in_order(files, by):
@@ -80,16 +80,7 @@ def main():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="Parquet dataset (spillway gen timeseries)")
     parser.add_argument("--by", default="id,timestamp")
-    parser.add_argument("--ranks", type=int, default=2, help="in-process ranks of spillway")
-    parser.add_argument("--mpi-ranks", default="", help="e.g. 2,4: also run under mpirun")
-    parser.add_argument("--device-memory", default="256MiB", help="per rank")
-    parser.add_argument("--host-memory", default="1GiB", help="per rank")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--dask-memory", default="4GiB", help="memory limit per dask worker")
-    parser.add_argument("--engines", default="spillway-push,spillway-pull,dask-tasks,dask-p2p")
-    parser.add_argument("--spillway", default=os.path.join(ROOT, "build", "release", "apps",
-                                                           "spillway"))
-    parser.add_argument("--temp", default=None, help="directory for outputs and spills")
+    add_engine_arguments(parser, "spillway-push,spillway-pull,dask-tasks,dask-p2p")
     args = parser.parse_args()
     args.temp = args.temp or tempfile.mkdtemp(prefix="dsort-bench-", dir=os.path.join(ROOT, "data"))
     os.makedirs(args.temp, exist_ok=True)

@@ -138,6 +138,20 @@ def print_table(results):
         print(f"| {label} | {seconds:.2f} | {rate:.0f} | {ratio} |")
 
 
+def add_engine_arguments(parser, engines):
+    """The options of every spillway-beside-dask script: ranks, budgets, workers, engines."""
+    parser.add_argument("--ranks", type=int, default=2, help="in-process ranks of spillway")
+    parser.add_argument("--mpi-ranks", default="", help="e.g. 2,4: also run under mpirun")
+    parser.add_argument("--device-memory", default="256MiB", help="per rank")
+    parser.add_argument("--host-memory", default="1GiB", help="per rank")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--dask-memory", default="4GiB", help="memory limit per dask worker")
+    parser.add_argument("--engines", default=engines)
+    parser.add_argument("--spillway", default=os.path.join(ROOT, "build", "release", "apps",
+                                                           "spillway"))
+    parser.add_argument("--temp", default=None, help="directory for outputs and spills")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,16 +159,7 @@ def main():
     parser.add_argument("--data", default=None, help="Parquet dataset (default: generated)")
     parser.add_argument("--by", default="id")
     parser.add_argument("--partitions", type=int, default=64)
-    parser.add_argument("--ranks", type=int, default=2, help="in-process ranks of spillway")
-    parser.add_argument("--mpi-ranks", default="", help="e.g. 2,4: also run under mpirun")
-    parser.add_argument("--device-memory", default="256MiB")
-    parser.add_argument("--host-memory", default="1GiB")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--dask-memory", default="4GiB", help="memory limit per dask worker")
-    parser.add_argument("--engines", default="spillway-pull,spillway-push,dask-tasks,dask-p2p")
-    parser.add_argument("--spillway", default=os.path.join(ROOT, "build", "release", "apps",
-                                                           "spillway"))
-    parser.add_argument("--temp", default=None, help="directory for outputs and spills")
+    add_engine_arguments(parser, "spillway-pull,spillway-push,dask-tasks,dask-p2p")
     parser.add_argument("--in-memory", action="store_true",
                         help="time the shuffle alone, its input already loaded")
     parser.add_argument("--shuffle-bench", default=os.path.join(ROOT, "build", "release", "bench",

@@ -112,36 +112,30 @@ class piece_rows {
  * by two loads and two stores that may overlap, without a call, reading and writing no byte
  * outside either range.
  */
+/// Copies `bytes` (from sizeof(Word) to 2 * sizeof(Word)) as a leading and a trailing Word.
+template <typename Word>
+void copy_head_and_tail(char* to, char const* from, std::size_t bytes) noexcept {
+  Word head;
+  Word tail;
+  std::memcpy(&head, from, sizeof(Word));
+  std::memcpy(&tail, from + bytes - sizeof(Word), sizeof(Word));
+  std::memcpy(to, &head, sizeof(Word));
+  std::memcpy(to + bytes - sizeof(Word), &tail, sizeof(Word));
+}
+
 inline void copy_string(char* to, char const* from, std::size_t bytes) noexcept {
-  if (bytes <= 16) {
-    if (bytes >= 8) {
-      std::uint64_t head = 0;
-      std::uint64_t tail = 0;
-      std::memcpy(&head, from, 8);
-      std::memcpy(&tail, from + bytes - 8, 8);
-      std::memcpy(to, &head, 8);
-      std::memcpy(to + bytes - 8, &tail, 8);
-    } else if (bytes >= 4) {
-      std::uint32_t head = 0;
-      std::uint32_t tail = 0;
-      std::memcpy(&head, from, 4);
-      std::memcpy(&tail, from + bytes - 4, 4);
-      std::memcpy(to, &head, 4);
-      std::memcpy(to + bytes - 4, &tail, 4);
-    } else {
-      for (std::size_t index = 0; index < bytes; ++index) {
-        to[index] = from[index];
-      }
-    }
-  } else if (bytes <= 32) {
-    std::array<char, 16> head;
-    std::array<char, 16> tail;
-    std::memcpy(head.data(), from, 16);
-    std::memcpy(tail.data(), from + bytes - 16, 16);
-    std::memcpy(to, head.data(), 16);
-    std::memcpy(to + bytes - 16, tail.data(), 16);
-  } else {
+  if (bytes > 32) {
     std::memcpy(to, from, bytes);
+  } else if (bytes >= 16) {
+    copy_head_and_tail<std::array<char, 16>>(to, from, bytes);
+  } else if (bytes >= 8) {
+    copy_head_and_tail<std::uint64_t>(to, from, bytes);
+  } else if (bytes >= 4) {
+    copy_head_and_tail<std::uint32_t>(to, from, bytes);
+  } else {
+    for (std::size_t index = 0; index < bytes; ++index) {
+      to[index] = from[index];
+    }
   }
 }
 

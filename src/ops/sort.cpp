@@ -256,6 +256,17 @@ key_record<Words>* msd_radix_sort(key_record<Words>* records,
   if (count * sizeof(record) <= LSD_RADIX_MAX_BYTES && bytes - first <= LSD_RADIX_MAX_PASSES) {
     return lsd_radix_sort(records, scratch, count, first, bytes);
   }
+  // Sorts the range of `scratch` at `begin` from byte `from` with the same range of `records` as
+  // its scratch space, and leaves it in `scratch`.
+  auto const sort_in_scratch = [&](std::size_t begin, std::size_t size, std::size_t from) {
+    if (size > 1) {
+      record* const sorted =
+        msd_radix_sort(scratch + begin, records + begin, size, from, bytes, carried);
+      if (sorted != scratch + begin) {
+        std::copy(sorted, sorted + size, scratch + begin);
+      }
+    }
+  };
   // Records of one bucket share the bytes before `first`: equal prefixes are equal on the rest.
   if (std::all_of(records + 1, records + count, [&](record const& other) {
         return prefix_equal(other, records[0]);
@@ -269,13 +280,7 @@ key_record<Words>* msd_radix_sort(key_record<Words>* records,
     std::array<std::pair<std::size_t, std::size_t>, 2> const sides{
       {{0, less_count}, {less_count + equal_count, count - less_count - equal_count}}};
     for (auto const& [begin, size] : sides) {
-      if (size > 1) {
-        record* const sorted =
-          msd_radix_sort(scratch + begin, records + begin, size, first, bytes, carried);
-        if (sorted != scratch + begin) {
-          std::copy(sorted, sorted + size, scratch + begin);
-        }
-      }
+      sort_in_scratch(begin, size, first);
     }
     return scratch;
   }
@@ -294,18 +299,9 @@ key_record<Words>* msd_radix_sort(key_record<Words>* records,
   for (std::size_t index = 0; index < count; ++index) {
     scratch[next[digit(records[index], first)]++] = records[index];
   }
-  // Each bucket now sits in `scratch`; it is sorted on the remaining bytes with the same range
-  // of `records` as its scratch space, and copied back to `scratch` if it ended there.
+  // Each bucket now sits in `scratch`; it is sorted there on the remaining bytes.
   for (std::size_t bucket = 0; bucket < 256; ++bucket) {
-    std::size_t const begin = starts[bucket];
-    std::size_t const size  = starts[bucket + 1] - begin;
-    if (size > 1) {
-      record* const sorted =
-        msd_radix_sort(scratch + begin, records + begin, size, first + 1, bytes, carried);
-      if (sorted != scratch + begin) {
-        std::copy(sorted, sorted + size, scratch + begin);
-      }
-    }
+    sort_in_scratch(starts[bucket], starts[bucket + 1] - starts[bucket], first + 1);
   }
   return scratch;
 }
