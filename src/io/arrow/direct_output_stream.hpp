@@ -20,10 +20,10 @@ namespace spillway::detail {
  * @brief An `arrow::io::OutputStream` over a new file opened with `O_DIRECT`: writes gather in an
  * aligned buffer from `pool` and go to the disk a whole buffer at a time, without the kernel
  * copying them into its page cache first. On a machine whose page cache is full of other files,
- * every buffered write first reclaims cached pages: 1.2 GB written took 3.0 s of system time
- * buffered and 0.11 s direct here. The last bytes (less than an alignment unit) go through the
- * page cache at `Close`. A file system without `O_DIRECT` (tmpfs), or one that refuses the
- * direct writes it accepted at `open`, gets plain buffered writes.
+ * every buffered write first reclaims cached pages (docs/BENCHMARKS.md, seventh sort run: the
+ * string sort's system time fell from 5.4 to 3.3 s with this stream). The last bytes (less than an
+ * alignment unit) go through the page cache at `Close`. A file system without `O_DIRECT` (tmpfs),
+ * or one that refuses the direct writes it accepted at `open`, gets plain buffered writes.
  * @note Not thread-safe, like Arrow's own file streams.
  */
 class direct_output_stream final : public arrow::io::OutputStream {
