@@ -40,10 +40,10 @@ tsan:
 	@$(MAKE) --no-print-directory test PRESET=tsan
 
 format:
-	@git ls-files '*.hpp' '*.cpp' | xargs clang-format -i
+	@git ls-files '*.hpp' '*.cpp' '*.cu' | xargs clang-format -i
 
 format-check:
-	@git ls-files '*.hpp' '*.cpp' | xargs clang-format --dry-run --Werror
+	@git ls-files '*.hpp' '*.cpp' '*.cu' | xargs clang-format --dry-run --Werror
 
 clean:
 	@rm -rf build

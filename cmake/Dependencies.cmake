@@ -19,16 +19,36 @@ pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 # statically, so binaries run on a GPU machine that has only the driver).
 set(SPILLWAY_ENABLE_CUDA "AUTO" CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")
 set_property(CACHE SPILLWAY_ENABLE_CUDA PROPERTY STRINGS AUTO ON OFF)
+# The kernels (src/*/cuda/*.cu) need nvcc as well. Sanitizer builds leave the backend out unless
+# it is asked for: the CUDA runtime and AddressSanitizer's shadow memory do not mix.
 set(SPILLWAY_HAS_CUDA OFF)
-if(NOT SPILLWAY_ENABLE_CUDA STREQUAL "OFF")
+if(SPILLWAY_ENABLE_CUDA STREQUAL "AUTO" AND SPILLWAY_SANITIZE)
+  message(STATUS "spillway: sanitizer build; building without the CUDA backend")
+elseif(NOT SPILLWAY_ENABLE_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
-  if(CUDAToolkit_FOUND)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CUDAToolkit_FOUND AND CMAKE_CUDA_COMPILER)
+    # The H100/H200 generation by default; set CMAKE_CUDA_ARCHITECTURES for others ("native" on a
+    # GPU machine). One architecture keeps the build short.
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90)
+    endif()
+    set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_CXX_COMPILER})
+    enable_language(CUDA)
+    # CMake 3.25 does not know nvcc 13's flag for C++20; the sources are C++20 like the rest.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    set(CMAKE_CUDA_EXTENSIONS OFF)
     set(SPILLWAY_HAS_CUDA ON)
-    message(STATUS "spillway: CUDA backend enabled (CUDA ${CUDAToolkit_VERSION})")
+    message(STATUS "spillway: CUDA backend enabled (CUDA ${CUDAToolkit_VERSION}, "
+                   "architectures ${CMAKE_CUDA_ARCHITECTURES})")
   elseif(SPILLWAY_ENABLE_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "SPILLWAY_ENABLE_CUDA=ON but no CUDA toolkit was found")
+    message(FATAL_ERROR "SPILLWAY_ENABLE_CUDA=ON but no CUDA toolkit with nvcc was found")
   else()
-    message(STATUS "spillway: no CUDA toolkit found; building without the CUDA backend")
+    message(STATUS "spillway: no CUDA toolkit with nvcc found; building without the CUDA backend")
   endif()
 endif()
 

@@ -21,8 +21,23 @@ function(spillway_add_library)
   target_include_directories(spillway_${ARG_NAME} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
     PRIVATE ${PROJECT_SOURCE_DIR}/src)
-  target_compile_options(spillway_${ARG_NAME} PRIVATE ${SPILLWAY_WARNING_FLAGS})
+  target_compile_options(spillway_${ARG_NAME} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:${SPILLWAY_WARNING_FLAGS}>)
   target_link_libraries(spillway_${ARG_NAME} PUBLIC ${ARG_DEPENDS})
+  if(SPILLWAY_HAS_CUDA)
+    target_compile_definitions(spillway_${ARG_NAME} PRIVATE SPILLWAY_HAS_CUDA=1)
+  endif()
+endfunction()
+
+# spillway_add_cuda_sources(TARGET spillway_<layer> SOURCES a.cu ...)
+#   The CUDA kernels of a layer, compiled by nvcc into the layer's library, with the CUDA
+#   runtime linked statically (a GPU machine needs only the driver).
+function(spillway_add_cuda_sources)
+  cmake_parse_arguments(ARG "" "TARGET" "SOURCES" ${ARGN})
+  target_sources(${ARG_TARGET} PRIVATE ${ARG_SOURCES})
+  target_compile_options(${ARG_TARGET} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra>)
+  target_link_libraries(${ARG_TARGET} PUBLIC CUDA::cudart_static)
 endfunction()
 
 function(spillway_add_test)

@@ -1,6 +1,8 @@
+#include "ops/cuda/device_sort.hpp"
 #include "ops/normalized_key.hpp"
 #include "ops/parallel_gather.hpp"
 #include "ops/row_comparator.hpp"
+#include "table/cuda/device_table.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer.hpp>
@@ -955,7 +957,12 @@ std::unique_ptr<column> sorted_order(table_view const& keys,
                                      memory_resources mrs,
                                      bool check_order) {
   sort_order const resolved = resolve_orders(orders, keys.num_columns());
-  std::size_t const rows    = keys.num_rows();
+#if SPILLWAY_HAS_CUDA
+  if (cuda::on_device(keys)) {
+    return cuda::sorted_order(keys, resolved, stream, mrs);
+  }
+#endif
+  std::size_t const rows = keys.num_rows();
   auto result =
     make_fixed_width_column(type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.output());
   auto* out                          = result->mutable_data<std::uint64_t>();
@@ -1149,11 +1156,17 @@ std::unique_ptr<table> sort(table_view const& values,
                      " vs " + std::to_string(keys.num_rows()),
                    invalid_argument);
   sort_order const resolved = resolve_orders(orders, keys.num_columns());  // validates
+  memory_resources const scratch{mrs.temporary(), mrs.temporary()};
+#if SPILLWAY_HAS_CUDA
+  if (cuda::on_device(keys) || cuda::on_device(values)) {
+    auto const permutation = cuda::sorted_order(keys, resolved, stream, scratch);
+    return detail::gather(values, *permutation, out_of_bounds_policy::FAIL, stream, mrs);
+  }
+#endif
   if (keys_in_order(keys, resolved)) {
     // Rows already in order (or no keys: every row ties) are their own sort: one copy.
     return detail::copy(values, stream, mrs);
   }
-  memory_resources const scratch{mrs.temporary(), mrs.temporary()};
   auto const permutation = detail::sorted_order(keys, resolved, stability, stream, scratch, false);
   return gather_rows_in_parallel(
     values, permutation->view().data<std::uint64_t>(), values.num_rows(), stream, mrs);
@@ -1162,6 +1175,10 @@ std::unique_ptr<table> sort(table_view const& values,
 }  // namespace detail
 
 bool is_sorted(table_view const& keys, sort_order const& orders) {
+  SPILLWAY_EXPECTS(!detail::cuda::on_device(keys),
+                   "is_sorted: keys in CUDA device memory are not supported; sort them with "
+                   "sorted_order, which runs on the device",
+                   not_supported);
   return detail::keys_in_order(keys, detail::resolve_orders(orders, keys.num_columns()));
 }
 

@@ -1,4 +1,5 @@
 #include <spillway/core/error.hpp>
+#include <spillway/memory/copy.hpp>
 #include <spillway/table/column.hpp>
 
 #include <cstring>
@@ -98,7 +99,8 @@ buffer make_null_mask(std::size_t rows,
   // A mask for 0 rows has no bytes (and may have no address), so there is nothing to fill.
   if (!mask.empty() && (state == mask_state::ALL_VALID || state == mask_state::ALL_NULL)) {
     // The padding past the last row is set too, so that whole-byte copies stay valid.
-    std::memset(mask.data(), state == mask_state::ALL_VALID ? 0xFF : 0x00, mask.size());
+    fill_bytes(
+      mask.data(), mask.kind(), state == mask_state::ALL_VALID ? 0xFF : 0x00, mask.size(), stream);
   }
   return mask;
 }

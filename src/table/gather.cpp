@@ -1,3 +1,5 @@
+#include "table/cuda/device_table.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/table/gather.hpp>
 
@@ -127,6 +129,11 @@ std::unique_ptr<table> gather(table_view const& source,
     !gather_map.has_nulls(),
     "gather map must not contain nulls; it has " + std::to_string(gather_map.null_count()),
     invalid_argument);
+#if SPILLWAY_HAS_CUDA
+  if (cuda::on_device(source)) {
+    return cuda::gather(source, gather_map, policy, stream, mrs);
+  }
+#endif
   index_reader const indices{gather_map};
   std::size_t const rows        = gather_map.size();
   std::size_t const source_rows = source.num_rows();

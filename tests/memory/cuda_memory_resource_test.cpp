@@ -1,23 +1,22 @@
+#include "testing/cuda_testing.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
+#include <spillway/memory/copy.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
+#include <spillway/memory/emulated_device_memory_resource.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
 namespace spillway {
 namespace {
-
-/// Tests that need a GPU skip with the reason when there is none; the rest runs everywhere.
-#define SPILLWAY_REQUIRE_CUDA_DEVICE()                                      \
-  do {                                                                      \
-    if (cuda_device_count() == 0) {                                         \
-      GTEST_SKIP() << "needs a CUDA device: " << cuda_unavailable_reason(); \
-    }                                                                       \
-  } while (0)
 
 TEST(CudaBackend, AvailabilityAndReasonAgree) {
   std::string const reason = cuda_unavailable_reason();
@@ -100,6 +99,54 @@ TEST(CudaDevice, DeviceMemoryInfoIsConsistent) {
   cuda_memory_info const info = cuda_device_memory();
   EXPECT_GT(info.total_bytes, 0U);
   EXPECT_LE(info.free_bytes, info.total_bytes);
+}
+
+TEST(CudaBackend, HostAndEmulatedDeviceMemoryAreNotCudaDeviceMemory) {
+  host_memory_resource host;
+  emulated_device_memory_resource emulated{1_MiB};
+  void* on_host     = host.allocate(64);
+  void* on_emulated = emulated.allocate(64);
+  EXPECT_FALSE(is_cuda_device_pointer(nullptr));
+  EXPECT_FALSE(is_cuda_device_pointer(on_host));
+  EXPECT_FALSE(is_cuda_device_pointer(on_emulated));
+  // Emulated device memory is copied and filled by the CPU, in any build.
+  fill_bytes(on_emulated, memory_kind::DEVICE, 0x5A, 64, default_stream());
+  copy_bytes(on_host, memory_kind::HOST, on_emulated, memory_kind::DEVICE, 64, default_stream());
+  EXPECT_EQ(static_cast<unsigned char*>(on_host)[63], 0x5A);
+  host.deallocate(on_host, 64);
+  emulated.deallocate(on_emulated, 64);
+}
+
+TEST(CudaDevice, CopyBytesAndFillBytesMoveDataThroughTheDevice) {
+  SPILLWAY_REQUIRE_CUDA_DEVICE();
+  cuda_stream const stream;
+  cuda_async_memory_resource device;
+  pinned_host_memory_resource pinned;
+  std::size_t const bytes = 3_MiB + 17;
+  std::vector<std::uint8_t> source(bytes);
+  std::iota(source.begin(), source.end(), std::uint8_t{7});
+  void* first  = device.allocate(bytes, DEFAULT_ALIGNMENT, stream.view());
+  void* second = device.allocate(bytes, DEFAULT_ALIGNMENT, stream.view());
+  auto* staged = static_cast<std::uint8_t*>(pinned.allocate(bytes));
+  EXPECT_TRUE(is_cuda_device_pointer(first));
+  EXPECT_FALSE(is_cuda_device_pointer(staged));
+  auto const before = copied_bytes();
+  copy_bytes(first, memory_kind::DEVICE, source.data(), memory_kind::HOST, bytes, stream.view());
+  copy_bytes(second, memory_kind::DEVICE, first, memory_kind::DEVICE, bytes, stream.view());
+  copy_bytes(staged, memory_kind::PINNED_HOST, second, memory_kind::DEVICE, bytes, stream.view());
+  EXPECT_EQ(std::vector<std::uint8_t>(staged, staged + bytes), source);
+  auto const after = copied_bytes();
+  EXPECT_EQ(after.between(memory_kind::HOST, memory_kind::DEVICE) -
+              before.between(memory_kind::HOST, memory_kind::DEVICE),
+            bytes);
+  fill_bytes(second, memory_kind::DEVICE, 0xA5, bytes, stream.view());
+  copy_bytes(staged, memory_kind::PINNED_HOST, second, memory_kind::DEVICE, bytes, stream.view());
+  EXPECT_EQ(staged[0], 0xA5);
+  EXPECT_EQ(staged[bytes - 1], 0xA5);
+  pinned.deallocate(staged, bytes);
+  device.deallocate(first, bytes, DEFAULT_ALIGNMENT, stream.view());
+  device.deallocate(second, bytes, DEFAULT_ALIGNMENT, stream.view());
+  stream.synchronize();
 }
 
 }  // namespace

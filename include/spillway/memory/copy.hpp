@@ -13,12 +13,15 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 
 namespace spillway {
 
 /**
  * @brief Copies `bytes` from `source` (of `source_kind`) to `destination` (of `destination_kind`)
- * ordered on `stream`. On the CPU backend it is a memcpy that completes before returning.
+ * ordered on `stream`. On the CPU backend it is a memcpy that completes before returning. When
+ * either side is memory of a CUDA device it is a cudaMemcpyAsync on `stream`, also complete
+ * before returning.
  * @throws spillway::invalid_argument for DISK, which is not addressable memory
  */
 void copy_bytes(void* destination,
@@ -27,6 +30,14 @@ void copy_bytes(void* destination,
                 memory_kind source_kind,
                 std::size_t bytes,
                 stream_view stream);
+
+/**
+ * @brief Sets `bytes` bytes at `destination` (of `kind`) to `value`, ordered on `stream` and
+ * complete before returning: a memset, or a cudaMemsetAsync for memory of a CUDA device.
+ * @throws spillway::invalid_argument for DISK
+ */
+void fill_bytes(
+  void* destination, memory_kind kind, std::uint8_t value, std::size_t bytes, stream_view stream);
 
 /** @brief Bytes copied so far by `copy_bytes`, per (source kind, destination kind). */
 struct copy_counters {

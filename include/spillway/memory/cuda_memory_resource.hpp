@@ -13,6 +13,7 @@
 #include <spillway/memory/memory_resource.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace spillway {
@@ -28,6 +29,35 @@ int cuda_device_count() noexcept;
 
 /** @return why CUDA cannot be used here ("" when it can): no backend, no driver, no device */
 std::string cuda_unavailable_reason();
+
+/**
+ * @return true when `pointer` is memory of a CUDA device (cudaMalloc, cudaMallocAsync or
+ * managed), which the CPU must not dereference; false for host, pinned host and emulated device
+ * memory, for null, and in a build or on a machine without CUDA
+ * @note Cheap once CUDA is up (a pointer-attribute query); the device count is read once.
+ */
+bool is_cuda_device_pointer(void const* pointer) noexcept;
+
+/**
+ * @brief Copies `bytes` with cudaMemcpyAsync on `stream` and waits for it, when either pointer is
+ * device memory (`is_cuda_device_pointer`).
+ * @return false, copying nothing, when neither is (the caller copies on the CPU)
+ * @throws spillway::logic_error when the CUDA copy fails
+ */
+bool cuda_copy_if_device(void* destination,
+                         void const* source,
+                         std::size_t bytes,
+                         stream_view stream);
+
+/**
+ * @brief Sets `bytes` bytes to `value` with cudaMemsetAsync on `stream` and waits for it, when
+ * `destination` is device memory.
+ * @return false, writing nothing, when it is not
+ */
+bool cuda_fill_if_device(void* destination,
+                         std::uint8_t value,
+                         std::size_t bytes,
+                         stream_view stream);
 
 /** @brief Bytes free and in total on the current device, from cudaMemGetInfo. */
 struct cuda_memory_info {

@@ -54,6 +54,44 @@ std::string cuda_unavailable_reason() {
   return count == 0 ? "no CUDA device is visible" : "";
 }
 
+bool is_cuda_device_pointer(void const* pointer) noexcept {
+  static bool const has_device = cuda_device_count() > 0;
+  if (pointer == nullptr || !has_device) {
+    return false;
+  }
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
+bool cuda_copy_if_device(void* destination,
+                         void const* source,
+                         std::size_t bytes,
+                         stream_view stream) {
+  if (!is_cuda_device_pointer(destination) && !is_cuda_device_pointer(source)) {
+    return false;
+  }
+  check(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, native(stream)),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
+  return true;
+}
+
+bool cuda_fill_if_device(void* destination,
+                         std::uint8_t value,
+                         std::size_t bytes,
+                         stream_view stream) {
+  if (!is_cuda_device_pointer(destination)) {
+    return false;
+  }
+  check(cudaMemsetAsync(destination, value, bytes, native(stream)), "cudaMemsetAsync");
+  check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
+  return true;
+}
+
 cuda_memory_info cuda_device_memory() {
   require_device();
   cuda_memory_info info;

@@ -18,6 +18,9 @@ std::string cuda_unavailable_reason() {
          "toolkit)";
 }
 cuda_memory_info cuda_device_memory() { throw_unavailable(); }
+bool is_cuda_device_pointer(void const*) noexcept { return false; }
+bool cuda_copy_if_device(void*, void const*, std::size_t, stream_view) { return false; }
+bool cuda_fill_if_device(void*, std::uint8_t, std::size_t, stream_view) { return false; }
 
 cuda_async_memory_resource::cuda_async_memory_resource() { throw_unavailable(); }
 void* cuda_async_memory_resource::do_allocate(std::size_t, std::size_t, stream_view) {

@@ -1,0 +1,54 @@
+/**
+ * @file device_table.hpp
+ * @brief The table layer's CUDA entry points: where a column lives, and copies and gathers of
+ * columns in CUDA device memory. Private to the library; the header has no CUDA types, so CPU
+ * sources call it and dispatch on `on_device`.
+ *
+ * The public operators (`copy`, `gather`, `sorted_order`, ...) keep their signatures: a table
+ * whose buffers are memory of a CUDA device goes to these kernels, any other to the CPU code.
+ * Emulated device memory is host memory and stays on the CPU path.
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/memory/memory_resources.hpp>
+#include <spillway/table/column.hpp>
+#include <spillway/table/gather.hpp>
+#include <spillway/table/table.hpp>
+
+#include <memory>
+
+namespace spillway::detail::cuda {
+
+/** @return true when `view` has rows and its buffers are memory of a CUDA device */
+bool on_device(column_view const& view) noexcept;
+
+/** @return true when any column of `view` is `on_device` */
+bool on_device(table_view const& view) noexcept;
+
+/**
+ * @return true when `result`'s buffers are memory of a CUDA device, even without rows (a STRING
+ * column always has an offset)
+ */
+bool on_device(column const& result) noexcept;
+
+/** @return `view.chars_size()` of a STRING column whose offsets may live on a CUDA device */
+std::size_t chars_size(column_view const& view, stream_view stream);
+
+#if SPILLWAY_HAS_CUDA
+/**
+ * @brief Fills `result` (allocated by `detail::copy` for `input`'s rows and characters, offset
+ * 0) from `input`, where either lives on a CUDA device: values and characters by cudaMemcpy,
+ * offsets rebased and masks realigned on the device or on the host side of the copy.
+ */
+void copy_into(column& result, column_view const& input, stream_view stream);
+
+/** @brief `detail::gather` for a source on a CUDA device; the map may live anywhere. */
+std::unique_ptr<table> gather(table_view const& source,
+                              column_view const& gather_map,
+                              out_of_bounds_policy policy,
+                              stream_view stream,
+                              memory_resources mrs);
+#endif
+
+}  // namespace spillway::detail::cuda

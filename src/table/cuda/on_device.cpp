@@ -1,0 +1,48 @@
+#include "table/cuda/device_table.hpp"
+
+#include <spillway/memory/copy.hpp>
+#include <spillway/memory/cuda_memory_resource.hpp>
+
+#include <cstdint>
+
+namespace spillway::detail::cuda {
+
+bool on_device(column_view const& view) noexcept {
+  // A STRING column without characters reports the kind of its empty characters buffer (HOST),
+  // so its offsets are asked.
+  bool const strings = view.type().id() == type_id::STRING;
+  if (view.size() == 0 || (view.kind() != memory_kind::DEVICE && !strings)) {
+    return false;
+  }
+  return is_cuda_device_pointer(strings ? static_cast<void const*>(view.offsets()) : view.head());
+}
+
+bool on_device(table_view const& view) noexcept {
+  for (auto const& column : view) {
+    if (on_device(column)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool on_device(column const& result) noexcept {
+  column_view const view = result.view();
+  return is_cuda_device_pointer(
+    view.type().id() == type_id::STRING ? static_cast<void const*>(view.offsets()) : view.head());
+}
+
+std::size_t chars_size(column_view const& view, stream_view stream) {
+  if (view.size() == 0) {
+    return 0;
+  }
+  std::int64_t first          = 0;
+  std::int64_t last           = 0;
+  std::int64_t const* offsets = view.offsets() + view.offset();
+  copy_bytes(&first, memory_kind::HOST, offsets, memory_kind::DEVICE, sizeof(first), stream);
+  copy_bytes(
+    &last, memory_kind::HOST, offsets + view.size(), memory_kind::DEVICE, sizeof(last), stream);
+  return static_cast<std::size_t>(last - first);
+}
+
+}  // namespace spillway::detail::cuda

@@ -1,0 +1,427 @@
+// Copies and gathers of columns in CUDA device memory (see device_table.hpp).
+#include "memory/cuda/cuda_check.hpp"
+#include "table/cuda/device_table.hpp"
+
+#include <spillway/memory/buffer.hpp>
+#include <spillway/memory/cuda_memory_resource.hpp>
+
+#include <cstdint>
+#include <cub/device/device_scan.cuh>
+#include <cuda_runtime.h>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace spillway::detail::cuda {
+namespace {
+
+/// Sentinel of an index that is negative or past the source.
+constexpr std::uint64_t OUT_OF_BOUNDS = ~std::uint64_t{0};
+
+__global__ void rebase_offsets(std::int64_t* out,
+                               std::int64_t const* in,
+                               std::size_t first,
+                               std::size_t count) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i < count) {
+    out[i] = in[first + i] - in[first];
+  }
+}
+
+/// Output byte `i` of a mask: bits `[8i, 8i + 8)` from bits `first + 8i ...` of `in`.
+__global__ void shift_bits(std::uint8_t* out,
+                           std::uint8_t const* in,
+                           std::size_t first,
+                           std::size_t rows) {
+  std::size_t const byte = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (byte * 8 >= rows) {
+    return;
+  }
+  std::uint8_t value = 0;
+  for (unsigned bit = 0; bit < 8 && byte * 8 + bit < rows; ++bit) {
+    std::size_t const source = first + byte * 8 + bit;
+    value |= static_cast<std::uint8_t>(((in[source / 8] >> (source % 8)) & 1U) << bit);
+  }
+  out[byte] = value;
+}
+
+/// Whether the memory at `pointer` is device memory; host-side copies take the other path.
+bool device(void const* pointer) { return is_cuda_device_pointer(pointer); }
+
+void memcpy_sync(void* destination, void const* source, std::size_t bytes, stream_view stream) {
+  if (bytes == 0) {
+    return;
+  }
+  check(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, native(stream)),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
+}
+
+/// Any-kind to any-kind copy of `rows` validity bits starting at bit `first` of `in` into a mask
+/// starting at bit 0 of `out`.
+void copy_mask(std::uint8_t* out,
+               std::uint8_t const* in,
+               std::size_t first,
+               std::size_t rows,
+               stream_view stream) {
+  std::size_t const bytes = (rows + 7) / 8;
+  if (rows == 0) {
+    return;
+  }
+  if (first % 8 == 0) {
+    memcpy_sync(out, in + first / 8, bytes, stream);
+    return;
+  }
+  // Realign on the device when both sides are there; otherwise through a host copy.
+  if (device(in) && device(out)) {
+    shift_bits<<<grid_for(bytes), BLOCK, 0, native(stream)>>>(out, in, first, rows);
+    check_launch("shift_bits");
+    check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
+    return;
+  }
+  std::size_t const covered = (first + rows + 7) / 8 - first / 8;
+  std::vector<std::uint8_t> source(covered);
+  memcpy_sync(source.data(), in + first / 8, covered, stream);
+  std::vector<std::uint8_t> shifted(bytes, 0);
+  copy_bits(shifted.data(), 0, source.data(), first % 8, rows);
+  memcpy_sync(out, shifted.data(), bytes, stream);
+}
+
+/// Converts a gather map of any index type to 64-bit indices, out-of-range ones to the sentinel,
+/// and records the first out-of-range row.
+template <typename Index>
+__global__ void normalize_indices(std::uint64_t* out,
+                                  Index const* in,
+                                  std::size_t rows,
+                                  std::uint64_t source_rows,
+                                  unsigned long long* first_bad) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i >= rows) {
+    return;
+  }
+  Index const value = in[i];
+  bool valid        = static_cast<std::uint64_t>(value) < source_rows;
+  if constexpr (std::is_signed_v<Index>) {
+    valid = valid && value >= Index{0};
+  }
+  out[i] = valid ? static_cast<std::uint64_t>(value) : OUT_OF_BOUNDS;
+  if (!valid) {
+    atomicMin(first_bad, static_cast<unsigned long long>(i));
+  }
+}
+
+template <typename T>
+__global__ void gather_values(T* out, T const* in, std::uint64_t const* indices, std::size_t rows) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i < rows) {
+    std::uint64_t const index = indices[i];
+    out[i]                    = index == OUT_OF_BOUNDS ? T{} : in[index];
+  }
+}
+
+/// Output byte `i` of the gathered mask, and its nulls added to `null_count`.
+__global__ void gather_mask(std::uint8_t* out,
+                            std::uint8_t const* in,
+                            std::size_t in_offset,
+                            std::uint64_t const* indices,
+                            std::size_t rows,
+                            unsigned long long* null_count) {
+  std::size_t const byte = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (byte * 8 >= rows) {
+    return;
+  }
+  std::uint8_t value = 0;
+  unsigned valid     = 0;
+  unsigned present   = 0;
+  for (unsigned bit = 0; bit < 8 && byte * 8 + bit < rows; ++bit) {
+    std::uint64_t const index = indices[byte * 8 + bit];
+    bool ok                   = index != OUT_OF_BOUNDS;
+    if (ok && in != nullptr) {
+      std::size_t const source = in_offset + index;
+      ok                       = ((in[source / 8] >> (source % 8)) & 1U) != 0;
+    }
+    value |= static_cast<std::uint8_t>((ok ? 1U : 0U) << bit);
+    valid += ok ? 1U : 0U;
+    ++present;
+  }
+  out[byte] = value;
+  if (valid != present) {
+    atomicAdd(null_count, static_cast<unsigned long long>(present - valid));
+  }
+}
+
+/// lengths[i + 1] = bytes of the gathered string i (0 for out-of-range rows); lengths[0] = 0.
+__global__ void gather_lengths(std::int64_t* lengths,
+                               std::int64_t const* offsets,
+                               std::size_t in_offset,
+                               std::uint64_t const* indices,
+                               std::size_t rows) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i == 0) {
+    lengths[0] = 0;
+  }
+  if (i < rows) {
+    std::uint64_t const index = indices[i];
+    lengths[i + 1] =
+      index == OUT_OF_BOUNDS ? 0 : offsets[in_offset + index + 1] - offsets[in_offset + index];
+  }
+}
+
+/// One warp per output string: the lanes copy its bytes.
+__global__ void gather_chars(char* out,
+                             std::int64_t const* out_offsets,
+                             char const* in,
+                             std::int64_t const* in_offsets,
+                             std::size_t in_offset,
+                             std::uint64_t const* indices,
+                             std::size_t rows) {
+  std::size_t const warp = (blockIdx.x * std::size_t{blockDim.x} + threadIdx.x) / 32;
+  unsigned const lane    = threadIdx.x % 32;
+  if (warp >= rows) {
+    return;
+  }
+  std::uint64_t const index = indices[warp];
+  if (index == OUT_OF_BOUNDS) {
+    return;
+  }
+  std::int64_t const begin = in_offsets[in_offset + index];
+  std::int64_t const bytes = in_offsets[in_offset + index + 1] - begin;
+  char* target             = out + out_offsets[warp];
+  for (std::int64_t b = lane; b < bytes; b += 32) {
+    target[b] = in[begin + b];
+  }
+}
+
+template <typename Index>
+void launch_normalize(std::uint64_t* out,
+                      column_view const& map,
+                      std::size_t source_rows,
+                      unsigned long long* first_bad,
+                      stream_view stream) {
+  normalize_indices<Index><<<grid_for(map.size()), BLOCK, 0, native(stream)>>>(
+    out, map.data<Index>(), map.size(), source_rows, first_bad);
+  check_launch("normalize_indices");
+}
+
+std::unique_ptr<column> gather_column(column_view const& source,
+                                      std::uint64_t const* indices,
+                                      std::size_t rows,
+                                      bool any_out_of_bounds,
+                                      stream_view stream,
+                                      memory_resources mrs) {
+  resource_ref const output        = mrs.output();
+  bool const nullable              = source.has_nulls() || any_out_of_bounds;
+  mask_state const state           = nullable ? mask_state::UNINITIALIZED : mask_state::UNALLOCATED;
+  cudaStream_t const native_stream = native(stream);
+  std::unique_ptr<column> result;
+  if (is_fixed_width(source.type())) {
+    result      = make_fixed_width_column(source.type(), rows, state, stream, output);
+    auto launch = [&]<typename T>() {
+      gather_values<T><<<grid_for(rows), BLOCK, 0, native_stream>>>(
+        result->mutable_data<T>(),
+        static_cast<T const*>(source.head()) + source.offset(),
+        indices,
+        rows);
+      check_launch("gather_values");
+    };
+    switch (size_of(source.type())) {
+      case 1:
+        launch.template operator()<std::uint8_t>();
+        break;
+      case 2:
+        launch.template operator()<std::uint16_t>();
+        break;
+      case 4:
+        launch.template operator()<std::uint32_t>();
+        break;
+      default:
+        launch.template operator()<std::uint64_t>();
+        break;
+    }
+  } else {
+    buffer offsets{(rows + 1) * sizeof(std::int64_t), stream, mrs.temporary()};
+    auto* lengths = static_cast<std::int64_t*>(offsets.data());
+    gather_lengths<<<grid_for(rows), BLOCK, 0, native_stream>>>(
+      lengths, source.offsets(), source.offset(), indices, rows);
+    check_launch("gather_lengths");
+    std::size_t scratch_bytes = 0;
+    check(cub::DeviceScan::InclusiveSum(
+            nullptr, scratch_bytes, lengths + 1, lengths + 1, rows, native_stream),
+          "cub::DeviceScan::InclusiveSum");
+    buffer scratch{scratch_bytes, stream, mrs.temporary()};
+    check(cub::DeviceScan::InclusiveSum(
+            scratch.data(), scratch_bytes, lengths + 1, lengths + 1, rows, native_stream),
+          "cub::DeviceScan::InclusiveSum");
+    std::int64_t chars = 0;
+    memcpy_sync(&chars, lengths + rows, sizeof(chars), stream);
+    result = make_strings_column(rows, static_cast<std::size_t>(chars), state, stream, output);
+    check(cudaMemcpyAsync(result->mutable_offsets(),
+                          lengths,
+                          (rows + 1) * sizeof(std::int64_t),
+                          cudaMemcpyDeviceToDevice,
+                          native_stream),
+          "cudaMemcpyAsync");
+    if (chars > 0) {
+      gather_chars<<<grid_for(rows * 32), BLOCK, 0, native_stream>>>(result->mutable_chars(),
+                                                                     result->mutable_offsets(),
+                                                                     source.chars(),
+                                                                     source.offsets(),
+                                                                     source.offset(),
+                                                                     indices,
+                                                                     rows);
+      check_launch("gather_chars");
+    }
+  }
+  if (nullable) {
+    buffer counter{sizeof(unsigned long long), stream, mrs.temporary()};
+    auto* null_count = static_cast<unsigned long long*>(counter.data());
+    check(cudaMemsetAsync(null_count, 0, sizeof(unsigned long long), native_stream),
+          "cudaMemsetAsync");
+    gather_mask<<<grid_for((rows + 7) / 8), BLOCK, 0, native_stream>>>(
+      result->mutable_null_mask(),
+      source.nullable() ? source.null_mask() : nullptr,
+      source.offset(),
+      indices,
+      rows,
+      null_count);
+    check_launch("gather_mask");
+    unsigned long long nulls = 0;
+    memcpy_sync(&nulls, null_count, sizeof(nulls), stream);
+    result->set_null_count(static_cast<std::size_t>(nulls));
+  }
+  check(cudaStreamSynchronize(native_stream), "cudaStreamSynchronize");
+  return result;
+}
+
+/// The map as 64-bit device indices: copied to the device first when it lives on the host.
+std::string index_text(column_view const& map, std::size_t row, stream_view stream) {
+  std::size_t const width = size_of(map.type());
+  std::uint64_t raw       = 0;
+  memcpy_sync(
+    &raw, static_cast<std::byte const*>(map.head()) + (map.offset() + row) * width, width, stream);
+  switch (map.type().id()) {
+    case type_id::INT32:
+      return std::to_string(static_cast<std::int32_t>(static_cast<std::uint32_t>(raw)));
+    case type_id::INT64:
+      return std::to_string(static_cast<std::int64_t>(raw));
+    case type_id::UINT32:
+      return std::to_string(static_cast<std::uint32_t>(raw));
+    default:
+      return std::to_string(raw);
+  }
+}
+
+}  // namespace
+
+void copy_into(column& result, column_view const& input, stream_view stream) {
+  std::size_t const rows = input.size();
+  if (is_fixed_width(input.type())) {
+    std::size_t const width = size_of(input.type());
+    memcpy_sync(result.mutable_data<std::byte>(),
+                static_cast<std::byte const*>(input.head()) + input.offset() * width,
+                rows * width,
+                stream);
+  } else {
+    std::int64_t* out = result.mutable_offsets();
+    if (rows == 0) {
+      std::int64_t const zero = 0;
+      memcpy_sync(out, &zero, sizeof(zero), stream);
+    } else if (device(input.offsets()) && device(out)) {
+      rebase_offsets<<<grid_for(rows + 1), BLOCK, 0, native(stream)>>>(
+        out, input.offsets(), input.offset(), rows + 1);
+      check_launch("rebase_offsets");
+      check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
+    } else {
+      std::vector<std::int64_t> offsets(rows + 1);
+      memcpy_sync(offsets.data(),
+                  input.offsets() + input.offset(),
+                  offsets.size() * sizeof(std::int64_t),
+                  stream);
+      std::int64_t const base = offsets[0];
+      for (auto& offset : offsets) {
+        offset -= base;
+      }
+      memcpy_sync(out, offsets.data(), offsets.size() * sizeof(std::int64_t), stream);
+    }
+    std::int64_t base = 0;
+    if (rows > 0) {
+      memcpy_sync(&base, input.offsets() + input.offset(), sizeof(base), stream);
+    }
+    memcpy_sync(result.mutable_chars(), input.chars() + base, input.chars_size(), stream);
+  }
+  if (input.nullable()) {
+    copy_mask(result.mutable_null_mask(), input.null_mask(), input.offset(), rows, stream);
+    result.set_null_count(input.null_count());
+  }
+}
+
+std::unique_ptr<table> gather(table_view const& source,
+                              column_view const& gather_map,
+                              out_of_bounds_policy policy,
+                              stream_view stream,
+                              memory_resources mrs) {
+  std::size_t const rows        = gather_map.size();
+  std::size_t const source_rows = source.num_rows();
+  for (std::size_t c = 0; c < source.num_columns(); ++c) {
+    SPILLWAY_EXPECTS(on_device(source.column(c)) || source.num_rows() == 0,
+                     "gather: column " + std::to_string(c) +
+                       " is not in CUDA device memory while others are; a table lives in one "
+                       "place",
+                     invalid_argument);
+  }
+  // The map on the device, whatever its type and wherever it lived.
+  buffer map_copy;
+  column_view map = gather_map;
+  if (rows > 0 && !device(static_cast<std::byte const*>(gather_map.head()))) {
+    std::size_t const width = size_of(gather_map.type());
+    map_copy =
+      buffer{static_cast<std::byte const*>(gather_map.head()) + gather_map.offset() * width,
+             gather_map.kind(),
+             rows * width,
+             stream,
+             mrs.temporary()};
+    map = column_view{
+      gather_map.type(), rows, map_copy.data(), nullptr, 0, 0, nullptr, memory_kind::DEVICE};
+  }
+  buffer indices_buffer{rows * sizeof(std::uint64_t), stream, mrs.temporary()};
+  buffer first_bad_buffer{sizeof(unsigned long long), stream, mrs.temporary()};
+  auto* indices   = static_cast<std::uint64_t*>(indices_buffer.data());
+  auto* first_bad = static_cast<unsigned long long*>(first_bad_buffer.data());
+  check(cudaMemsetAsync(first_bad, 0xFF, sizeof(unsigned long long), native(stream)),
+        "cudaMemsetAsync");
+  if (rows > 0) {
+    switch (map.type().id()) {
+      case type_id::INT32:
+        launch_normalize<std::int32_t>(indices, map, source_rows, first_bad, stream);
+        break;
+      case type_id::INT64:
+        launch_normalize<std::int64_t>(indices, map, source_rows, first_bad, stream);
+        break;
+      case type_id::UINT32:
+        launch_normalize<std::uint32_t>(indices, map, source_rows, first_bad, stream);
+        break;
+      default:
+        launch_normalize<std::uint64_t>(indices, map, source_rows, first_bad, stream);
+        break;
+    }
+  }
+  unsigned long long bad = 0;
+  memcpy_sync(&bad, first_bad, sizeof(bad), stream);
+  bool const any_out_of_bounds = bad != ~0ULL;
+  if (any_out_of_bounds) {
+    std::size_t const row = static_cast<std::size_t>(bad);
+    SPILLWAY_EXPECTS(policy == out_of_bounds_policy::NULLIFY,
+                     "gather map row " + std::to_string(row) + " is out of bounds: index " +
+                       index_text(map, row, stream) + ", source rows " +
+                       std::to_string(source_rows),
+                     invalid_argument);
+  }
+  std::vector<std::unique_ptr<column>> columns;
+  columns.reserve(source.num_columns());
+  for (auto const& column : source) {
+    columns.push_back(gather_column(column, indices, rows, any_out_of_bounds, stream, mrs));
+  }
+  return std::make_unique<table>(std::move(columns));
+}
+
+}  // namespace spillway::detail::cuda

@@ -1,0 +1,177 @@
+// sorted_order and sort of tables in CUDA device memory, row for row against the CPU's stable
+// sort of the same rows (the device sort is always stable). Without a GPU they skip.
+#include "ops/reference_order.hpp"
+#include "testing/cuda_testing.hpp"
+#include "testing/default_resource_guard.hpp"
+#include "testing/expect_tables_equal.hpp"
+#include "testing/table_generators.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/ops/sort.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+using testing::all_types;
+using testing::make_fixed_column;
+using testing::make_string_column;
+using testing::random_column;
+using testing::reference_sorted_order;
+using testing::to_vector;
+
+class CudaSortTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SPILLWAY_REQUIRE_CUDA_DEVICE();
+    parts_.emplace();
+    output_.emplace(parts_->device);
+    temporary_.emplace(parts_->device);
+  }
+
+  /// The device's sorted order of `keys` (on the host), checked against the CPU's stable sort,
+  /// with the resources balanced afterwards.
+  void check(table_view const& keys, sort_order const& orders) {
+    auto const on_device     = testing::to_device(keys, *parts_);
+    std::size_t const before = output_->statistics().current_bytes;
+    auto const result        = sorted_order(on_device->view(),
+                                     orders,
+                                     sort_stability::UNSTABLE,
+                                     parts_->stream.view(),
+                                     memory_resources{*output_, *temporary_});
+    EXPECT_EQ(output_->statistics().current_bytes - before, result->allocated_bytes());
+    EXPECT_EQ(temporary_->statistics().current_bytes, 0U) << "scratch was not freed";
+    auto const back = testing::to_host(table_view{result->view()}, *parts_, host_);
+    ASSERT_EQ(to_vector(back->view().column(0)), reference_sorted_order(keys, orders));
+  }
+
+  host_memory_resource host_;
+  std::optional<testing::cuda_fixture_parts> parts_;
+  std::optional<statistics_resource_adaptor> output_;
+  std::optional<statistics_resource_adaptor> temporary_;
+  testing::default_resource_guard guard_;
+};
+
+std::vector<column_order> every_column_order() {
+  return {{order::ASCENDING, null_order::BEFORE},
+          {order::ASCENDING, null_order::AFTER},
+          {order::DESCENDING, null_order::BEFORE},
+          {order::DESCENDING, null_order::AFTER}};
+}
+
+TEST_F(CudaSortTest, EveryTypeInEveryOrderWithNulls) {
+  for (data_type const type : all_types()) {
+    for (double const nulls : {0.0, 0.25}) {
+      auto const key = random_column(type, 20000, 11, nulls, host_, 40);
+      for (auto const& key_order : every_column_order()) {
+        SCOPED_TRACE(to_string(type) + (nulls > 0 ? " with nulls" : ""));
+        check(table_view{key->view()}, sort_order{key_order});
+      }
+    }
+  }
+}
+
+TEST_F(CudaSortTest, FloatSpecialsTieAndOrderAsOnTheCpu) {
+  double const nan = std::numeric_limits<double>::quiet_NaN();
+  double const inf = std::numeric_limits<double>::infinity();
+  std::vector<double> const values{0.0, -0.0, nan, -nan, inf, -inf, 1.5, -1.5, 0.0, nan, -0.0};
+  auto const key = make_fixed_column<double>(data_type{type_id::FLOAT64}, values, {}, host_);
+  for (auto const& key_order : every_column_order()) {
+    check(table_view{key->view()}, sort_order{key_order});
+  }
+}
+
+TEST_F(CudaSortTest, StringsWithLongCommonPrefixesAndPrefixesOfEachOther) {
+  std::vector<std::optional<std::string>> values;
+  std::mt19937_64 random{12};
+  std::string const stem(37, 'q');
+  for (std::size_t row = 0; row < 5000; ++row) {
+    std::size_t const extra = random() % 12;
+    std::string value       = stem.substr(0, random() % 38);
+    for (std::size_t b = 0; b < extra; ++b) {
+      value.push_back(static_cast<char>(random() % 3 == 0 ? '\0' : 'a' + random() % 3));
+    }
+    if (random() % 17 == 0) {
+      values.emplace_back(std::nullopt);
+    } else {
+      values.emplace_back(value);
+    }
+  }
+  values.emplace_back(std::string{"\xff\xfe", 2});
+  values.emplace_back(std::string{});
+  auto const key = make_string_column(values, host_);
+  for (auto const& key_order : every_column_order()) {
+    check(table_view{key->view()}, sort_order{key_order});
+  }
+}
+
+TEST_F(CudaSortTest, SeveralKeysInMixedDirections) {
+  auto const few    = random_column(data_type{type_id::INT8}, 30000, 13, 0.1, host_);
+  auto const text   = random_column(data_type{type_id::STRING}, 30000, 14, 0.05, host_, 3);
+  auto const floats = random_column(data_type{type_id::FLOAT32}, 30000, 15, 0.0, host_);
+  table_view const keys{few->view(), text->view(), floats->view()};
+  check(keys,
+        {{order::DESCENDING, null_order::AFTER},
+         {order::ASCENDING, null_order::BEFORE},
+         {order::DESCENDING, null_order::BEFORE}});
+}
+
+TEST_F(CudaSortTest, AllEqualSortedAndSmallInputsKeepInputOrder) {
+  std::vector<std::int64_t> const same(70000, 42);
+  auto const equal = make_fixed_column<std::int64_t>(data_type{type_id::INT64}, same, {}, host_);
+  check(table_view{equal->view()}, {});
+  std::vector<std::int64_t> ascending(70000);
+  for (std::size_t row = 0; row < ascending.size(); ++row) {
+    ascending[row] = static_cast<std::int64_t>(row) - 35000;
+  }
+  auto const sorted =
+    make_fixed_column<std::int64_t>(data_type{type_id::INT64}, ascending, {}, host_);
+  check(table_view{sorted->view()}, {{order::DESCENDING, null_order::BEFORE}});
+  for (std::size_t rows : {0U, 1U, 2U}) {
+    auto const small = random_column(data_type{type_id::INT32}, rows, 16, 0.0, host_);
+    check(table_view{small->view()}, {});
+  }
+}
+
+TEST_F(CudaSortTest, SortGathersEveryColumnOnTheDevice) {
+  auto const values    = testing::random_table(all_types(), 40000, 17, 0.1, host_);
+  auto const on_device = testing::to_device(values->view(), *parts_);
+  table_view const keys{values->view().column(4), values->view().column(12)};
+  sort_order const orders{{order::ASCENDING, null_order::AFTER},
+                          {order::DESCENDING, null_order::BEFORE}};
+  auto const expected = sort(values->view(),
+                             keys,
+                             orders,
+                             sort_stability::STABLE,
+                             default_stream(),
+                             memory_resources{host_});
+  table_view const device_keys{on_device->view().column(4), on_device->view().column(12)};
+  auto const result = sort(on_device->view(),
+                           device_keys,
+                           orders,
+                           sort_stability::STABLE,
+                           parts_->stream.view(),
+                           memory_resources{*output_, *temporary_});
+  EXPECT_EQ(temporary_->statistics().current_bytes, 0U);
+  auto const back = testing::to_host(result->view(), *parts_, host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), back->view());
+}
+
+TEST_F(CudaSortTest, IsSortedSaysDeviceKeysAreNotSupported) {
+  auto const key       = random_column(data_type{type_id::INT64}, 100, 18, 0.0, host_);
+  auto const on_device = testing::to_device(table_view{key->view()}, *parts_);
+  EXPECT_THROW((void)is_sorted(on_device->view()), not_supported);
+}
+
+}  // namespace
+}  // namespace spillway
