@@ -15,6 +15,29 @@ pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(LZ4 REQUIRED IMPORTED_TARGET liblz4)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 
+# Logging: spdlog over fmt, as shared libraries.
+set(SPILLWAY_LOG_TARGETS spdlog::spdlog fmt::fmt)
+
+# SPILLWAY_PORTABLE: binaries that run on a machine with nothing of ours installed (a GPU machine
+# with only the driver): libstdc++ and libgcc linked statically, zstd, lz4 and xxhash from their
+# static archives, spdlog and fmt header-only, the CUDA runtime static. They then need only glibc
+# and, for the CUDA backend, the driver's libcuda (which the runtime opens itself).
+option(SPILLWAY_PORTABLE "Link everything but glibc statically" OFF)
+if(SPILLWAY_PORTABLE)
+  add_link_options(-static-libstdc++ -static-libgcc)
+  foreach(_lib ZSTD LZ4 XXHASH)
+    string(TOLOWER ${_lib} _name)
+    find_library(SPILLWAY_${_lib}_STATIC NAMES lib${_name}.a REQUIRED)
+    set_property(TARGET PkgConfig::${_lib} PROPERTY INTERFACE_LINK_LIBRARIES
+                                                    ${SPILLWAY_${_lib}_STATIC})
+  endforeach()
+  set_property(TARGET spdlog::spdlog_header_only PROPERTY INTERFACE_LINK_LIBRARIES
+                                                          Threads::Threads fmt::fmt-header-only)
+  set(SPILLWAY_LOG_TARGETS spdlog::spdlog_header_only fmt::fmt-header-only)
+  message(STATUS "spillway: portable binaries (static libstdc++, zstd, lz4, xxhash; "
+                 "header-only spdlog and fmt)")
+endif()
+
 # The CUDA backend: AUTO builds it when a CUDA toolkit is found (the runtime is linked
 # statically, so binaries run on a GPU machine that has only the driver).
 set(SPILLWAY_ENABLE_CUDA "AUTO" CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")

@@ -1,8 +1,10 @@
 #include "core/two_threads.hpp"
+#include "table/cuda/device_table.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/memory/copy.hpp>
+#include <spillway/memory/cuda_memory_resource.hpp>
 #include <spillway/table/pack.hpp>
 
 #include <array>
@@ -80,8 +82,10 @@ std::size_t layout(table_view const& input, std::vector<part_layout>* parts) {
   std::size_t cursor = 0;
   for (auto const& column : input) {
     part_layout part;
-    cursor = place_column(
-      cursor, column.type(), column.nullable(), column.size(), column.chars_size(), part);
+    std::size_t const chars = detail::cuda::on_device(column)
+                                ? detail::cuda::chars_size(column, default_stream())
+                                : column.chars_size();
+    cursor = place_column(cursor, column.type(), column.nullable(), column.size(), chars, part);
     if (parts != nullptr) {
       parts->push_back(part);
     }
@@ -463,6 +467,29 @@ packed_columns pack(table_view const& input, stream_view stream, memory_resource
   packed_columns out;
   out.data     = buffer{total, stream, mrs.output()};
   out.metadata = make_metadata(input.num_columns(), input.num_rows(), total);
+#if SPILLWAY_HAS_CUDA
+  if (cuda::on_device(input) || is_cuda_device_pointer(out.data.data())) {
+    // Either side on a CUDA device: the padding zeroed where the buffer lives, each column
+    // written by the device copy.
+    auto* destination = static_cast<std::uint8_t*>(out.data.data());
+    fill_bytes(destination, out.data.kind(), 0, total, stream);
+    for (std::size_t index = 0; index < input.num_columns(); ++index) {
+      column_view const& column = input.column(index);
+      part_layout const& part   = parts[index];
+      cuda::column_target target;
+      target.data    = destination + part.data_offset;
+      target.offsets = is_fixed_width(column.type())
+                         ? nullptr
+                         : reinterpret_cast<std::int64_t*>(destination + part.offsets_offset);
+      target.mask    = column.nullable() ? destination + part.mask_offset : nullptr;
+      cuda::copy_column_to(target, column, stream);
+      set_entry(out.metadata,
+                index,
+                make_entry(column.type(), column.nullable(), column.null_count(), part));
+    }
+    return out;
+  }
+#endif
   fill_packed(input,
               parts,
               total,
@@ -630,12 +657,23 @@ table_view unpack(std::span<std::uint8_t const> metadata,
     } else {
       check_range(entry.offsets_offset, (rows + 1) * sizeof(std::int64_t), "offsets", index);
       offsets = reinterpret_cast<std::int64_t const*>(base + entry.offsets_offset);
-      if (offsets[0] != 0 || static_cast<std::uint64_t>(offsets[rows]) != entry.data_bytes) {
+      // Offsets on a CUDA device: only the first and the last are read back and checked.
+      bool const on_cuda   = data_kind == memory_kind::DEVICE && is_cuda_device_pointer(offsets);
+      std::int64_t ends[2] = {0, 0};
+      if (on_cuda) {
+        copy_bytes(&ends[0], memory_kind::HOST, offsets, data_kind, sizeof(std::int64_t), {});
+        copy_bytes(
+          &ends[1], memory_kind::HOST, offsets + rows, data_kind, sizeof(std::int64_t), {});
+      } else {
+        ends[0] = offsets[0];
+        ends[1] = offsets[rows];
+      }
+      if (ends[0] != 0 || static_cast<std::uint64_t>(ends[1]) != entry.data_bytes) {
         corrupt("string offsets of column " + std::to_string(index) +
                 " do not span its characters");
       }
       // Ascending offsets from 0 to data_bytes keep every row inside the characters.
-      for (std::size_t row = 0; row < rows; ++row) {
+      for (std::size_t row = 0; !on_cuda && row < rows; ++row) {
         if (offsets[row] > offsets[row + 1]) {
           corrupt("string offsets of column " + std::to_string(index) + " descend at row " +
                   std::to_string(row) + ": " + std::to_string(offsets[row]) + " then " +

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -20,6 +21,15 @@
 #include <vector>
 
 namespace spillway::cli_testing {
+
+/**
+ * @return the `spillway` executable: $SPILLWAY_EXE when set (binaries copied to another machine),
+ * else the one this build made
+ */
+inline std::string spillway_exe() {
+  char const* const relocated = std::getenv("SPILLWAY_EXE");
+  return relocated != nullptr && *relocated != '\0' ? std::string{relocated} : SPILLWAY_EXE;
+}
 
 namespace fs = std::filesystem;
 
@@ -50,7 +60,7 @@ class SpillwayCli : public ::testing::Test {
 
   /** @brief Runs `spillway <arguments>` with the working directory at the test's root. */
   run_result run(std::string const& arguments) const {
-    return run_launched("'" SPILLWAY_EXE "' " + arguments);
+    return run_launched("'" + spillway_exe() + "' " + arguments);
   }
 
   /**
@@ -81,7 +91,7 @@ class SpillwayCli : public ::testing::Test {
 
   /** @brief Runs and expects success, printing stderr when not. */
   run_result run_ok(std::string const& arguments) const {
-    return launched_ok("'" SPILLWAY_EXE "' " + arguments);
+    return launched_ok("'" + spillway_exe() + "' " + arguments);
   }
 
   /** @brief `run_launched`, expecting success. */

@@ -14,6 +14,7 @@
 
 namespace {
 
+using spillway::cli_testing::spillway_exe;
 using spillway::cli_testing::SpillwayCli;
 
 /// Per-rank budgets small enough that 200k timeseries rows (about 9 MiB) spill on every rank.
@@ -88,7 +89,7 @@ TEST_F(SpillwayRanks, ShuffleResumesFromCheckpointsAfterTheProcessWasKilled) {
     "--json" +
     std::string{RESUME_BUDGETS};
   // The process dies (SIGKILL, like a lost machine) once rank 1 has added its 4th map task.
-  auto const killed = run_launched("SPILLWAY_TEST_KILL_AFTER_MAPS=1:4 '" SPILLWAY_EXE "' " +
+  auto const killed = run_launched("SPILLWAY_TEST_KILL_AFTER_MAPS=1:4 '" + spillway_exe() + "' " +
                                    shuffle + " > /dev/null");
   EXPECT_NE(killed.exit_code, 0);
   EXPECT_TRUE(files_in("out").empty()) << "a killed shuffle left output files";
@@ -108,8 +109,8 @@ TEST_F(SpillwayRanks, LostShardsAreRebuiltByReadingTheirBatchAgain) {
     // A third of the shards dropped at random points: their map tasks read their batch from the
     // input file again (the command keeps no copy of its input).
     auto const result =
-      run_launched("SPILLWAY_TEST_SHARD_LOSS=0.3 '" SPILLWAY_EXE "' shuffle in -o out-" + mode +
-                   " --by id --partitions 8 --ranks 3 --batch-size 256KiB --mode " + mode +
+      run_launched("SPILLWAY_TEST_SHARD_LOSS=0.3 '" + spillway_exe() + "' shuffle in -o out-" +
+                   mode + " --by id --partitions 8 --ranks 3 --batch-size 256KiB --mode " + mode +
                    " --json" + RANK_BUDGETS);
     ASSERT_EQ(result.exit_code, 0) << result.err;
     auto const summary = nlohmann::json::parse(result.out);
@@ -140,8 +141,8 @@ TEST_F(SpillwayRanks, AJobThatFailsOnOneRankLeavesNoVisibleOutput) {
         "shuffle in -o kept --by id --partitions 6 --ranks 3 --overwrite",
         "sort in -o kept --by id --ranks 3 --overwrite"}) {
     SCOPED_TRACE(command);
-    auto const result = run_launched("SPILLWAY_TEST_FAIL_AFTER_WRITING=2 '" SPILLWAY_EXE "' " +
-                                     command + RANK_BUDGETS);
+    auto const result = run_launched("SPILLWAY_TEST_FAIL_AFTER_WRITING=2 '" + spillway_exe() +
+                                     "' " + command + RANK_BUDGETS);
     EXPECT_EQ(result.exit_code, 1) << result.err;
     EXPECT_NE(result.err.find("rank 2 failed after writing"), std::string::npos) << result.err;
     EXPECT_FALSE(std::filesystem::exists(path("out"))) << "the failed job left its directory";
@@ -158,12 +159,12 @@ TEST_F(SpillwayRanks, ShuffleAndSortUnderMpirun) {
   }
   for (int ranks : {2, 3}) {
     auto const out = "mpi-shuffle-" + std::to_string(ranks);
-    launched_ok(mpirun(ranks) + "'" SPILLWAY_EXE "' shuffle in -o " + out +
+    launched_ok(mpirun(ranks) + "'" + spillway_exe() + "' shuffle in -o " + out +
                 " --by id --partitions 16 --mode push --json" + RANK_BUDGETS);
     run_ok("verify " + out + " --by id --partitions 16 --against in");
     auto const sorted  = "mpi-sort-" + std::to_string(ranks);
-    auto const result  = launched_ok(mpirun(ranks) + "'" SPILLWAY_EXE "' sort in -o " + sorted +
-                                    " --by x --json" + RANK_BUDGETS);
+    auto const result  = launched_ok(mpirun(ranks) + "'" + spillway_exe() + "' sort in -o " +
+                                    sorted + " --by x --json" + RANK_BUDGETS);
     auto const summary = nlohmann::json::parse(result.out);
     EXPECT_EQ(summary.at("ranks").get<int>(), ranks);
     EXPECT_EQ(summary.at("transport").get<std::string>(), "mpi");
@@ -176,7 +177,7 @@ TEST_F(SpillwayRanks, ShuffleUnderMpirunResumesAfterARankIsKilled) {
   if (mpirun(2).empty()) {
     GTEST_SKIP() << "built without MPI: no mpirun to start ranks with";
   }
-  std::string const shuffle = "'" SPILLWAY_EXE
+  std::string const shuffle = "'" + spillway_exe() +
                               "' shuffle in -o out --by id --partitions 8 --batch-size 256KiB "
                               "--checkpoint-dir ck --json" +
                               std::string{RESUME_BUDGETS};

@@ -3,6 +3,8 @@
  * (SPILLWAY_EXE) on a small sort that spills and checks the report files, and that the progress
  * line appears on a terminal only.
  */
+#include "cli_fixture.hpp"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +20,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using spillway::cli_testing::spillway_exe;
 
 /// A sort of this many rows at these budgets spills to host and to disk.
 constexpr char const* SPILLING_SORT =
@@ -37,8 +40,8 @@ class SpillwayReport : public ::testing::Test {
 
   /** @brief Runs `spillway <arguments>` in the test's root; stderr goes to stderr.txt. */
   int run(std::string const& arguments) const {
-    std::string const command = "cd '" + root_.string() + "' && '" SPILLWAY_EXE "' " + arguments +
-                                " > stdout.txt 2> stderr.txt";
+    std::string const command = "cd '" + root_.string() + "' && '" + spillway_exe() + "' " +
+                                arguments + " > stdout.txt 2> stderr.txt";
     int const status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
@@ -96,8 +99,7 @@ TEST_F(SpillwayReport, ProgressLineOnATerminal) {
   }
   // A bigger sort, so that it lasts past one redraw period.
   ASSERT_EQ(run("gen uniform --rows 2000000 -o big"), 0);
-  std::string const command = "cd '" + root_.string() +
-                              "' && script -qec \"'" SPILLWAY_EXE
+  std::string const command = "cd '" + root_.string() + "' && script -qec \"'" + spillway_exe() +
                               "' sort big -o out --by key --device-memory 16MiB --host-memory "
                               "8MiB --spill-dir spill\" typescript.txt > /dev/null 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << read("typescript.txt");

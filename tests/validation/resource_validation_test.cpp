@@ -5,6 +5,7 @@
  * that scratch came from `temporary` and was all freed before returning. Each layer adds its
  * operators to `operator_cases()`.
  */
+#include "testing/cuda_testing.hpp"
 #include "testing/default_resource_guard.hpp"
 #include "testing/table_generators.hpp"
 
@@ -26,6 +27,7 @@
 
 #include <any>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -307,12 +309,12 @@ std::vector<operator_case> operator_cases() {
 
 class ResourceValidation : public ::testing::TestWithParam<operator_case> {};
 
-TEST_P(ResourceValidation, OutputsFromOutputScratchFromTemporaryNeverTheDefault) {
-  operator_case const& test_case = GetParam();
-  host_memory_resource input_memory;
-  auto const input = testing::random_table(testing::all_types(), 257, 42, 0.2, input_memory);
-
-  emulated_device_memory_resource device;
+/// Runs `test_case` on `input` with the validation switch on and counted resources over
+/// `device`, and checks where its outputs and scratch came from.
+void check_case(operator_case const& test_case,
+                scratch expected_scratch,
+                table_view const& input,
+                memory_resource& device) {
   statistics_resource_adaptor output{device};
   statistics_resource_adaptor temporary{device};
   memory_resources const mrs =
@@ -320,12 +322,12 @@ TEST_P(ResourceValidation, OutputsFromOutputScratchFromTemporaryNeverTheDefault)
 
   testing::default_resource_guard const guard;
   {
-    operator_result result = test_case.run(input->view(), mrs);
+    operator_result result = test_case.run(input, mrs);
     EXPECT_EQ(output.statistics().current_bytes, result.output_bytes)
       << test_case.name << ": bytes outstanding on the output resource are not the output's";
     EXPECT_EQ(temporary.statistics().current_bytes, 0U)
       << test_case.name << ": scratch was not freed before returning";
-    if (test_case.expected_scratch == scratch::NONE) {
+    if (expected_scratch == scratch::NONE) {
       EXPECT_EQ(temporary.statistics().total_count, 0U)
         << test_case.name << ": allocated scratch but is listed as needing none";
     } else {
@@ -334,6 +336,40 @@ TEST_P(ResourceValidation, OutputsFromOutputScratchFromTemporaryNeverTheDefault)
     }
   }
   EXPECT_EQ(output.statistics().current_bytes, 0U) << test_case.name;
+}
+
+TEST_P(ResourceValidation, OutputsFromOutputScratchFromTemporaryNeverTheDefault) {
+  operator_case const& test_case = GetParam();
+  host_memory_resource input_memory;
+  auto const input = testing::random_table(testing::all_types(), 257, 42, 0.2, input_memory);
+  emulated_device_memory_resource device;
+  check_case(test_case, test_case.expected_scratch, input->view(), device);
+}
+
+/// The operators with CUDA kernels, on a table in device memory, with the scratch the device
+/// versions take: a device gather copies and checks its map in scratch.
+TEST(CudaResourceValidation, DeviceOperatorsUseOnlyTheirResources) {
+  SPILLWAY_REQUIRE_CUDA_DEVICE();
+  std::map<std::string, scratch> const on_device{{"copy(column)", scratch::NONE},
+                                                 {"copy(table)", scratch::NONE},
+                                                 {"gather(FAIL)", scratch::SOME},
+                                                 {"gather(NULLIFY)", scratch::SOME},
+                                                 {"pack", scratch::NONE},
+                                                 {"sorted_order", scratch::SOME},
+                                                 {"sort", scratch::SOME}};
+  host_memory_resource input_memory;
+  auto const host_input = testing::random_table(testing::all_types(), 257, 42, 0.2, input_memory);
+  testing::cuda_fixture_parts parts;
+  auto const input = testing::to_device(host_input->view(), parts);
+  std::size_t ran  = 0;
+  for (auto const& test_case : operator_cases()) {
+    auto const found = on_device.find(test_case.name);
+    if (found != on_device.end()) {
+      ++ran;
+      check_case(test_case, found->second, input->view(), parts.device);
+    }
+  }
+  EXPECT_EQ(ran, on_device.size()) << "an operator of the device list is missing from the table";
 }
 
 TEST(ResourceValidationSwitch, DefaultArgumentsThrowWhileTheSwitchIsOn) {

@@ -16,6 +16,7 @@
 #include <spillway/table/gather.hpp>
 #include <spillway/table/table.hpp>
 
+#include <cstdint>
 #include <memory>
 
 namespace spillway::detail::cuda {
@@ -36,6 +37,20 @@ bool on_device(column const& result) noexcept;
 std::size_t chars_size(column_view const& view, stream_view stream);
 
 #if SPILLWAY_HAS_CUDA
+/** @brief Where `copy_column_to` writes a column laid out from row 0. */
+struct column_target {
+  void* data            = nullptr;  ///< values, or characters
+  std::int64_t* offsets = nullptr;  ///< STRING offsets, rebased to 0 (`rows + 1`)
+  bitmask_type* mask    = nullptr;  ///< the mask from bit 0; null to leave the mask out
+};
+
+/**
+ * @brief Copies `input` to `target`, where either side may live on a CUDA device: values and
+ * characters by cudaMemcpy, offsets rebased and masks realigned on the device or on the host side
+ * of the copy. Bits past the last row in the mask's last byte are not written.
+ */
+void copy_column_to(column_target const& target, column_view const& input, stream_view stream);
+
 /**
  * @brief Fills `result` (allocated by `detail::copy` for `input`'s rows and characters, offset
  * 0) from `input`, where either lives on a CUDA device: values and characters by cudaMemcpy,

@@ -313,16 +313,16 @@ std::string index_text(column_view const& map, std::size_t row, stream_view stre
 
 }  // namespace
 
-void copy_into(column& result, column_view const& input, stream_view stream) {
+void copy_column_to(column_target const& target, column_view const& input, stream_view stream) {
   std::size_t const rows = input.size();
   if (is_fixed_width(input.type())) {
     std::size_t const width = size_of(input.type());
-    memcpy_sync(result.mutable_data<std::byte>(),
+    memcpy_sync(target.data,
                 static_cast<std::byte const*>(input.head()) + input.offset() * width,
                 rows * width,
                 stream);
   } else {
-    std::int64_t* out = result.mutable_offsets();
+    std::int64_t* out = target.offsets;
     if (rows == 0) {
       std::int64_t const zero = 0;
       memcpy_sync(out, &zero, sizeof(zero), stream);
@@ -347,10 +347,21 @@ void copy_into(column& result, column_view const& input, stream_view stream) {
     if (rows > 0) {
       memcpy_sync(&base, input.offsets() + input.offset(), sizeof(base), stream);
     }
-    memcpy_sync(result.mutable_chars(), input.chars() + base, input.chars_size(), stream);
+    memcpy_sync(target.data, input.chars() + base, chars_size(input, stream), stream);
   }
+  if (input.nullable() && target.mask != nullptr) {
+    copy_mask(target.mask, input.null_mask(), input.offset(), rows, stream);
+  }
+}
+
+void copy_into(column& result, column_view const& input, stream_view stream) {
+  column_target target;
+  target.data = is_fixed_width(input.type()) ? static_cast<void*>(result.mutable_data<std::byte>())
+                                             : static_cast<void*>(result.mutable_chars());
+  target.offsets = is_fixed_width(input.type()) ? nullptr : result.mutable_offsets();
+  target.mask    = input.nullable() ? result.mutable_null_mask() : nullptr;
+  copy_column_to(target, input, stream);
   if (input.nullable()) {
-    copy_mask(result.mutable_null_mask(), input.null_mask(), input.offset(), rows, stream);
     result.set_null_count(input.null_count());
   }
 }

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The CUDA backend's check on a GPU machine in one go: every test on the GPU, then the device
+# benchmark (copy and spill bandwidth, the device sort beside CUB's), then one summary.
+#
+#   scripts/device-check.sh                  build here with the CUDA backend (needs cmake, ninja,
+#                                            nvcc and the packages of scripts/install-deps.sh),
+#                                            then run ctest and the benchmark
+#   scripts/device-check.sh --bundle FILE    on a machine like ours (no GPU needed): build the
+#                                            cuda-portable preset and pack its stripped test and
+#                                            benchmark binaries into FILE (.tar.gz)
+#   scripts/device-check.sh --prebuilt FILE  run a bundle's binaries; the GPU machine needs only
+#                                            the CUDA driver
+#
+# --sort-bytes N and --copy-bytes N (default 1GiB each) go to the benchmark. Logs go to
+# $SPILLWAY_CHECK_LOGS (default: $OUT when set, else a temporary directory).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=build
+bundle=""
+bench_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bundle) mode=bundle; bundle="$2"; shift 2 ;;
+    --prebuilt) mode=prebuilt; bundle="$2"; shift 2 ;;
+    --sort-bytes|--copy-bytes|--repetitions) bench_args+=("$1" "$2"); shift 2 ;;
+    *) echo "device-check: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+start=$(date +%s)
+logs="${SPILLWAY_CHECK_LOGS:-${OUT:-$(mktemp -d)}}"
+mkdir -p "$logs"
+
+# The test binaries a build registered with CTest (not stale ones left in the tree).
+test_binaries() {
+  ctest --test-dir "$1" --show-only=json-v1 | python3 -c '
+import json, sys
+seen = []
+for test in json.load(sys.stdin)["tests"]:
+    command = test.get("command") or []
+    if command and command[0].endswith("_tests") and command[0] not in seen:
+        seen.append(command[0])
+print("\n".join(seen))'
+}
+
+if [ "$mode" = bundle ]; then
+  cmake --preset cuda-portable > "$logs/configure.log"
+  cmake --build --preset cuda-portable -j "$(nproc)" > "$logs/build.log"
+  staging=$(mktemp -d)
+  mkdir -p "$staging/spillway-device/tests" "$staging/spillway-device/bin"
+  for binary in $(test_binaries build/cuda-portable); do
+    strip -o "$staging/spillway-device/tests/$(basename "$binary")" "$binary"
+  done
+  strip -o "$staging/spillway-device/bin/spillway_device_bench" \
+    build/cuda-portable/bench/cuda/spillway_device_bench
+  tar -C "$staging" -czf "$bundle" spillway-device
+  rm -rf "$staging"
+  echo "device-check: $bundle ($(du -h "$bundle" | cut -f1)): $(tar -tzf "$bundle" | grep -c _tests) test binaries and the benchmark"
+  exit 0
+fi
+
+echo "=== GPU"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
+  || echo "nvidia-smi: not available"
+
+passed=0; failed=0; skipped=0
+failures=()
+# Runs one GoogleTest binary and adds its counts.
+run_tests() {
+  local binary=$1 name log
+  name=$(basename "$binary")
+  log="$logs/$name.log"
+  if SPILLWAY_ERROR_ON_DEFAULT_RESOURCE=1 "$binary" > "$log" 2>&1; then :; else
+    failures+=("$name")
+  fi
+  local p f s
+  p=$(grep -Eo '^\[  PASSED  \] [0-9]+' "$log" | grep -Eo '[0-9]+$' || echo 0)
+  f=$(grep -Eo '^\[  FAILED  \] [0-9]+ test' "$log" | grep -Eo '[0-9]+' || echo 0)
+  s=$(grep -Eo '^\[  SKIPPED \] [0-9]+ test' "$log" | grep -Eo '[0-9]+' || echo 0)
+  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+  echo "$name: $p passed, $f failed, $s skipped"
+}
+
+if [ "$mode" = prebuilt ]; then
+  unpacked=$(mktemp -d)
+  tar -C "$unpacked" -xzf "$bundle"
+  root="$unpacked/spillway-device"
+  echo "=== tests (prebuilt)"
+  for binary in "$root"/tests/*_tests; do
+    run_tests "$binary"
+  done
+  bench="$root/bin/spillway_device_bench"
+else
+  echo "=== build"
+  cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_ENABLE_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=native -DSPILLWAY_BUILD_TESTS=ON > "$logs/configure.log"
+  cmake --build build/device -j "$(nproc)" > "$logs/build.log"
+  echo "=== tests"
+  for binary in $(test_binaries build/device); do
+    run_tests "$binary"
+  done
+  bench=build/device/bench/cuda/spillway_device_bench
+fi
+
+echo "=== benchmark"
+bench_status=0
+"$bench" "${bench_args[@]}" | tee "$logs/bench.log" || bench_status=$?
+
+echo "=== summary"
+echo "tests: $passed passed, $failed failed, $skipped skipped (skipped tests need a GPU or a peer)"
+if [ ${#failures[@]} -gt 0 ]; then
+  echo "binaries with failures: ${failures[*]} (logs in $logs)"
+fi
+grep '^summary ' "$logs/bench.log" || echo "benchmark: failed (status $bench_status)"
+echo "seconds: $(( $(date +%s) - start ))"
+[ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ] && [ "$bench_status" -eq 0 ]
