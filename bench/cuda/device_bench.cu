@@ -19,14 +19,13 @@
 #include <spillway/table/column.hpp>
 #include <spillway/table/table.hpp>
 
-#include <cub/device/device_radix_sort.cuh>
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <cub/device/device_radix_sort.cuh>
+#include <cuda_runtime.h>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -43,14 +42,16 @@ using detail::cuda::grid_for;
 using detail::cuda::native;
 
 struct options {
-  std::size_t sort_bytes  = 1_GiB;
-  std::size_t copy_bytes  = 1_GiB;
-  int repetitions         = 3;
+  std::size_t sort_bytes = 1_GiB;
+  std::size_t copy_bytes = 1_GiB;
+  int repetitions        = 3;
 };
 
 /// Keys from splitmix64 of the row and the seed; payload = 3 * key + 1, so that a sort that
 /// loses the pairing is caught.
-__global__ void fill_pairs(std::int64_t* keys, std::int64_t* payload, std::size_t rows,
+__global__ void fill_pairs(std::int64_t* keys,
+                           std::int64_t* payload,
+                           std::size_t rows,
                            std::uint64_t seed) {
   std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (i < rows) {
@@ -94,7 +95,9 @@ double best_of(int repetitions,
   return best;
 }
 
-double gbps(std::size_t bytes, double seconds) { return static_cast<double>(bytes) / seconds / 1e9; }
+double gbps(std::size_t bytes, double seconds) {
+  return static_cast<double>(bytes) / seconds / 1e9;
+}
 
 struct results {
   double h2d_pinned = 0, d2h_pinned = 0, h2d_pageable = 0, d2h_pageable = 0;
@@ -107,25 +110,39 @@ void copies(options const& opts, cuda_stream const& stream, results& out) {
   std::size_t const bytes = opts.copy_bytes;
   cuda_async_memory_resource device;
   pinned_host_memory_resource pinned;
-  void* on_device  = device.allocate(bytes, DEFAULT_ALIGNMENT, stream.view());
-  void* on_pinned  = pinned.allocate(bytes);
+  void* on_device = device.allocate(bytes, DEFAULT_ALIGNMENT, stream.view());
+  void* on_pinned = pinned.allocate(bytes);
   std::vector<std::byte> pageable(bytes, std::byte{1});
   std::memset(on_pinned, 1, bytes);
   auto const time_copy = [&](void* to, void const* from) {
-    return gbps(bytes, best_of(opts.repetitions, stream.view(), [] {}, [&] {
-                  check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, native(stream.view())),
-                        "cudaMemcpyAsync");
-                }));
+    return gbps(bytes,
+                best_of(
+                  opts.repetitions,
+                  stream.view(),
+                  [] {},
+                  [&] {
+                    check(
+                      cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, native(stream.view())),
+                      "cudaMemcpyAsync");
+                  }));
   };
-  out.h2d_pinned   = time_copy(on_device, on_pinned);
-  out.d2h_pinned   = time_copy(on_pinned, on_device);
-  out.h2d_pageable = time_copy(on_device, pageable.data());
-  out.d2h_pageable = time_copy(pageable.data(), on_device);
-  out.copy_bytes_d2h =
-    gbps(bytes, best_of(opts.repetitions, stream.view(), [] {}, [&] {
-           copy_bytes(
-             on_pinned, memory_kind::PINNED_HOST, on_device, memory_kind::DEVICE, bytes, stream.view());
-         }));
+  out.h2d_pinned     = time_copy(on_device, on_pinned);
+  out.d2h_pinned     = time_copy(on_pinned, on_device);
+  out.h2d_pageable   = time_copy(on_device, pageable.data());
+  out.d2h_pageable   = time_copy(pageable.data(), on_device);
+  out.copy_bytes_d2h = gbps(bytes,
+                            best_of(
+                              opts.repetitions,
+                              stream.view(),
+                              [] {},
+                              [&] {
+                                copy_bytes(on_pinned,
+                                           memory_kind::PINNED_HOST,
+                                           on_device,
+                                           memory_kind::DEVICE,
+                                           bytes,
+                                           stream.view());
+                              }));
   std::printf("copy host->device pinned      %8.2f GB/s\n", out.h2d_pinned);
   std::printf("copy device->host pinned      %8.2f GB/s\n", out.d2h_pinned);
   std::printf("copy host->device pageable    %8.2f GB/s\n", out.h2d_pageable);
@@ -172,7 +189,7 @@ void sorts(options const& opts, cuda_stream const& stream, results& out) {
   out.sort_rows          = rows;
   cuda_async_memory_resource device;
   memory_resources const mrs{device, device};
-  auto keys    = make_fixed_width_column(
+  auto keys = make_fixed_width_column(
     data_type{type_id::INT64}, rows, mask_state::UNALLOCATED, stream.view(), device);
   auto payload = make_fixed_width_column(
     data_type{type_id::INT64}, rows, mask_state::UNALLOCATED, stream.view(), device);
@@ -208,7 +225,7 @@ void sorts(options const& opts, cuda_stream const& stream, results& out) {
                                             native(stream.view())),
             "cub::DeviceRadixSort::SortPairs");
     });
-    out.cub_sort = gbps(rows * 16, seconds);
+    out.cub_sort         = gbps(rows * 16, seconds);
   }
 
   // spillway: the permutation alone, and the whole sort (permutation and gather of both columns).
@@ -219,26 +236,34 @@ void sorts(options const& opts, cuda_stream const& stream, results& out) {
            (void)sorted_order(key_view, {}, sort_stability::STABLE, stream.view(), mrs);
          }));
   std::unique_ptr<table> sorted;
-  out.spillway_sort = gbps(rows * 16, best_of(opts.repetitions, stream.view(), fill, [&] {
-                             sorted = sort(values, key_view, {}, sort_stability::STABLE,
-                                           stream.view(), mrs);
-                           }));
+  out.spillway_sort =
+    gbps(rows * 16, best_of(opts.repetitions, stream.view(), fill, [&] {
+           sorted = sort(values, key_view, {}, sort_stability::STABLE, stream.view(), mrs);
+         }));
   // The last result, checked on the host: keys in order, each payload still 3 * key + 1.
   std::vector<std::int64_t> host_keys(rows);
   std::vector<std::int64_t> host_payload(rows);
-  copy_bytes(host_keys.data(), memory_kind::HOST, sorted->view().column(0).head(),
-             memory_kind::DEVICE, rows * 8, stream.view());
-  copy_bytes(host_payload.data(), memory_kind::HOST, sorted->view().column(1).head(),
-             memory_kind::DEVICE, rows * 8, stream.view());
+  copy_bytes(host_keys.data(),
+             memory_kind::HOST,
+             sorted->view().column(0).head(),
+             memory_kind::DEVICE,
+             rows * 8,
+             stream.view());
+  copy_bytes(host_payload.data(),
+             memory_kind::HOST,
+             sorted->view().column(1).head(),
+             memory_kind::DEVICE,
+             rows * 8,
+             stream.view());
   SPILLWAY_EXPECTS(std::is_sorted(host_keys.begin(), host_keys.end()),
                    "spillway's device sort left keys out of order",
                    logic_error);
   for (std::size_t row = 0; row < rows; ++row) {
-    SPILLWAY_EXPECTS(static_cast<std::uint64_t>(host_payload[row]) ==
-                       3 * static_cast<std::uint64_t>(host_keys[row]) + 1,
-                     "spillway's device sort separated row " + std::to_string(row) +
-                       " from its payload",
-                     logic_error);
+    SPILLWAY_EXPECTS(
+      static_cast<std::uint64_t>(host_payload[row]) ==
+        3 * static_cast<std::uint64_t>(host_keys[row]) + 1,
+      "spillway's device sort separated row " + std::to_string(row) + " from its payload",
+      logic_error);
   }
   std::printf("sort %zu rows of (int64, int64), %s:\n", rows, format_bytes(rows * 16).c_str());
   std::printf("  CUB radix sort of the pairs   %8.2f GB/s\n", out.cub_sort);
@@ -272,15 +297,15 @@ int main(int argc, char** argv) {
     }
     cudaDeviceProp properties{};
     check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
-    std::printf("device: %s, %s\n",
-                properties.name,
-                format_bytes(cuda_device_memory().total_bytes).c_str());
+    std::printf(
+      "device: %s, %s\n", properties.name, format_bytes(cuda_device_memory().total_bytes).c_str());
     cuda_stream const stream;
     results out;
     copies(opts, stream, out);
     sorts(opts, stream, out);
-    std::printf("out-of-core sort: not run; the out-of-core sort does not run on the CUDA "
-                "backend yet\n");
+    std::printf(
+      "out-of-core sort: not run; the out-of-core sort does not run on the CUDA "
+      "backend yet\n");
     std::printf(
       "summary {\"device\": \"%s\", \"copy_h2d_pinned_gbps\": %.2f, \"copy_d2h_pinned_gbps\": "
       "%.2f, \"copy_bytes_d2h_gbps\": %.2f, \"spill_to_pinned_gbps\": %.2f, "

@@ -1,4 +1,6 @@
+#include "ops/cuda/device_ops.hpp"
 #include "ops/row_comparator.hpp"
+#include "table/cuda/device_table.hpp"
 
 #include <spillway/ops/bounds.hpp>
 
@@ -16,7 +18,12 @@ std::unique_ptr<column> find_bounds(table_view const& haystack,
                                     memory_resources mrs) {
   expect_same_key_types(haystack, needles, which == bound::LOWER ? "lower_bound" : "upper_bound");
   sort_order const resolved = resolve_orders(orders, haystack.num_columns());
-  auto result               = make_fixed_width_column(
+#if SPILLWAY_HAS_CUDA
+  if (haystack.num_columns() > 0 && cuda::on_device(haystack)) {
+    return cuda::bound(haystack, needles, resolved, which == bound::UPPER, stream, mrs);
+  }
+#endif
+  auto result = make_fixed_width_column(
     type_id::UINT64, needles.num_rows(), mask_state::UNALLOCATED, stream, mrs.output());
   auto* out = result->mutable_data<std::uint64_t>();
   if (haystack.num_columns() == 0) {

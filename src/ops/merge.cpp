@@ -1,11 +1,14 @@
+#include "ops/cuda/device_ops.hpp"
 #include "ops/normalized_key.hpp"
 #include "ops/parallel_gather.hpp"
 #include "ops/row_comparator.hpp"
+#include "table/cuda/device_table.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/ops/merge.hpp>
 #include <spillway/ops/sort.hpp>
+#include <spillway/table/concatenate.hpp>
 
 #include <algorithm>
 #include <array>
@@ -434,18 +437,9 @@ void merge_by_prefix(std::span<table_view const> keys,
   });
 }
 
-}  // namespace
-
-std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
-                                    std::vector<std::size_t> const& key_columns,
-                                    sort_order const& orders,
-                                    stream_view stream,
-                                    memory_resources mrs) {
-  sort_order const resolved = resolve_orders(orders, key_columns.size());
-  if (inputs.empty()) {
-    return make_fixed_width_column(
-      type_id::UINT64, 0, mask_state::UNALLOCATED, stream, mrs.output());
-  }
+/// Checks what every merge needs of its inputs: matching columns and key columns in range.
+void check_merge_inputs(std::span<table_view const> inputs,
+                        std::vector<std::size_t> const& key_columns) {
   SPILLWAY_EXPECTS_LT(inputs.size(),
                       std::size_t{1} << (64 - SOURCE_ROW_BITS),
                       "merge: too many inputs",
@@ -472,7 +466,29 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
                        std::to_string(first.num_columns()) + " columns",
                      invalid_argument);
   }
+}
 
+}  // namespace
+
+std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
+                                    std::vector<std::size_t> const& key_columns,
+                                    sort_order const& orders,
+                                    stream_view stream,
+                                    memory_resources mrs) {
+  sort_order const resolved = resolve_orders(orders, key_columns.size());
+  if (inputs.empty()) {
+    return make_fixed_width_column(
+      type_id::UINT64, 0, mask_state::UNALLOCATED, stream, mrs.output());
+  }
+  check_merge_inputs(inputs, key_columns);
+
+#if SPILLWAY_HAS_CUDA
+  for (auto const& input : inputs) {
+    if (cuda::on_device(input)) {
+      return cuda::merge_order(inputs, key_columns, resolved, stream, mrs);
+    }
+  }
+#endif
   std::vector<table_view> keys;
   keys.reserve(inputs.size());
   std::size_t rows = 0;
@@ -520,6 +536,22 @@ std::unique_ptr<table> merge(std::span<table_view const> inputs,
     resolve_orders(orders, key_columns.size());  // validate
     return std::make_unique<table>();
   }
+#if SPILLWAY_HAS_CUDA
+  for (auto const& input : inputs) {
+    if (cuda::on_device(input)) {
+      // On the device: the inputs stacked and sorted stably (ties in input, then row order).
+      sort_order const resolved = resolve_orders(orders, key_columns.size());
+      check_merge_inputs(inputs, key_columns);
+      auto const whole = detail::concatenate(inputs, stream, memory_resources{mrs.temporary()});
+      return detail::sort(whole->view(),
+                          whole->view().select(key_columns),
+                          resolved,
+                          sort_stability::STABLE,
+                          stream,
+                          mrs);
+    }
+  }
+#endif
   auto const order =
     merge_order(inputs, key_columns, orders, stream, mrs.with_output(mrs.temporary()));
   return gather_sources_in_parallel(

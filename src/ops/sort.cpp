@@ -1,4 +1,4 @@
-#include "ops/cuda/device_sort.hpp"
+#include "ops/cuda/device_ops.hpp"
 #include "ops/normalized_key.hpp"
 #include "ops/parallel_gather.hpp"
 #include "ops/row_comparator.hpp"
@@ -1175,10 +1175,12 @@ std::unique_ptr<table> sort(table_view const& values,
 }  // namespace detail
 
 bool is_sorted(table_view const& keys, sort_order const& orders) {
-  SPILLWAY_EXPECTS(!detail::cuda::on_device(keys),
-                   "is_sorted: keys in CUDA device memory are not supported; sort them with "
-                   "sorted_order, which runs on the device",
-                   not_supported);
+#if SPILLWAY_HAS_CUDA
+  if (detail::cuda::on_device(keys)) {
+    return detail::cuda::is_sorted(
+      keys, detail::resolve_orders(orders, keys.num_columns()), default_stream());
+  }
+#endif
   return detail::keys_in_order(keys, detail::resolve_orders(orders, keys.num_columns()));
 }
 

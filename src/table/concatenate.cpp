@@ -1,3 +1,5 @@
+#include "table/cuda/device_table.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/memory/copy.hpp>
 #include <spillway/table/concatenate.hpp>
@@ -99,6 +101,13 @@ std::unique_ptr<table> concatenate(std::span<table_view const> inputs,
     }
     total_rows += inputs[t].num_rows();
   }
+#if SPILLWAY_HAS_CUDA
+  for (auto const& input : inputs) {
+    if (cuda::on_device(input)) {
+      return cuda::concatenate(inputs, total_rows, stream, mrs);
+    }
+  }
+#endif
   std::vector<std::unique_ptr<column>> columns;
   columns.reserve(num_columns);
   for (std::size_t c = 0; c < num_columns; ++c) {

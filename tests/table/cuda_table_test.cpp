@@ -10,6 +10,7 @@
 #include <spillway/core/units.hpp>
 #include <spillway/memory/emulated_device_memory_resource.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/table/concatenate.hpp>
 #include <spillway/table/copy.hpp>
 #include <spillway/table/gather.hpp>
 
@@ -141,6 +142,31 @@ TEST(CudaTable, GatherOutOfBoundsFailsNamingTheRowOrNullifies) {
   auto const back   = testing::to_host(result->view(), parts, host);
   SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), back->view());
   EXPECT_EQ(back->view().column(0).null_count(), 2U);
+}
+
+TEST(CudaTable, ConcatenateMatchesTheCpuFromAnyOffsets) {
+  SPILLWAY_REQUIRE_CUDA_DEVICE();
+  host_memory_resource host;
+  testing::cuda_fixture_parts parts;
+  auto const with_nulls    = random_table(all_types(), 1000, 7, 0.3, host);
+  auto const without_nulls = random_table(all_types(), 700, 8, 0.0, host);
+  // Pieces that start and end inside mask bytes, an empty one, and one without a mask.
+  std::vector<table_view> const pieces{slice(with_nulls->view(), 3, 500),
+                                       slice(without_nulls->view(), 0, 0),
+                                       slice(without_nulls->view(), 5, 700),
+                                       slice(with_nulls->view(), 501, 998)};
+  std::vector<std::unique_ptr<table>> on_device;
+  std::vector<table_view> device_views;
+  for (auto const& piece : pieces) {
+    on_device.push_back(testing::to_device(piece, parts));
+    device_views.push_back(on_device.back()->view());
+  }
+  auto const expected = concatenate(pieces, default_stream(), host);
+  auto const result =
+    concatenate(device_views, parts.stream.view(), memory_resources{parts.device});
+  EXPECT_TRUE(detail::cuda::on_device(result->view()));
+  auto const back = testing::to_host(result->view(), parts, host);
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), back->view());
 }
 
 }  // namespace

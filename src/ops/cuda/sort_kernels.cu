@@ -1,6 +1,6 @@
 // The CUDA sort of key columns in device memory (see device_sort.hpp).
 #include "memory/cuda/cuda_check.hpp"
-#include "ops/cuda/device_sort.hpp"
+#include "ops/cuda/device_ops.hpp"
 #include "ops/cuda/radix_passes.hpp"
 #include "table/cuda/device_table.hpp"
 
@@ -133,6 +133,7 @@ std::unique_ptr<column> sorted_order(table_view const& keys,
   if (count == 0) {
     return result;
   }
+  expect_device_output(*result, "sorted_order");
   buffer images{2 * count * sizeof(std::uint64_t), stream, temporary};
   buffer rows{2 * count * sizeof(row_type), stream, temporary};
   auto* image_words = static_cast<std::uint64_t*>(images.data());

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 namespace spillway::detail::cuda {
 
@@ -32,6 +33,13 @@ bool on_device(table_view const& view) noexcept;
  * column always has an offset)
  */
 bool on_device(column const& result) noexcept;
+
+/**
+ * @brief Checks that `result`, just allocated from an operator's output resource for its rows
+ * computed on the device, is device memory: kernels cannot write to the host.
+ * @throws spillway::invalid_argument naming `what` otherwise
+ */
+void expect_device_output(column const& result, char const* what);
 
 /** @return `view.chars_size()` of a STRING column whose offsets may live on a CUDA device */
 std::size_t chars_size(column_view const& view, stream_view stream);
@@ -57,6 +65,15 @@ void copy_column_to(column_target const& target, column_view const& input, strea
  * offsets rebased and masks realigned on the device or on the host side of the copy.
  */
 void copy_into(column& result, column_view const& input, stream_view stream);
+
+/**
+ * @brief `detail::concatenate` of tables on a CUDA device (checked like the CPU's first).
+ * @throws spillway::invalid_argument when a non-empty input column is not on the device
+ */
+std::unique_ptr<table> concatenate(std::span<table_view const> inputs,
+                                   std::size_t total_rows,
+                                   stream_view stream,
+                                   memory_resources mrs);
 
 /** @brief `detail::gather` for a source on a CUDA device; the map may live anywhere. */
 std::unique_ptr<table> gather(table_view const& source,

@@ -1,9 +1,11 @@
 #include "table/cuda/device_table.hpp"
 
+#include <spillway/core/error.hpp>
 #include <spillway/memory/copy.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace spillway::detail::cuda {
 
@@ -30,6 +32,15 @@ bool on_device(column const& result) noexcept {
   column_view const view = result.view();
   return is_cuda_device_pointer(
     view.type().id() == type_id::STRING ? static_cast<void const*>(view.offsets()) : view.head());
+}
+
+void expect_device_output(column const& result, char const* what) {
+  SPILLWAY_EXPECTS(result.size() == 0 || on_device(result),
+                   std::string{what} +
+                     ": the input is in CUDA device memory, so the output resource must give "
+                     "device memory too (its kind is " +
+                     std::string{to_string(result.kind())} + ")",
+                   invalid_argument);
 }
 
 std::size_t chars_size(column_view const& view, stream_view stream) {

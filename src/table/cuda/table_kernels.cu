@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cub/device/device_scan.cuh>
 #include <cuda_runtime.h>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -43,6 +44,38 @@ __global__ void shift_bits(std::uint8_t* out,
     value |= static_cast<std::uint8_t>(((in[source / 8] >> (source % 8)) & 1U) << bit);
   }
   out[byte] = value;
+}
+
+/// out[i] = in[first + i] - in[first] + base for i in [0, count): a piece's offsets placed at a
+/// running character position.
+__global__ void place_offsets(std::int64_t* out,
+                              std::int64_t const* in,
+                              std::size_t first,
+                              std::size_t count,
+                              std::int64_t base) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i < count) {
+    out[i] = in[first + i] - in[first] + base;
+  }
+}
+
+/// Sets the valid bits of `rows` rows (from bit `in_first` of `in`; every row when `in` is null)
+/// at bit `out_first` of a zeroed mask, a 32-bit word at a time with atomicOr.
+__global__ void place_bits(unsigned* out_words,
+                           std::size_t out_first,
+                           std::uint8_t const* in,
+                           std::size_t in_first,
+                           std::size_t rows) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i >= rows) {
+    return;
+  }
+  std::size_t const source = in_first + i;
+  bool const valid         = in == nullptr || ((in[source / 8] >> (source % 8)) & 1U) != 0;
+  if (valid) {
+    std::size_t const target = out_first + i;
+    atomicOr(out_words + target / 32, 1U << (target % 32));
+  }
 }
 
 /// Whether the memory at `pointer` is device memory; host-side copies take the other path.
@@ -255,6 +288,7 @@ std::unique_ptr<column> gather_column(column_view const& source,
     std::int64_t chars = 0;
     memcpy_sync(&chars, lengths + rows, sizeof(chars), stream);
     result = make_strings_column(rows, static_cast<std::size_t>(chars), state, stream, output);
+    expect_device_output(*result, "gather");
     check(cudaMemcpyAsync(result->mutable_offsets(),
                           lengths,
                           (rows + 1) * sizeof(std::int64_t),
@@ -364,6 +398,87 @@ void copy_into(column& result, column_view const& input, stream_view stream) {
   if (input.nullable()) {
     result.set_null_count(input.null_count());
   }
+}
+
+std::unique_ptr<table> concatenate(std::span<table_view const> inputs,
+                                   std::size_t total_rows,
+                                   stream_view stream,
+                                   memory_resources mrs) {
+  cudaStream_t const native_stream = native(stream);
+  std::vector<std::unique_ptr<column>> columns;
+  for (std::size_t c = 0; c < inputs.front().num_columns(); ++c) {
+    data_type const type = inputs.front().column(c).type();
+    bool any_nulls       = false;
+    std::size_t chars    = 0;
+    for (auto const& input : inputs) {
+      column_view const& view = input.column(c);
+      SPILLWAY_EXPECTS(view.size() == 0 || on_device(view),
+                       "concatenate: column " + std::to_string(c) +
+                         " of a table is not in CUDA device memory while others are; tables "
+                         "are concatenated where they live",
+                       invalid_argument);
+      any_nulls = any_nulls || view.has_nulls();
+      chars += is_fixed_width(type) ? 0 : chars_size(view, stream);
+    }
+    mask_state const state = any_nulls ? mask_state::ALL_NULL : mask_state::UNALLOCATED;
+    std::unique_ptr<column> result =
+      is_fixed_width(type) ? make_fixed_width_column(type, total_rows, state, stream, mrs.output())
+                           : make_strings_column(total_rows, chars, state, stream, mrs.output());
+    expect_device_output(*result, "concatenate");
+    std::size_t row          = 0;
+    std::int64_t char_cursor = 0;
+    std::size_t null_count   = 0;
+    if (!is_fixed_width(type)) {
+      check(cudaMemsetAsync(result->mutable_offsets(), 0, sizeof(std::int64_t), native_stream),
+            "cudaMemsetAsync");
+    }
+    for (auto const& input : inputs) {
+      column_view const& view = input.column(c);
+      std::size_t const rows  = view.size();
+      if (rows == 0) {
+        continue;
+      }
+      if (is_fixed_width(type)) {
+        std::size_t const width = size_of(type);
+        check(cudaMemcpyAsync(result->mutable_data<std::byte>() + row * width,
+                              static_cast<std::byte const*>(view.head()) + view.offset() * width,
+                              rows * width,
+                              cudaMemcpyDeviceToDevice,
+                              native_stream),
+              "cudaMemcpyAsync");
+      } else {
+        std::size_t const piece_chars = chars_size(view, stream);
+        std::int64_t base             = 0;
+        memcpy_sync(&base, view.offsets() + view.offset(), sizeof(base), stream);
+        // Offsets 1..rows of the piece go to rows row+1..row+rows of the result.
+        place_offsets<<<grid_for(rows + 1), BLOCK, 0, native_stream>>>(
+          result->mutable_offsets() + row, view.offsets(), view.offset(), rows + 1, char_cursor);
+        check_launch("place_offsets");
+        check(cudaMemcpyAsync(result->mutable_chars() + char_cursor,
+                              view.chars() + base,
+                              piece_chars,
+                              cudaMemcpyDeviceToDevice,
+                              native_stream),
+              "cudaMemcpyAsync");
+        char_cursor += static_cast<std::int64_t>(piece_chars);
+      }
+      if (any_nulls) {
+        place_bits<<<grid_for(rows), BLOCK, 0, native_stream>>>(
+          reinterpret_cast<unsigned*>(result->mutable_null_mask()),
+          row,
+          view.nullable() ? view.null_mask() : nullptr,
+          view.offset(),
+          rows);
+        check_launch("place_bits");
+        null_count += view.null_count();
+      }
+      row += rows;
+    }
+    result->set_null_count(null_count);
+    columns.push_back(std::move(result));
+  }
+  check(cudaStreamSynchronize(native_stream), "cudaStreamSynchronize");
+  return std::make_unique<table>(std::move(columns));
 }
 
 std::unique_ptr<table> gather(table_view const& source,

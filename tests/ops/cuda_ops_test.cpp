@@ -1,5 +1,6 @@
-// sorted_order and sort of tables in CUDA device memory, row for row against the CPU's stable
-// sort of the same rows (the device sort is always stable). Without a GPU they skip.
+// The ops on tables in CUDA device memory, row for row against the CPU on the same rows:
+// sorted_order and sort (the device sort is always stable), bounds, the order check and the
+// merge. Without a GPU they skip.
 #include "ops/reference_order.hpp"
 #include "testing/cuda_testing.hpp"
 #include "testing/default_resource_guard.hpp"
@@ -9,6 +10,8 @@
 #include <spillway/core/error.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/ops/bounds.hpp>
+#include <spillway/ops/merge.hpp>
 #include <spillway/ops/sort.hpp>
 
 #include <gtest/gtest.h>
@@ -167,10 +170,94 @@ TEST_F(CudaSortTest, SortGathersEveryColumnOnTheDevice) {
   SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), back->view());
 }
 
-TEST_F(CudaSortTest, IsSortedSaysDeviceKeysAreNotSupported) {
-  auto const key       = random_column(data_type{type_id::INT64}, 100, 18, 0.0, host_);
-  auto const on_device = testing::to_device(table_view{key->view()}, *parts_);
-  EXPECT_THROW((void)is_sorted(on_device->view()), not_supported);
+TEST_F(CudaSortTest, IsSortedAgreesWithTheCpu) {
+  auto const key = random_column(data_type{type_id::STRING}, 3000, 18, 0.1, host_, 6);
+  sort_order const orders{{order::DESCENDING, null_order::AFTER}};
+  auto const sorted          = sort(table_view{key->view()},
+                           table_view{key->view()},
+                           orders,
+                           sort_stability::STABLE,
+                           default_stream(),
+                           memory_resources{host_});
+  auto const unsorted_device = testing::to_device(table_view{key->view()}, *parts_);
+  auto const sorted_device   = testing::to_device(sorted->view(), *parts_);
+  EXPECT_FALSE(is_sorted(unsorted_device->view(), orders));
+  EXPECT_TRUE(is_sorted(sorted_device->view(), orders));
+  EXPECT_FALSE(is_sorted(sorted_device->view(), {{order::ASCENDING, null_order::AFTER}}));
+}
+
+TEST_F(CudaSortTest, BoundsMatchTheCpuWithNeedlesOnTheHostOrTheDevice) {
+  auto const values = testing::random_table(all_types(), 5000, 19, 0.1, host_);
+  table_view const keys{values->view().column(3), values->view().column(12)};
+  sort_order const orders{{order::ASCENDING, null_order::AFTER},
+                          {order::DESCENDING, null_order::BEFORE}};
+  auto const haystack =
+    sort(keys, keys, orders, sort_stability::STABLE, default_stream(), memory_resources{host_});
+  // Needles: rows of the haystack itself (exact hits) and other rows.
+  auto const others = testing::random_table(all_types(), 700, 20, 0.1, host_);
+  table_view const hits{slice(haystack->view(), 100, 900)};
+  table_view const misses{others->view().column(3), others->view().column(12)};
+  auto const on_device = testing::to_device(haystack->view(), *parts_);
+  for (table_view const& needles : {hits, misses}) {
+    auto const needles_device = testing::to_device(needles, *parts_);
+    for (bool upper : {false, true}) {
+      auto const expected =
+        upper ? upper_bound(haystack->view(), needles, orders, default_stream(), host_)
+              : lower_bound(haystack->view(), needles, orders, default_stream(), host_);
+      for (table_view const& probe : {needles, needles_device->view()}) {
+        memory_resources const mrs{*output_, *temporary_};
+        auto const actual =
+          upper ? upper_bound(on_device->view(), probe, orders, parts_->stream.view(), mrs)
+                : lower_bound(on_device->view(), probe, orders, parts_->stream.view(), mrs);
+        EXPECT_EQ(temporary_->statistics().current_bytes, 0U);
+        auto const back = testing::to_host(table_view{actual->view()}, *parts_, host_);
+        EXPECT_EQ(to_vector(back->view().column(0)), to_vector(expected->view()))
+          << (upper ? "upper" : "lower");
+      }
+    }
+  }
+}
+
+TEST_F(CudaSortTest, MergeAndMergeOrderMatchTheCpu) {
+  std::vector<std::size_t> const key_columns{4, 12};
+  sort_order const orders{{order::DESCENDING, null_order::BEFORE},
+                          {order::ASCENDING, null_order::AFTER}};
+  std::vector<std::unique_ptr<table>> pieces;
+  std::vector<std::unique_ptr<table>> device_pieces;
+  std::vector<table_view> views;
+  std::vector<table_view> device_views;
+  for (std::size_t piece = 0; piece < 5; ++piece) {
+    auto const rows   = piece == 2 ? 0 : 1000 + 37 * piece;
+    auto const values = testing::random_table(all_types(), rows, 30 + piece, 0.1, host_);
+    pieces.push_back(sort(values->view(),
+                          values->view().select(key_columns),
+                          orders,
+                          sort_stability::STABLE,
+                          default_stream(),
+                          memory_resources{host_}));
+    device_pieces.push_back(testing::to_device(pieces.back()->view(), *parts_));
+    views.push_back(pieces.back()->view());
+    device_views.push_back(device_pieces.back()->view());
+  }
+  auto const expected = merge(views, key_columns, orders, default_stream(), host_);
+  auto const merged   = merge(device_views,
+                            key_columns,
+                            orders,
+                            parts_->stream.view(),
+                            memory_resources{*output_, *temporary_});
+  EXPECT_EQ(temporary_->statistics().current_bytes, 0U);
+  auto const back = testing::to_host(merged->view(), *parts_, host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), back->view());
+
+  auto const expected_order =
+    detail::merge_order(views, key_columns, orders, default_stream(), host_);
+  auto const order      = detail::merge_order(device_views,
+                                         key_columns,
+                                         orders,
+                                         parts_->stream.view(),
+                                         memory_resources{*output_, *temporary_});
+  auto const order_back = testing::to_host(table_view{order->view()}, *parts_, host_);
+  EXPECT_EQ(to_vector(order_back->view().column(0)), to_vector(expected_order->view()));
 }
 
 }  // namespace

@@ -1,0 +1,72 @@
+/**
+ * @file device_ops.hpp
+ * @brief The ops layer's CUDA entry points, for key columns in CUDA device memory: the sort, the
+ * bounds, the order check and the merge. Private to the library; the header has no CUDA types.
+ * The public operators dispatch here when their tables live on a CUDA device.
+ *
+ * The sort: least-significant-digit radix sort over the key columns with CUB's onesweep radix sort:
+ * from the last key column to the first, each column contributes passes (a string: its length, then
+ * its 8-byte chunks from the last to the first; then a 1-bit null pass when it has nulls), and each
+ * pass encodes the column's order-preserving image (the CPU's normalized key, right-aligned) for
+ * the rows in the current order and sorts (image, row) pairs over only the bits the pass uses.
+ * Radix sort is stable, so every pass keeps the order of the ones before it: equal keys end in
+ * input order, and the result equals the CPU's stable sort row for row.
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/memory/memory_resources.hpp>
+#include <spillway/ops/sort_order.hpp>
+#include <spillway/table/column.hpp>
+#include <spillway/table/table_view.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace spillway::detail::cuda {
+
+#if SPILLWAY_HAS_CUDA
+/**
+ * @brief `detail::sorted_order` for keys in CUDA device memory; always stable.
+ * @param keys key columns, all on the device, fewer than 2^32 rows
+ * @param orders one entry per key column (resolved)
+ * @return a UINT64 column on `mrs.output()`; rows, images and CUB's scratch from
+ * `mrs.temporary()` (about 24 bytes a row)
+ * @throws spillway::invalid_argument for 2^32 rows or more
+ */
+std::unique_ptr<column> sorted_order(table_view const& keys,
+                                     sort_order const& orders,
+                                     stream_view stream,
+                                     memory_resources mrs);
+
+/**
+ * @brief `lower_bound` (`upper` false) or `upper_bound` of `needles` in `haystack`, the haystack
+ * on the device, the needles anywhere (copied to the device's scratch when not there): one
+ * thread per needle, a binary search with `compare_rows` (row_compare.hpp).
+ * @return a UINT64 column on `mrs.output()`
+ */
+std::unique_ptr<column> bound(table_view const& haystack,
+                              table_view const& needles,
+                              sort_order const& orders,
+                              bool upper,
+                              stream_view stream,
+                              memory_resources mrs);
+
+/** @brief `is_sorted` of keys on the device: every adjacent pair compared, one flag back. */
+bool is_sorted(table_view const& keys, sort_order const& orders, stream_view stream);
+
+/**
+ * @brief `detail::merge_order` of inputs on the device: their keys concatenated and sorted
+ * stably (a radix sort of the whole rather than a merge path), the concatenated rows mapped back
+ * to source ids.
+ */
+std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
+                                    std::vector<std::size_t> const& key_columns,
+                                    sort_order const& orders,
+                                    stream_view stream,
+                                    memory_resources mrs);
+#endif
+
+}  // namespace spillway::detail::cuda

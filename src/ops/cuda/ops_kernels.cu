@@ -1,0 +1,228 @@
+// Bounds, the order check and the merge order of key columns in CUDA device memory (see
+// device_ops.hpp).
+#include "memory/cuda/cuda_check.hpp"
+#include "ops/cuda/device_ops.hpp"
+#include "ops/cuda/row_compare.hpp"
+#include "table/cuda/device_table.hpp"
+
+#include <spillway/memory/buffer.hpp>
+#include <spillway/ops/sort.hpp>
+#include <spillway/table/concatenate.hpp>
+#include <spillway/table/copy.hpp>
+
+#include <cstdint>
+#include <cuda_runtime.h>
+#include <string>
+#include <vector>
+
+namespace spillway::detail::cuda {
+namespace {
+
+/// The key columns of a table in device memory, for kernels to read.
+class device_key_columns {
+ public:
+  device_key_columns(table_view const& keys,
+                     sort_order const& orders,
+                     stream_view stream,
+                     resource_ref temporary)
+    : count_(keys.num_columns()), storage_(count_ * sizeof(key_column), stream, temporary) {
+    std::vector<key_column> const columns = key_columns_of(keys, orders);
+    if (count_ > 0) {
+      check(cudaMemcpyAsync(storage_.data(),
+                            columns.data(),
+                            count_ * sizeof(key_column),
+                            cudaMemcpyHostToDevice,
+                            native(stream)),
+            "cudaMemcpyAsync");
+      check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
+    }
+  }
+  [[nodiscard]] key_column const* data() const noexcept {
+    return static_cast<key_column const*>(storage_.data());
+  }
+  [[nodiscard]] std::size_t count() const noexcept { return count_; }
+
+ private:
+  std::size_t count_;
+  buffer storage_;
+};
+
+/// positions[i] = the first row of the haystack not before (lower) or after (upper) needle i.
+__global__ void search(std::uint64_t* positions,
+                       key_column const* haystack,
+                       std::size_t haystack_rows,
+                       key_column const* needles,
+                       std::size_t needle_rows,
+                       std::size_t count,
+                       bool upper) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i >= needle_rows) {
+    return;
+  }
+  std::size_t low  = 0;
+  std::size_t high = haystack_rows;
+  while (low < high) {
+    std::size_t const middle = low + (high - low) / 2;
+    int const order          = compare_rows(haystack, middle, needles, i, count);
+    bool const go_right      = upper ? order <= 0 : order < 0;
+    if (go_right) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  positions[i] = low;
+}
+
+/// Sets `*unsorted` when some row comes strictly before the row above it.
+__global__ void find_descent(int* unsorted,
+                             key_column const* keys,
+                             std::size_t rows,
+                             std::size_t count) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x + 1;
+  if (i < rows && compare_rows(keys, i - 1, keys, i, count) > 0) {
+    *unsorted = 1;
+  }
+}
+
+/// ids[i] = (input << SOURCE_ROW_BITS) | row for concatenated row order[i], the inputs starting
+/// at `starts` (inputs + 1 entries).
+__global__ void to_source_ids(std::uint64_t* ids,
+                              std::uint64_t const* order,
+                              std::size_t rows,
+                              std::uint64_t const* starts,
+                              std::size_t inputs) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i >= rows) {
+    return;
+  }
+  std::uint64_t const row = order[i];
+  std::size_t low         = 0;  // the last input whose start is <= row
+  std::size_t high        = inputs;
+  while (high - low > 1) {
+    std::size_t const middle = (low + high) / 2;
+    if (starts[middle] <= row) {
+      low = middle;
+    } else {
+      high = middle;
+    }
+  }
+  ids[i] = (static_cast<std::uint64_t>(low) << SOURCE_ROW_BITS) | (row - starts[low]);
+}
+
+}  // namespace
+
+std::unique_ptr<column> bound(table_view const& haystack,
+                              table_view const& needles,
+                              sort_order const& orders,
+                              bool upper,
+                              stream_view stream,
+                              memory_resources mrs) {
+  resource_ref const temporary = mrs.temporary();
+  std::size_t const rows       = needles.num_rows();
+  auto result                  = make_fixed_width_column(
+    data_type{type_id::UINT64}, rows, mask_state::UNALLOCATED, stream, mrs.output());
+  if (rows == 0) {
+    return result;
+  }
+  expect_device_output(*result, upper ? "upper_bound" : "lower_bound");
+  std::unique_ptr<table> needles_copy;
+  table_view needle_view = needles;
+  if (!on_device(needles)) {
+    needles_copy = detail::copy(needles, stream, memory_resources{temporary, temporary});
+    needle_view  = needles_copy->view();
+  }
+  device_key_columns const hay{haystack, orders, stream, temporary};
+  device_key_columns const probe{needle_view, orders, stream, temporary};
+  search<<<grid_for(rows), BLOCK, 0, native(stream)>>>(result->mutable_data<std::uint64_t>(),
+                                                       hay.data(),
+                                                       haystack.num_rows(),
+                                                       probe.data(),
+                                                       rows,
+                                                       hay.count(),
+                                                       upper);
+  check_launch("search");
+  check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
+  return result;
+}
+
+bool is_sorted(table_view const& keys, sort_order const& orders, stream_view stream) {
+  std::size_t const rows = keys.num_rows();
+  if (rows <= 1 || keys.num_columns() == 0) {
+    return true;
+  }
+  // Scratch of a few bytes from the stream-ordered pool: the check allocates nothing of size.
+  int* unsorted = nullptr;
+  check(cudaMallocAsync(reinterpret_cast<void**>(&unsorted), sizeof(int), native(stream)),
+        "cudaMallocAsync");
+  int flag = 0;
+  try {
+    std::vector<key_column> const columns = key_columns_of(keys, orders);
+    key_column* device_columns            = nullptr;
+    check(cudaMallocAsync(reinterpret_cast<void**>(&device_columns),
+                          columns.size() * sizeof(key_column),
+                          native(stream)),
+          "cudaMallocAsync");
+    check(cudaMemcpyAsync(device_columns,
+                          columns.data(),
+                          columns.size() * sizeof(key_column),
+                          cudaMemcpyHostToDevice,
+                          native(stream)),
+          "cudaMemcpyAsync");
+    check(cudaMemsetAsync(unsorted, 0, sizeof(int), native(stream)), "cudaMemsetAsync");
+    find_descent<<<grid_for(rows - 1), BLOCK, 0, native(stream)>>>(
+      unsorted, device_columns, rows, columns.size());
+    check_launch("find_descent");
+    check(cudaMemcpyAsync(&flag, unsorted, sizeof(int), cudaMemcpyDeviceToHost, native(stream)),
+          "cudaMemcpyAsync");
+    check(cudaFreeAsync(device_columns, native(stream)), "cudaFreeAsync");
+    check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
+  } catch (...) {
+    (void)cudaFreeAsync(unsorted, native(stream));
+    throw;
+  }
+  check(cudaFreeAsync(unsorted, native(stream)), "cudaFreeAsync");
+  return flag == 0;
+}
+
+std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
+                                    std::vector<std::size_t> const& key_columns,
+                                    sort_order const& orders,
+                                    stream_view stream,
+                                    memory_resources mrs) {
+  resource_ref const temporary = mrs.temporary();
+  memory_resources const scratch{temporary, temporary};
+  std::vector<table_view> keys;
+  std::vector<std::uint64_t> starts{0};
+  for (auto const& input : inputs) {
+    keys.push_back(input.select(key_columns));
+    starts.push_back(starts.back() + input.num_rows());
+  }
+  std::size_t const rows = starts.back();
+  auto ids               = make_fixed_width_column(
+    data_type{type_id::UINT64}, rows, mask_state::UNALLOCATED, stream, mrs.output());
+  if (rows == 0) {
+    return ids;
+  }
+  expect_device_output(*ids, "merge_order");
+  auto const whole = detail::concatenate(keys, stream, scratch);
+  auto const order = sorted_order(whole->view(), orders, stream, scratch);
+  buffer device_starts{starts.size() * sizeof(std::uint64_t), stream, temporary};
+  check(cudaMemcpyAsync(device_starts.data(),
+                        starts.data(),
+                        starts.size() * sizeof(std::uint64_t),
+                        cudaMemcpyHostToDevice,
+                        native(stream)),
+        "cudaMemcpyAsync");
+  to_source_ids<<<grid_for(rows), BLOCK, 0, native(stream)>>>(
+    ids->mutable_data<std::uint64_t>(),
+    order->view().data<std::uint64_t>(),
+    rows,
+    static_cast<std::uint64_t const*>(device_starts.data()),
+    inputs.size());
+  check_launch("to_source_ids");
+  check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
+  return ids;
+}
+
+}  // namespace spillway::detail::cuda
