@@ -1,4 +1,6 @@
+#include "ops/cuda/device_ops.hpp"
 #include "ops/row_comparator.hpp"
+#include "table/cuda/device_table.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/ops/bounds.hpp>
@@ -260,6 +262,11 @@ std::unique_ptr<column> hash_rows(table_view const& keys,
                                   std::uint64_t seed,
                                   stream_view stream,
                                   memory_resources mrs) {
+#if SPILLWAY_HAS_CUDA
+  if (cuda::on_device(keys)) {
+    return cuda::hash_rows(keys, seed, 0, stream, mrs);
+  }
+#endif
   auto result = make_fixed_width_column(
     type_id::UINT64, keys.num_rows(), mask_state::UNALLOCATED, stream, mrs.output());
   auto* hashes = result->mutable_data<std::uint64_t>();
@@ -279,6 +286,11 @@ partitioned_table hash_partition(table_view const& input,
                                  stream_view stream,
                                  memory_resources mrs) {
   expect_partitions(num_partitions, "hash_partition");
+#if SPILLWAY_HAS_CUDA
+  if (cuda::on_device(input)) {
+    return cuda::hash_partition(input, key_columns, num_partitions, seed, stream, mrs);
+  }
+#endif
   table_view const keys = input.select(key_columns);
   auto ids              = detail::hash_rows(keys, seed, stream, mrs.temporary());
   auto* values          = ids->mutable_data<std::uint64_t>();
@@ -294,6 +306,14 @@ partitioned_table range_partition(table_view const& input,
                                   sort_order const& orders,
                                   stream_view stream,
                                   memory_resources mrs) {
+#if SPILLWAY_HAS_CUDA
+  if (cuda::on_device(input)) {
+    table_view const keys = input.select(key_columns);
+    expect_same_key_types(splitters, keys, "range_partition");
+    return cuda::range_partition(
+      input, key_columns, splitters, resolve_orders(orders, keys.num_columns()), stream, mrs);
+  }
+#endif
   auto ids = range_partition_ids(
     input, key_columns, splitters, orders, stream, mrs.temporary(), "range_partition");
   return group_by_ids(

@@ -12,7 +12,9 @@
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/ops/bounds.hpp>
 #include <spillway/ops/merge.hpp>
+#include <spillway/ops/partition.hpp>
 #include <spillway/ops/sort.hpp>
+#include <spillway/table/gather.hpp>
 
 #include <gtest/gtest.h>
 
@@ -258,6 +260,77 @@ TEST_F(CudaSortTest, MergeAndMergeOrderMatchTheCpu) {
                                          memory_resources{*output_, *temporary_});
   auto const order_back = testing::to_host(table_view{order->view()}, *parts_, host_);
   EXPECT_EQ(to_vector(order_back->view().column(0)), to_vector(expected_order->view()));
+}
+
+TEST_F(CudaSortTest, HashRowsAndPartitionsMatchTheCpu) {
+  auto const values    = testing::random_table(all_types(), 20000, 40, 0.1, host_);
+  auto const on_device = testing::to_device(values->view(), *parts_);
+  std::vector<std::size_t> const key_columns{4, 12, 9};
+  memory_resources const mrs{*output_, *temporary_};
+  auto const expected_hashes =
+    hash_rows(values->view().select(key_columns), 17, default_stream(), memory_resources{host_});
+  auto const hashes =
+    hash_rows(on_device->view().select(key_columns), 17, parts_->stream.view(), mrs);
+  auto const hashes_back = testing::to_host(table_view{hashes->view()}, *parts_, host_);
+  EXPECT_EQ(to_vector(hashes_back->view().column(0)), to_vector(expected_hashes->view()));
+  for (std::size_t partitions : {1U, 7U, 64U, 1000U}) {
+    SCOPED_TRACE(std::to_string(partitions) + " partitions");
+    auto const expected = hash_partition(
+      values->view(), key_columns, partitions, 17, default_stream(), memory_resources{host_});
+    auto const result =
+      hash_partition(on_device->view(), key_columns, partitions, 17, parts_->stream.view(), mrs);
+    EXPECT_EQ(result.offsets, expected.offsets);
+    auto const back = testing::to_host(result.rows->view(), *parts_, host_);
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected.rows->view(), back->view());
+  }
+  EXPECT_EQ(temporary_->statistics().current_bytes, 0U);
+}
+
+TEST_F(CudaSortTest, RangePartitionMatchesTheCpu) {
+  auto const values    = testing::random_table(all_types(), 20000, 41, 0.1, host_);
+  auto const on_device = testing::to_device(values->view(), *parts_);
+  std::vector<std::size_t> const key_columns{12, 3};
+  sort_order const orders{{order::DESCENDING, null_order::AFTER}, {}};
+  // Splitters: every 1000th row of the sorted keys, on the host and on the device.
+  table_view const keys = values->view().select(key_columns);
+  auto const sorted =
+    sort(keys, keys, orders, sort_stability::STABLE, default_stream(), memory_resources{host_});
+  std::vector<std::int64_t> picks;
+  for (std::int64_t row = 999; row < 20000; row += 1000) {
+    picks.push_back(row);
+  }
+  auto const pick_map =
+    make_fixed_column<std::int64_t>(data_type{type_id::INT64}, picks, {}, host_);
+  auto const splitters =
+    gather(sorted->view(), *pick_map, out_of_bounds_policy::FAIL, default_stream(), host_);
+  auto const splitters_device = testing::to_device(splitters->view(), *parts_);
+  auto const expected         = range_partition(
+    values->view(), key_columns, splitters->view(), orders, default_stream(), host_);
+  for (table_view const& cuts : {splitters->view(), splitters_device->view()}) {
+    auto const result = range_partition(on_device->view(),
+                                        key_columns,
+                                        cuts,
+                                        orders,
+                                        parts_->stream.view(),
+                                        memory_resources{*output_, *temporary_});
+    EXPECT_EQ(result.offsets, expected.offsets);
+    auto const back = testing::to_host(result.rows->view(), *parts_, host_);
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected.rows->view(), back->view());
+  }
+  // Splitters out of order are refused.
+  auto const reversed = sort(splitters->view(),
+                             splitters->view(),
+                             {{order::ASCENDING, null_order::BEFORE}, {}},
+                             sort_stability::STABLE,
+                             default_stream(),
+                             host_);
+  EXPECT_THROW((void)range_partition(on_device->view(),
+                                     key_columns,
+                                     reversed->view(),
+                                     orders,
+                                     parts_->stream.view(),
+                                     memory_resources{*output_, *temporary_}),
+               invalid_argument);
 }
 
 }  // namespace

@@ -347,8 +347,9 @@ TEST_P(ResourceValidation, OutputsFromOutputScratchFromTemporaryNeverTheDefault)
 }
 
 /// The operators with CUDA kernels, on a table in device memory, with the scratch the device
-/// versions take: a device gather copies and checks its map in scratch. (The merge and bounds
-/// cases build their sorted inputs in host memory, so they run on the device in ops_tests.)
+/// versions take: a device gather copies and checks its map in scratch, a device hash its key
+/// columns' descriptions. (The merge, bounds and range cases build sorted inputs in host memory,
+/// so they run on the device in ops_tests.)
 TEST(CudaResourceValidation, DeviceOperatorsUseOnlyTheirResources) {
   SPILLWAY_REQUIRE_CUDA_DEVICE();
   std::map<std::string, scratch> const on_device{{"copy(column)", scratch::NONE},
@@ -358,7 +359,9 @@ TEST(CudaResourceValidation, DeviceOperatorsUseOnlyTheirResources) {
                                                  {"gather(NULLIFY)", scratch::SOME},
                                                  {"pack", scratch::NONE},
                                                  {"sorted_order", scratch::SOME},
-                                                 {"sort", scratch::SOME}};
+                                                 {"sort", scratch::SOME},
+                                                 {"hash_rows", scratch::SOME},
+                                                 {"hash_partition", scratch::SOME}};
   host_memory_resource input_memory;
   auto const host_input = testing::random_table(testing::all_types(), 257, 42, 0.2, input_memory);
   testing::cuda_fixture_parts parts;

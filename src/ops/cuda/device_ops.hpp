@@ -1,8 +1,9 @@
 /**
  * @file device_ops.hpp
  * @brief The ops layer's CUDA entry points, for key columns in CUDA device memory: the sort, the
- * bounds, the order check and the merge. Private to the library; the header has no CUDA types.
- * The public operators dispatch here when their tables live on a CUDA device.
+ * bounds, the order check, the merge, row hashes and hash and range partitioning. Private to the
+ * library; the header has no CUDA types. The public operators dispatch here when their tables live
+ * on a CUDA device.
  *
  * The sort: least-significant-digit radix sort over the key columns with CUB's onesweep radix sort:
  * from the last key column to the first, each column contributes passes (a string: its length, then
@@ -16,11 +17,13 @@
 
 #include <spillway/core/stream_view.hpp>
 #include <spillway/memory/memory_resources.hpp>
+#include <spillway/ops/partition.hpp>
 #include <spillway/ops/sort_order.hpp>
 #include <spillway/table/column.hpp>
 #include <spillway/table/table_view.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
@@ -67,6 +70,35 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
                                     sort_order const& orders,
                                     stream_view stream,
                                     memory_resources mrs);
+
+/**
+ * @brief `hash_rows` of keys on the device (row_hash.hpp: the same hashes as the CPU's), reduced
+ * modulo `partitions` when it is not 0.
+ */
+std::unique_ptr<column> hash_rows(table_view const& keys,
+                                  std::uint64_t seed,
+                                  std::uint64_t partitions,
+                                  stream_view stream,
+                                  memory_resources mrs);
+
+/** @brief `hash_partition` on the device: row hashes, then a stable radix sort by partition. */
+partitioned_table hash_partition(table_view const& input,
+                                 std::span<std::size_t const> key_columns,
+                                 std::size_t partitions,
+                                 std::uint64_t seed,
+                                 stream_view stream,
+                                 memory_resources mrs);
+
+/**
+ * @brief `range_partition` on the device: the splitters (copied to the device when on the host)
+ * checked in order, each row's `upper_bound` among them, then a stable radix sort by partition.
+ */
+partitioned_table range_partition(table_view const& input,
+                                  std::span<std::size_t const> key_columns,
+                                  table_view const& splitters,
+                                  sort_order const& orders,
+                                  stream_view stream,
+                                  memory_resources mrs);
 #endif
 
 }  // namespace spillway::detail::cuda
