@@ -1,5 +1,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer.hpp>
+#include <spillway/memory/copy.hpp>
+#include <spillway/memory/cuda_memory_resource.hpp>
 #include <spillway/ops/sample.hpp>
 #include <spillway/table/gather.hpp>
 
@@ -7,6 +9,7 @@
 #include <random>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 namespace spillway {
 namespace detail {
@@ -16,6 +19,36 @@ namespace {
 column_view index_view(buffer const& memory, std::size_t count) {
   return column_view{data_type{type_id::UINT64}, count, memory.data(), nullptr, 0};
 }
+
+/// Where indices drawn on the host go: `memory` itself, or (when it is CUDA device memory, which
+/// the CPU cannot write) a host vector that `publish` then copies into `memory`.
+class host_indices {
+ public:
+  explicit host_indices(buffer& memory, std::size_t count) : memory_(memory), count_(count) {
+    if (is_cuda_device_pointer(memory.data())) {
+      staged_.resize(count);
+    }
+  }
+  [[nodiscard]] std::uint64_t* data() noexcept {
+    return staged_.empty() ? static_cast<std::uint64_t*>(memory_.data()) : staged_.data();
+  }
+  /// Makes the indices visible in `memory`.
+  void publish(stream_view stream) {
+    if (!staged_.empty()) {
+      copy_bytes(memory_.data(),
+                 memory_kind::DEVICE,
+                 staged_.data(),
+                 memory_kind::HOST,
+                 count_ * sizeof(std::uint64_t),
+                 stream);
+    }
+  }
+
+ private:
+  buffer& memory_;
+  std::size_t count_;
+  std::vector<std::uint64_t> staged_;
+};
 
 /// Floyd's algorithm draws once per sample but pays a hash set and a sort; selection sampling
 /// draws once per row. Floyd's is used when the rows are at least this many times the samples.
@@ -39,7 +72,8 @@ std::unique_ptr<table> sample(table_view const& input,
   std::size_t const rows    = input.num_rows();
   std::size_t const samples = std::min(num_samples, rows);
   buffer map_memory{samples * sizeof(std::uint64_t), stream, mrs.temporary()};
-  auto* map = static_cast<std::uint64_t*>(map_memory.data());
+  host_indices indices{map_memory, samples};
+  std::uint64_t* const map = indices.data();
   // Every subset of `samples` rows is equally likely, and the rows keep their input order.
   std::mt19937_64 engine{seed};
   if (samples * FLOYD_MIN_RATIO <= rows) {
@@ -67,6 +101,7 @@ std::unique_ptr<table> sample(table_view const& input,
       }
     }
   }
+  indices.publish(stream);
   return detail::gather(
     input, index_view(map_memory, samples), out_of_bounds_policy::FAIL, stream, mrs);
 }
@@ -79,12 +114,14 @@ std::unique_ptr<table> quantile_splitters(table_view const& sorted,
   std::size_t const rows      = sorted.num_rows();
   std::size_t const splitters = rows == 0 ? 0 : k - 1;
   buffer map_memory{splitters * sizeof(std::uint64_t), stream, mrs.temporary()};
-  auto* map = static_cast<std::uint64_t*>(map_memory.data());
+  host_indices indices{map_memory, splitters};
+  std::uint64_t* const map = indices.data();
   for (std::size_t index = 0; index < splitters; ++index) {
     // (index + 1) * rows / k without overflowing: rows = quotient * k + remainder.
     std::size_t const step = index + 1;
     map[index]             = step * (rows / k) + (step * (rows % k)) / k;
   }
+  indices.publish(stream);
   return detail::gather(
     sorted, index_view(map_memory, splitters), out_of_bounds_policy::FAIL, stream, mrs);
 }

@@ -13,6 +13,7 @@
 #include <spillway/ops/bounds.hpp>
 #include <spillway/ops/merge.hpp>
 #include <spillway/ops/partition.hpp>
+#include <spillway/ops/sample.hpp>
 #include <spillway/ops/sort.hpp>
 #include <spillway/table/gather.hpp>
 
@@ -331,6 +332,24 @@ TEST_F(CudaSortTest, RangePartitionMatchesTheCpu) {
                                      parts_->stream.view(),
                                      memory_resources{*output_, *temporary_}),
                invalid_argument);
+}
+
+TEST_F(CudaSortTest, SampleAndSplittersPickTheRowsTheCpuPicks) {
+  auto const values    = testing::random_table(all_types(), 9000, 42, 0.1, host_);
+  auto const on_device = testing::to_device(values->view(), *parts_);
+  memory_resources const mrs{*output_, *temporary_};
+  // Floyd's algorithm (few samples) and selection sampling (many).
+  for (std::size_t samples : {50U, 5000U}) {
+    auto const expected = sample(values->view(), samples, 9, default_stream(), host_);
+    auto const result   = sample(on_device->view(), samples, 9, parts_->stream.view(), mrs);
+    auto const back     = testing::to_host(result->view(), *parts_, host_);
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), back->view());
+  }
+  auto const expected = quantile_splitters(values->view(), 16, default_stream(), host_);
+  auto const result   = quantile_splitters(on_device->view(), 16, parts_->stream.view(), mrs);
+  auto const back     = testing::to_host(result->view(), *parts_, host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), back->view());
+  EXPECT_EQ(temporary_->statistics().current_bytes, 0U);
 }
 
 }  // namespace

@@ -360,6 +360,8 @@ TEST(CudaResourceValidation, DeviceOperatorsUseOnlyTheirResources) {
                                                  {"pack", scratch::NONE},
                                                  {"sorted_order", scratch::SOME},
                                                  {"sort", scratch::SOME},
+                                                 {"sample", scratch::SOME},
+                                                 {"quantile_splitters", scratch::SOME},
                                                  {"hash_rows", scratch::SOME},
                                                  {"hash_partition", scratch::SOME}};
   host_memory_resource input_memory;
