@@ -54,6 +54,9 @@ if [ "$mode" = bundle ]; then
   done
   strip -o "$staging/spillway-device/bin/spillway_device_bench" \
     build/cuda-portable/bench/cuda/spillway_device_bench
+  # The newest glibc symbol version the binaries use: a machine with an older glibc cannot run them.
+  objdump -T "$staging"/spillway-device/tests/* "$staging"/spillway-device/bin/* |
+    grep -o 'GLIBC_[0-9.]*' | sort -u -V | tail -1 > "$staging/spillway-device/GLIBC"
   tar -C "$staging" -czf "$bundle" spillway-device
   rm -rf "$staging"
   echo "device-check: $bundle ($(du -h "$bundle" | cut -f1)): $(tar -tzf "$bundle" | grep -c _tests) test binaries and the benchmark"
@@ -86,6 +89,13 @@ if [ "$mode" = prebuilt ]; then
   unpacked=$(mktemp -d)
   tar -C "$unpacked" -xzf "$bundle"
   root="$unpacked/spillway-device"
+  needed=$(sed 's/GLIBC_//' "$root/GLIBC")
+  have=$(ldd --version 2>/dev/null | head -1 | grep -o '[0-9]\+\.[0-9]\+$' || echo 0)
+  if [ "$(printf '%s\n%s\n' "$needed" "$have" | sort -V | head -1)" != "$needed" ]; then
+    echo "device-check: the bundle needs glibc $needed or newer; this machine has $have." >&2
+    echo "Build the bundle on a machine with this glibc or older, or build here." >&2
+    exit 2
+  fi
   echo "=== tests (prebuilt)"
   for binary in "$root"/tests/*_tests; do
     run_tests "$binary"
@@ -105,7 +115,14 @@ fi
 
 echo "=== benchmark"
 bench_status=0
-"$bench" "${bench_args[@]}" | tee "$logs/bench.log" || bench_status=$?
+"$bench" ${bench_args[@]+"${bench_args[@]}"} | tee "$logs/bench.log" || bench_status=${PIPESTATUS[0]}
+
+# A GPU that the tests could not use (a driver older than the CUDA runtime they carry, say) makes
+# every GPU test skip: that is a failure of the check, not a pass.
+gpu_unusable=""
+if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  gpu_unusable=$(grep -h -m1 -o 'needs a CUDA device: .*' "$logs"/*_tests.log 2>/dev/null | head -1 || true)
+fi
 
 echo "=== summary"
 echo "tests: $passed passed, $failed failed, $skipped skipped (skipped tests need a GPU or a peer)"
@@ -113,5 +130,8 @@ if [ ${#failures[@]} -gt 0 ]; then
   echo "binaries with failures: ${failures[*]} (logs in $logs)"
 fi
 grep '^summary ' "$logs/bench.log" || echo "benchmark: failed (status $bench_status)"
+if [ -n "$gpu_unusable" ]; then
+  echo "nvidia-smi sees a GPU but the tests could not use it: $gpu_unusable"
+fi
 echo "seconds: $(( $(date +%s) - start ))"
-[ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ] && [ "$bench_status" -eq 0 ]
+[ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ] && [ "$bench_status" -eq 0 ] && [ -z "$gpu_unusable" ]

@@ -1159,6 +1159,9 @@ std::unique_ptr<table> sort(table_view const& values,
   memory_resources const scratch{mrs.temporary(), mrs.temporary()};
 #if SPILLWAY_HAS_CUDA
   if (cuda::on_device(keys) || cuda::on_device(values)) {
+    if (keys.num_columns() == 0) {
+      return detail::copy(values, stream, mrs);  // every row ties: the input order is sorted
+    }
     auto const permutation = cuda::sorted_order(keys, resolved, stream, scratch);
     return detail::gather(values, *permutation, out_of_bounds_policy::FAIL, stream, mrs);
   }

@@ -1,3 +1,5 @@
+#include "table/cuda/device_table.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/memory/copy.hpp>
 #include <spillway/table/column.hpp>
@@ -13,9 +15,15 @@ column_view slice(column_view const& view, std::size_t begin, std::size_t end) {
                      ") outside a column of " + std::to_string(view.size()) + " rows",
                    invalid_argument);
   std::size_t const offset = view.offset() + begin;
-  std::size_t const null_count =
-    view.null_mask() == nullptr ? 0
-                                : count_unset_bits(view.null_mask(), offset, view.offset() + end);
+  // The parent's count answers the common cases without reading the mask (which may live on a
+  // CUDA device).
+  std::size_t null_count = 0;
+  if (view.null_mask() != nullptr && view.null_count() > 0) {
+    null_count =
+      begin == 0 && end == view.size()
+        ? view.null_count()
+        : detail::cuda::count_unset_bits_anywhere(view.null_mask(), offset, view.offset() + end);
+  }
   return column_view{view.type(),
                      end - begin,
                      view.head(),

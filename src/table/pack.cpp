@@ -77,13 +77,16 @@ std::size_t place_column(std::size_t cursor,
   return align_up(cursor + part.data_bytes, PART_ALIGNMENT);
 }
 
-/// Places each column's parts; returns the total size.
-std::size_t layout(table_view const& input, std::vector<part_layout>* parts) {
+/// Places each column's parts; returns the total size. `stream` orders the reads of string
+/// offsets that live on a CUDA device.
+std::size_t layout(table_view const& input,
+                   std::vector<part_layout>* parts,
+                   stream_view stream = default_stream()) {
   std::size_t cursor = 0;
   for (auto const& column : input) {
     part_layout part;
     std::size_t const chars = detail::cuda::on_device(column)
-                                ? detail::cuda::chars_size(column, default_stream())
+                                ? detail::cuda::chars_size(column, stream)
                                 : column.chars_size();
     cursor = place_column(cursor, column.type(), column.nullable(), column.size(), chars, part);
     if (parts != nullptr) {
@@ -462,7 +465,7 @@ namespace detail {
 packed_columns pack(table_view const& input, stream_view stream, memory_resources mrs) {
   std::vector<part_layout> parts;
   parts.reserve(input.num_columns());
-  std::size_t const total = layout(input, &parts);
+  std::size_t const total = layout(input, &parts, stream);
 
   packed_columns out;
   out.data     = buffer{total, stream, mrs.output()};

@@ -25,6 +25,7 @@ void require_device() {
 
 void check(cudaError_t status, char const* what) {
   if (status != cudaSuccess) {
+    (void)cudaGetLastError();  // a later launch check must not see this error again
     throw logic_error(std::string{what} + " failed: " + cudaGetErrorName(status) + ": " +
                       cudaGetErrorString(status));
   }

@@ -90,8 +90,8 @@ __global__ void find_descent(int* unsorted,
   }
 }
 
-/// ids[i] = (input << SOURCE_ROW_BITS) | row for concatenated row order[i], the inputs starting
-/// at `starts` (inputs + 1 entries).
+/// ids[i] = (input << SOURCE_ROW_BITS) | row for concatenated row order[i] (row i when `order` is
+/// null), the inputs starting at `starts` (inputs + 1 entries).
 __global__ void to_source_ids(std::uint64_t* ids,
                               std::uint64_t const* order,
                               std::size_t rows,
@@ -101,7 +101,7 @@ __global__ void to_source_ids(std::uint64_t* ids,
   if (i >= rows) {
     return;
   }
-  std::uint64_t const row = order[i];
+  std::uint64_t const row = order == nullptr ? i : order[i];
   std::size_t low         = 0;  // the last input whose start is <= row
   std::size_t high        = inputs;
   while (high - low > 1) {
@@ -199,37 +199,34 @@ bool is_sorted(table_view const& keys, sort_order const& orders, stream_view str
   if (rows <= 1 || keys.num_columns() == 0) {
     return true;
   }
-  // Scratch of a few bytes from the stream-ordered pool: the check allocates nothing of size.
-  int* unsorted = nullptr;
-  check(cudaMallocAsync(reinterpret_cast<void**>(&unsorted), sizeof(int), native(stream)),
+  // `is_sorted` takes no resources: its few bytes (the flag and the key columns' descriptions)
+  // come from the stream-ordered pool of the device, one block freed on every path.
+  std::vector<key_column> const columns = key_columns_of(keys, orders);
+  std::size_t const columns_bytes       = columns.size() * sizeof(key_column);
+  struct stream_block {
+    void* data = nullptr;
+    cudaStream_t stream;
+    ~stream_block() {
+      if (data != nullptr) {
+        (void)cudaFreeAsync(data, stream);
+      }
+    }
+  } block{nullptr, native(stream)};
+  check(cudaMallocAsync(&block.data, columns_bytes + sizeof(int), native(stream)),
         "cudaMallocAsync");
+  auto* device_columns = static_cast<key_column*>(block.data);
+  auto* unsorted = reinterpret_cast<int*>(static_cast<std::byte*>(block.data) + columns_bytes);
+  check(cudaMemcpyAsync(
+          device_columns, columns.data(), columns_bytes, cudaMemcpyHostToDevice, native(stream)),
+        "cudaMemcpyAsync");
+  check(cudaMemsetAsync(unsorted, 0, sizeof(int), native(stream)), "cudaMemsetAsync");
+  find_descent<<<grid_for(rows - 1), BLOCK, 0, native(stream)>>>(
+    unsorted, device_columns, rows, columns.size());
+  check_launch("find_descent");
   int flag = 0;
-  try {
-    std::vector<key_column> const columns = key_columns_of(keys, orders);
-    key_column* device_columns            = nullptr;
-    check(cudaMallocAsync(reinterpret_cast<void**>(&device_columns),
-                          columns.size() * sizeof(key_column),
-                          native(stream)),
-          "cudaMallocAsync");
-    check(cudaMemcpyAsync(device_columns,
-                          columns.data(),
-                          columns.size() * sizeof(key_column),
-                          cudaMemcpyHostToDevice,
-                          native(stream)),
-          "cudaMemcpyAsync");
-    check(cudaMemsetAsync(unsorted, 0, sizeof(int), native(stream)), "cudaMemsetAsync");
-    find_descent<<<grid_for(rows - 1), BLOCK, 0, native(stream)>>>(
-      unsorted, device_columns, rows, columns.size());
-    check_launch("find_descent");
-    check(cudaMemcpyAsync(&flag, unsorted, sizeof(int), cudaMemcpyDeviceToHost, native(stream)),
-          "cudaMemcpyAsync");
-    check(cudaFreeAsync(device_columns, native(stream)), "cudaFreeAsync");
-    check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
-  } catch (...) {
-    (void)cudaFreeAsync(unsorted, native(stream));
-    throw;
-  }
-  check(cudaFreeAsync(unsorted, native(stream)), "cudaFreeAsync");
+  check(cudaMemcpyAsync(&flag, unsorted, sizeof(int), cudaMemcpyDeviceToHost, native(stream)),
+        "cudaMemcpyAsync");
+  check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
   return flag == 0;
 }
 
@@ -253,8 +250,12 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
     return ids;
   }
   expect_device_output(*ids, "merge_order");
-  auto const whole = detail::concatenate(keys, stream, scratch);
-  auto const order = sorted_order(whole->view(), orders, stream, scratch);
+  // Without key columns every row ties: the order is the input order.
+  std::unique_ptr<column> order;
+  if (!key_columns.empty()) {
+    auto const whole = detail::concatenate(keys, stream, scratch);
+    order            = sorted_order(whole->view(), orders, stream, scratch);
+  }
   buffer device_starts{starts.size() * sizeof(std::uint64_t), stream, temporary};
   check(cudaMemcpyAsync(device_starts.data(),
                         starts.data(),
@@ -264,7 +265,7 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
         "cudaMemcpyAsync");
   to_source_ids<<<grid_for(rows), BLOCK, 0, native(stream)>>>(
     ids->mutable_data<std::uint64_t>(),
-    order->view().data<std::uint64_t>(),
+    order == nullptr ? nullptr : order->view().data<std::uint64_t>(),
     rows,
     static_cast<std::uint64_t const*>(device_starts.data()),
     inputs.size());

@@ -92,7 +92,7 @@ SPILLWAY_HOST_DEVICE inline std::uint64_t image_of(T value) {
 }
 
 SPILLWAY_HOST_DEVICE inline bool valid_at(bitmask_type const* mask, std::size_t bit) {
-  return mask == nullptr || ((mask[bit / 8] >> (bit % 8)) & 1U) != 0;
+  return mask == nullptr || ((static_cast<unsigned>(mask[bit / 8]) >> (bit % 8)) & 1U) != 0;
 }
 
 /** @return the image of the value at `row` (of the view) for a VALUE pass */

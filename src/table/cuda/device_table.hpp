@@ -41,6 +41,12 @@ bool on_device(column const& result) noexcept;
  */
 void expect_device_output(column const& result, char const* what);
 
+/**
+ * @return the unset bits of `mask` in `[begin, end)`, reading them back first when the mask is
+ * memory of a CUDA device (only the bytes that cover the range)
+ */
+std::size_t count_unset_bits_anywhere(bitmask_type const* mask, std::size_t begin, std::size_t end);
+
 /** @return `view.chars_size()` of a STRING column whose offsets may live on a CUDA device */
 std::size_t chars_size(column_view const& view, stream_view stream);
 
@@ -55,7 +61,7 @@ struct column_target {
 /**
  * @brief Copies `input` to `target`, where either side may live on a CUDA device: values and
  * characters by cudaMemcpy, offsets rebased and masks realigned on the device or on the host side
- * of the copy. Bits past the last row in the mask's last byte are not written.
+ * of the copy. Bits past the last row in the mask's last byte are cleared.
  */
 void copy_column_to(column_target const& target, column_view const& input, stream_view stream);
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace spillway::detail::cuda {
 
@@ -41,6 +42,26 @@ void expect_device_output(column const& result, char const* what) {
                      "device memory too (its kind is " +
                      std::string{to_string(result.kind())} + ")",
                    invalid_argument);
+}
+
+std::size_t count_unset_bits_anywhere(bitmask_type const* mask,
+                                      std::size_t begin,
+                                      std::size_t end) {
+  if (begin >= end) {
+    return 0;
+  }
+  if (!is_cuda_device_pointer(mask)) {
+    return count_unset_bits(mask, begin, end);
+  }
+  std::size_t const first_byte = begin / 8;
+  std::vector<bitmask_type> bytes((end + 7) / 8 - first_byte);
+  copy_bytes(bytes.data(),
+             memory_kind::HOST,
+             mask + first_byte,
+             memory_kind::DEVICE,
+             bytes.size(),
+             default_stream());
+  return count_unset_bits(bytes.data(), begin % 8, begin % 8 + (end - begin));
 }
 
 std::size_t chars_size(column_view const& view, stream_view stream) {

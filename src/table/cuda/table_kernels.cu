@@ -101,11 +101,8 @@ void copy_mask(std::uint8_t* out,
   if (rows == 0) {
     return;
   }
-  if (first % 8 == 0) {
-    memcpy_sync(out, in + first / 8, bytes, stream);
-    return;
-  }
-  // Realign on the device when both sides are there; otherwise through a host copy.
+  // On the device a kernel realigns the bits and clears those past the last row; otherwise a host
+  // copy does the same, so that packed bytes do not depend on what lay beyond the rows.
   if (device(in) && device(out)) {
     shift_bits<<<grid_for(bytes), BLOCK, 0, native(stream)>>>(out, in, first, rows);
     check_launch("shift_bits");
@@ -248,7 +245,8 @@ std::unique_ptr<column> gather_column(column_view const& source,
   cudaStream_t const native_stream = native(stream);
   std::unique_ptr<column> result;
   if (is_fixed_width(source.type())) {
-    result      = make_fixed_width_column(source.type(), rows, state, stream, output);
+    result = make_fixed_width_column(source.type(), rows, state, stream, output);
+    expect_device_output(*result, "gather");
     auto launch = [&]<typename T>() {
       gather_values<T><<<grid_for(rows), BLOCK, 0, native_stream>>>(
         result->mutable_data<T>(),
