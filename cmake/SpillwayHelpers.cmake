@@ -25,7 +25,8 @@ function(spillway_add_library)
     $<$<COMPILE_LANGUAGE:CXX>:${SPILLWAY_WARNING_FLAGS}>)
   target_link_libraries(spillway_${ARG_NAME} PUBLIC ${ARG_DEPENDS})
   if(SPILLWAY_HAS_CUDA)
-    target_compile_definitions(spillway_${ARG_NAME} PRIVATE SPILLWAY_HAS_CUDA=1)
+    # Public: private headers with inline code (tests include some) must read the same everywhere.
+    target_compile_definitions(spillway_${ARG_NAME} PUBLIC SPILLWAY_HAS_CUDA=1)
   endif()
 endfunction()
 

@@ -8,7 +8,6 @@
 #include <spillway/memory/buffer.hpp>
 #include <spillway/ops/merge.hpp>
 #include <spillway/ops/sort.hpp>
-#include <spillway/table/concatenate.hpp>
 
 #include <algorithm>
 #include <array>
@@ -536,22 +535,6 @@ std::unique_ptr<table> merge(std::span<table_view const> inputs,
     resolve_orders(orders, key_columns.size());  // validate
     return std::make_unique<table>();
   }
-#if SPILLWAY_HAS_CUDA
-  for (auto const& input : inputs) {
-    if (cuda::on_device(input)) {
-      // On the device: the inputs stacked and sorted stably (ties in input, then row order).
-      sort_order const resolved = resolve_orders(orders, key_columns.size());
-      check_merge_inputs(inputs, key_columns);
-      auto const whole = detail::concatenate(inputs, stream, memory_resources{mrs.temporary()});
-      return detail::sort(whole->view(),
-                          whole->view().select(key_columns),
-                          resolved,
-                          sort_stability::STABLE,
-                          stream,
-                          mrs);
-    }
-  }
-#endif
   auto const order =
     merge_order(inputs, key_columns, orders, stream, mrs.with_output(mrs.temporary()));
   return gather_sources_in_parallel(

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/two_threads.hpp"
+#include "table/cuda/device_table.hpp"
 
 #include <spillway/core/stream_view.hpp>
 #include <spillway/memory/memory_resources.hpp>
@@ -157,6 +158,13 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
   unsigned row_bits,
   stream_view stream,
   memory_resources mrs) {
+#if SPILLWAY_HAS_CUDA
+  for (auto const& input : inputs) {
+    if (cuda::on_device(input)) {
+      return cuda::gather_pieces(inputs, ids, starts, row_bits, stream, mrs);
+    }
+  }
+#endif
   std::size_t const num_columns = inputs.empty() ? 0 : inputs.front().num_columns();
   std::size_t const num_pieces  = starts.empty() ? 0 : starts.size() - 1;
   std::uint64_t const row_mask  = (std::uint64_t{1} << row_bits) - 1;

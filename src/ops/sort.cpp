@@ -1004,6 +1004,22 @@ std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
                         invalid_argument);
     rows += key.num_rows();
   }
+#if SPILLWAY_HAS_CUDA
+  for (auto const& key : keys) {
+    if (cuda::on_device(key)) {
+      // On the device: the keys stacked and radix sorted stably (any key types), the key column
+      // not decoded.
+      if (sorted_keys != nullptr) {
+        sorted_keys->reset();
+      }
+      std::vector<std::size_t> all(keys.front().num_columns());
+      for (std::size_t index = 0; index < all.size(); ++index) {
+        all[index] = index;
+      }
+      return cuda::merge_order(keys, all, resolved, stream, mrs);
+    }
+  }
+#endif
   normalized_key_layout const layout = plan_normalized_keys(keys, resolved);
   SPILLWAY_EXPECTS(layout.complete && layout.words() > 0,
                    "sorted_sources: keys need a complete normalized-key prefix (fixed-width, at "
@@ -1044,6 +1060,11 @@ bool sorts_key_values(std::span<table_view const> keys,
                       std::span<column_view const> values) {
   if (keys.empty() || keys.size() != values.size() || keys.front().num_columns() != 1) {
     return false;
+  }
+  for (auto const& key : keys) {
+    if (cuda::on_device(key)) {
+      return false;  // the CUDA sort carries row ids; the rows are then gathered
+    }
   }
   data_type const key_type   = keys.front().column(0).type();
   data_type const value_type = values.front().type();

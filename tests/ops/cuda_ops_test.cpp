@@ -1,6 +1,7 @@
 // The ops on tables in CUDA device memory, row for row against the CPU on the same rows:
 // sorted_order and sort (the device sort is always stable), bounds, the order check and the
 // merge. Without a GPU they skip.
+#include "ops/parallel_gather.hpp"
 #include "ops/reference_order.hpp"
 #include "testing/cuda_testing.hpp"
 #include "testing/default_resource_guard.hpp"
@@ -350,6 +351,70 @@ TEST_F(CudaSortTest, SampleAndSplittersPickTheRowsTheCpuPicks) {
   auto const back     = testing::to_host(result->view(), *parts_, host_);
   SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), back->view());
   EXPECT_EQ(temporary_->statistics().current_bytes, 0U);
+}
+
+TEST_F(CudaSortTest, GatherPiecesFromSeveralInputsMatchesTheCpu) {
+  std::vector<std::unique_ptr<table>> inputs;
+  std::vector<std::unique_ptr<table>> device_inputs;
+  std::vector<table_view> views;
+  std::vector<table_view> device_views;
+  for (std::size_t input = 0; input < 3; ++input) {
+    inputs.push_back(testing::random_table(all_types(), 700 + 300 * input, 50 + input, 0.2, host_));
+    // From an unaligned offset, so that masks and offsets are read where the views start.
+    views.push_back(slice(inputs.back()->view(), 3, inputs.back()->num_rows()));
+    device_inputs.push_back(testing::to_device(inputs.back()->view(), *parts_));
+    device_views.push_back(
+      slice(device_inputs.back()->view(), 3, device_inputs.back()->num_rows()));
+  }
+  std::mt19937_64 random{51};
+  std::vector<std::uint64_t> ids(2500);
+  for (auto& id : ids) {
+    std::uint64_t const input = random() % 3;
+    id = (input << detail::SOURCE_ROW_BITS) | (random() % views[input].num_rows());
+  }
+  std::vector<std::size_t> const starts{0, 1000, 1000, 2500};
+  auto const expected = detail::gather_pieces_in_parallel(
+    views, ids.data(), starts, detail::SOURCE_ROW_BITS, default_stream(), host_);
+  memory_resources const mrs{*output_, *temporary_};
+  auto const ids_device = testing::to_device(
+    table_view{
+      make_fixed_column<std::uint64_t>(data_type{type_id::UINT64}, ids, {}, host_)->view()},
+    *parts_);
+  // The ids from the host and from the device.
+  for (std::uint64_t const* source : {static_cast<std::uint64_t const*>(ids.data()),
+                                      ids_device->view().column(0).data<std::uint64_t>()}) {
+    auto const pieces = detail::gather_pieces_in_parallel(
+      device_views, source, starts, detail::SOURCE_ROW_BITS, parts_->stream.view(), mrs);
+    ASSERT_EQ(pieces.size(), expected.size());
+    for (std::size_t piece = 0; piece < pieces.size(); ++piece) {
+      auto const back = testing::to_host(pieces[piece]->view(), *parts_, host_);
+      SPILLWAY_EXPECT_TABLES_EQUAL(expected[piece]->view(), back->view());
+    }
+  }
+  EXPECT_EQ(temporary_->statistics().current_bytes, 0U);
+}
+
+TEST_F(CudaSortTest, SortedSourcesIsTheStableOrderOfTheStackedKeys) {
+  std::vector<std::unique_ptr<table>> keys;
+  std::vector<std::unique_ptr<table>> device_keys;
+  std::vector<table_view> views;
+  std::vector<table_view> device_views;
+  for (std::size_t input = 0; input < 4; ++input) {
+    keys.push_back(testing::random_table(
+      {data_type{type_id::INT32}, data_type{type_id::INT64}}, 900, 60 + input, 0.1, host_));
+    device_keys.push_back(testing::to_device(keys.back()->view(), *parts_));
+    views.push_back(keys.back()->view());
+    device_views.push_back(device_keys.back()->view());
+  }
+  sort_order const orders{{order::DESCENDING, null_order::AFTER}, {}};
+  auto const expected             = detail::sorted_sources(views, orders, default_stream(), host_);
+  std::unique_ptr<column> decoded = make_fixed_column<std::int64_t>(
+    data_type{type_id::INT64}, {1}, {}, host_);  // must come back reset
+  auto const result = detail::sorted_sources(
+    device_views, orders, parts_->stream.view(), memory_resources{*output_, *temporary_}, &decoded);
+  EXPECT_EQ(decoded, nullptr);
+  auto const back = testing::to_host(table_view{result->view()}, *parts_, host_);
+  EXPECT_EQ(to_vector(back->view().column(0)), to_vector(expected->view()));
 }
 
 }  // namespace

@@ -160,12 +160,12 @@ __global__ void partition_starts(std::uint64_t* offsets,
 
 }  // namespace
 
-std::unique_ptr<column> bound(table_view const& haystack,
-                              table_view const& needles,
-                              sort_order const& orders,
-                              bool upper,
-                              stream_view stream,
-                              memory_resources mrs) {
+std::unique_ptr<column> bound_on_device(table_view const& haystack,
+                                        table_view const& needles,
+                                        sort_order const& orders,
+                                        bool upper,
+                                        stream_view stream,
+                                        memory_resources mrs) {
   resource_ref const temporary = mrs.temporary();
   std::size_t const rows       = needles.num_rows();
   auto result                  = make_fixed_width_column(
@@ -230,11 +230,11 @@ bool is_sorted(table_view const& keys, sort_order const& orders, stream_view str
   return flag == 0;
 }
 
-std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
-                                    std::vector<std::size_t> const& key_columns,
-                                    sort_order const& orders,
-                                    stream_view stream,
-                                    memory_resources mrs) {
+std::unique_ptr<column> merge_order_on_device(std::span<table_view const> inputs,
+                                              std::vector<std::size_t> const& key_columns,
+                                              sort_order const& orders,
+                                              stream_view stream,
+                                              memory_resources mrs) {
   resource_ref const temporary = mrs.temporary();
   memory_resources const scratch{temporary, temporary};
   std::vector<table_view> keys;
@@ -274,11 +274,11 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
   return ids;
 }
 
-std::unique_ptr<column> hash_rows(table_view const& keys,
-                                  std::uint64_t seed,
-                                  std::uint64_t partitions,
-                                  stream_view stream,
-                                  memory_resources mrs) {
+std::unique_ptr<column> hash_rows_on_device(table_view const& keys,
+                                            std::uint64_t seed,
+                                            std::uint64_t partitions,
+                                            stream_view stream,
+                                            memory_resources mrs) {
   std::size_t const rows = keys.num_rows();
   auto hashes            = make_fixed_width_column(
     data_type{type_id::UINT64}, rows, mask_state::UNALLOCATED, stream, mrs.output());
@@ -399,6 +399,37 @@ partitioned_table range_partition(table_view const& input,
                ? hash_rows(input.select(key_columns), 0, 1, stream, scratch)  // all in 0
                : bound(splitter_view, input.select(key_columns), orders, true, stream, scratch);
   return group_by_ids(input, *ids, splitters.num_rows() + 1, stream, mrs);
+}
+
+std::unique_ptr<column> bound(table_view const& haystack,
+                              table_view const& needles,
+                              sort_order const& orders,
+                              bool upper,
+                              stream_view stream,
+                              memory_resources mrs) {
+  return with_device_output(mrs, stream, [&](memory_resources device_mrs) {
+    return bound_on_device(haystack, needles, orders, upper, stream, device_mrs);
+  });
+}
+
+std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
+                                    std::vector<std::size_t> const& key_columns,
+                                    sort_order const& orders,
+                                    stream_view stream,
+                                    memory_resources mrs) {
+  return with_device_output(mrs, stream, [&](memory_resources device_mrs) {
+    return merge_order_on_device(inputs, key_columns, orders, stream, device_mrs);
+  });
+}
+
+std::unique_ptr<column> hash_rows(table_view const& keys,
+                                  std::uint64_t seed,
+                                  std::uint64_t partitions,
+                                  stream_view stream,
+                                  memory_resources mrs) {
+  return with_device_output(mrs, stream, [&](memory_resources device_mrs) {
+    return hash_rows_on_device(keys, seed, partitions, stream, device_mrs);
+  });
 }
 
 }  // namespace spillway::detail::cuda

@@ -109,12 +109,10 @@ std::uint64_t longest_string(pass_buffers& buffers,
   return value;
 }
 
-}  // namespace
-
-std::unique_ptr<column> sorted_order(table_view const& keys,
-                                     sort_order const& orders,
-                                     stream_view stream,
-                                     memory_resources mrs) {
+std::unique_ptr<column> sorted_order_on_device(table_view const& keys,
+                                               sort_order const& orders,
+                                               stream_view stream,
+                                               memory_resources mrs) {
   std::size_t const count = keys.num_rows();
   SPILLWAY_EXPECTS(
     count < (std::uint64_t{1} << 32),
@@ -171,6 +169,17 @@ std::unique_ptr<column> sorted_order(table_view const& keys,
   check_launch("widen");
   check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
   return result;
+}
+
+}  // namespace
+
+std::unique_ptr<column> sorted_order(table_view const& keys,
+                                     sort_order const& orders,
+                                     stream_view stream,
+                                     memory_resources mrs) {
+  return with_device_output(mrs, stream, [&](memory_resources device_mrs) {
+    return sorted_order_on_device(keys, orders, stream, device_mrs);
+  });
 }
 
 }  // namespace spillway::detail::cuda

@@ -13,12 +13,14 @@
 #include <spillway/core/stream_view.hpp>
 #include <spillway/memory/memory_resources.hpp>
 #include <spillway/table/column.hpp>
+#include <spillway/table/copy.hpp>
 #include <spillway/table/gather.hpp>
 #include <spillway/table/table.hpp>
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 namespace spillway::detail::cuda {
 
@@ -36,7 +38,9 @@ bool on_device(column const& result) noexcept;
 
 /**
  * @brief Checks that `result`, just allocated from an operator's output resource for its rows
- * computed on the device, is device memory: kernels cannot write to the host.
+ * computed on the device, is device memory: kernels cannot write to the host. (An output
+ * resource of a host kind is served by `with_device_output`; this catches emulated device
+ * memory.)
  * @throws spillway::invalid_argument naming `what` otherwise
  */
 void expect_device_output(column const& result, char const* what);
@@ -46,6 +50,21 @@ void expect_device_output(column const& result, char const* what);
  * memory of a CUDA device (only the bytes that cover the range)
  */
 std::size_t count_unset_bits_anywhere(bitmask_type const* mask, std::size_t begin, std::size_t end);
+
+/**
+ * @brief Runs a device operator whose output resource may give host memory (small results a
+ * planner reads on the host, a sample kept on the host): `compute(mrs)` when the output resource
+ * is of the DEVICE kind, else `compute` on the temporary resource with its result copied to
+ * `mrs.output()`.
+ */
+template <typename Compute>
+auto with_device_output(memory_resources mrs, stream_view stream, Compute&& compute) {
+  if (mrs.output().kind() == memory_kind::DEVICE) {
+    return compute(mrs);
+  }
+  auto const staged = compute(memory_resources{mrs.temporary(), mrs.temporary()});
+  return detail::copy(staged->view(), stream, memory_resources{mrs.output(), mrs.output()});
+}
 
 /** @return `view.chars_size()` of a STRING column whose offsets may live on a CUDA device */
 std::size_t chars_size(column_view const& view, stream_view stream);
@@ -80,6 +99,19 @@ std::unique_ptr<table> concatenate(std::span<table_view const> inputs,
                                    std::size_t total_rows,
                                    stream_view stream,
                                    memory_resources mrs);
+
+/**
+ * @brief Rows of several tables on a CUDA device gathered into pieces: piece `p` holds the rows
+ * `ids[starts[p], starts[p + 1])`, an id being `(input << row_bits) | row`; the ids may live on
+ * the host (copied to the device's scratch) or on the device. The multi-source gather of the
+ * sort, the merge and the out-of-core sort (`gather_pieces_in_parallel` on the CPU).
+ */
+std::vector<std::unique_ptr<table>> gather_pieces(std::span<table_view const> inputs,
+                                                  std::uint64_t const* ids,
+                                                  std::span<std::size_t const> starts,
+                                                  unsigned row_bits,
+                                                  stream_view stream,
+                                                  memory_resources mrs);
 
 /** @brief `detail::gather` for a source on a CUDA device; the map may live anywhere. */
 std::unique_ptr<table> gather(table_view const& source,

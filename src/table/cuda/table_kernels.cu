@@ -78,6 +78,104 @@ __global__ void place_bits(unsigned* out_words,
   }
 }
 
+/// Where one input's column is, for the gathers from several inputs.
+struct source_column {
+  void const* values          = nullptr;  ///< values, or characters
+  std::int64_t const* offsets = nullptr;
+  std::uint8_t const* mask    = nullptr;  ///< null when the input has no mask
+  std::size_t offset          = 0;
+};
+
+/// The input and the row of source id `id`.
+__device__ inline source_column const& source_of(source_column const* sources,
+                                                 std::uint64_t id,
+                                                 unsigned row_bits,
+                                                 std::size_t& row) {
+  row = static_cast<std::size_t>(id & ((std::uint64_t{1} << row_bits) - 1));
+  return sources[id >> row_bits];
+}
+
+template <typename T>
+__global__ void gather_sources_values(T* out,
+                                      source_column const* sources,
+                                      std::uint64_t const* ids,
+                                      std::size_t rows,
+                                      unsigned row_bits) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i < rows) {
+    std::size_t row             = 0;
+    source_column const& source = source_of(sources, ids[i], row_bits, row);
+    out[i]                      = static_cast<T const*>(source.values)[source.offset + row];
+  }
+}
+
+/// Output byte `byte` of the gathered mask (a source without a mask gives valid rows), and its
+/// nulls added to `null_count`.
+__global__ void gather_sources_mask(std::uint8_t* out,
+                                    source_column const* sources,
+                                    std::uint64_t const* ids,
+                                    std::size_t rows,
+                                    unsigned row_bits,
+                                    unsigned long long* null_count) {
+  std::size_t const byte = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (byte * 8 >= rows) {
+    return;
+  }
+  std::uint8_t value = 0;
+  unsigned nulls     = 0;
+  for (unsigned bit = 0; bit < 8 && byte * 8 + bit < rows; ++bit) {
+    std::size_t row             = 0;
+    source_column const& source = source_of(sources, ids[byte * 8 + bit], row_bits, row);
+    std::size_t const at        = source.offset + row;
+    bool const valid = source.mask == nullptr || ((source.mask[at / 8] >> (at % 8)) & 1U) != 0;
+    value |= static_cast<std::uint8_t>((valid ? 1U : 0U) << bit);
+    nulls += valid ? 0U : 1U;
+  }
+  out[byte] = value;
+  if (nulls > 0) {
+    atomicAdd(null_count, static_cast<unsigned long long>(nulls));
+  }
+}
+
+__global__ void gather_sources_lengths(std::int64_t* lengths,
+                                       source_column const* sources,
+                                       std::uint64_t const* ids,
+                                       std::size_t rows,
+                                       unsigned row_bits) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i == 0) {
+    lengths[0] = 0;
+  }
+  if (i < rows) {
+    std::size_t row             = 0;
+    source_column const& source = source_of(sources, ids[i], row_bits, row);
+    lengths[i + 1] = source.offsets[source.offset + row + 1] - source.offsets[source.offset + row];
+  }
+}
+
+/// One warp per output string.
+__global__ void gather_sources_chars(char* out,
+                                     std::int64_t const* out_offsets,
+                                     source_column const* sources,
+                                     std::uint64_t const* ids,
+                                     std::size_t rows,
+                                     unsigned row_bits) {
+  std::size_t const warp = (blockIdx.x * std::size_t{blockDim.x} + threadIdx.x) / 32;
+  unsigned const lane    = threadIdx.x % 32;
+  if (warp >= rows) {
+    return;
+  }
+  std::size_t row             = 0;
+  source_column const& source = source_of(sources, ids[warp], row_bits, row);
+  std::int64_t const begin    = source.offsets[source.offset + row];
+  std::int64_t const bytes    = source.offsets[source.offset + row + 1] - begin;
+  char const* from            = static_cast<char const*>(source.values) + begin;
+  char* to                    = out + out_offsets[warp];
+  for (std::int64_t b = lane; b < bytes; b += 32) {
+    to[b] = from[b];
+  }
+}
+
 /// Whether the memory at `pointer` is device memory; host-side copies take the other path.
 bool device(void const* pointer) { return is_cuda_device_pointer(pointer); }
 
@@ -398,10 +496,12 @@ void copy_into(column& result, column_view const& input, stream_view stream) {
   }
 }
 
-std::unique_ptr<table> concatenate(std::span<table_view const> inputs,
-                                   std::size_t total_rows,
-                                   stream_view stream,
-                                   memory_resources mrs) {
+namespace {
+
+std::unique_ptr<table> concatenate_on_device(std::span<table_view const> inputs,
+                                             std::size_t total_rows,
+                                             stream_view stream,
+                                             memory_resources mrs) {
   cudaStream_t const native_stream = native(stream);
   std::vector<std::unique_ptr<column>> columns;
   for (std::size_t c = 0; c < inputs.front().num_columns(); ++c) {
@@ -479,11 +579,11 @@ std::unique_ptr<table> concatenate(std::span<table_view const> inputs,
   return std::make_unique<table>(std::move(columns));
 }
 
-std::unique_ptr<table> gather(table_view const& source,
-                              column_view const& gather_map,
-                              out_of_bounds_policy policy,
-                              stream_view stream,
-                              memory_resources mrs) {
+std::unique_ptr<table> gather_on_device(table_view const& source,
+                                        column_view const& gather_map,
+                                        out_of_bounds_policy policy,
+                                        stream_view stream,
+                                        memory_resources mrs) {
   std::size_t const rows        = gather_map.size();
   std::size_t const source_rows = source.num_rows();
   for (std::size_t c = 0; c < source.num_columns(); ++c) {
@@ -546,6 +646,170 @@ std::unique_ptr<table> gather(table_view const& source,
     columns.push_back(gather_column(column, indices, rows, any_out_of_bounds, stream, mrs));
   }
   return std::make_unique<table>(std::move(columns));
+}
+
+/// One piece of a gather from several inputs: every column from `mrs.output()`.
+std::unique_ptr<table> gather_sources_piece(std::span<table_view const> inputs,
+                                            std::uint64_t const* ids,
+                                            std::size_t rows,
+                                            unsigned row_bits,
+                                            stream_view stream,
+                                            memory_resources mrs) {
+  cudaStream_t const native_stream = native(stream);
+  std::vector<std::unique_ptr<column>> columns;
+  std::size_t const num_columns = inputs.front().num_columns();
+  for (std::size_t c = 0; c < num_columns; ++c) {
+    data_type const type = inputs.front().column(c).type();
+    bool nullable        = false;
+    std::vector<source_column> sources(inputs.size());
+    for (std::size_t t = 0; t < inputs.size(); ++t) {
+      column_view const& view = inputs[t].column(c);
+      nullable                = nullable || view.has_nulls();
+      sources[t].values       = view.head();
+      sources[t].offsets      = view.offsets();
+      sources[t].mask         = view.has_nulls() ? view.null_mask() : nullptr;
+      sources[t].offset       = view.offset();
+    }
+    buffer described{sources.size() * sizeof(source_column), stream, mrs.temporary()};
+    check(cudaMemcpyAsync(described.data(),
+                          sources.data(),
+                          sources.size() * sizeof(source_column),
+                          cudaMemcpyHostToDevice,
+                          native_stream),
+          "cudaMemcpyAsync");
+    auto const* device_sources = static_cast<source_column const*>(described.data());
+    mask_state const state     = nullable ? mask_state::UNINITIALIZED : mask_state::UNALLOCATED;
+    std::unique_ptr<column> result;
+    if (is_fixed_width(type)) {
+      result = make_fixed_width_column(type, rows, state, stream, mrs.output());
+      expect_device_output(*result, "gather");
+      auto const launch = [&]<typename T>() {
+        gather_sources_values<T><<<grid_for(rows), BLOCK, 0, native_stream>>>(
+          result->mutable_data<T>(), device_sources, ids, rows, row_bits);
+        check_launch("gather_sources_values");
+      };
+      switch (size_of(type)) {
+        case 1:
+          launch.template operator()<std::uint8_t>();
+          break;
+        case 2:
+          launch.template operator()<std::uint16_t>();
+          break;
+        case 4:
+          launch.template operator()<std::uint32_t>();
+          break;
+        default:
+          launch.template operator()<std::uint64_t>();
+          break;
+      }
+    } else {
+      buffer offsets{(rows + 1) * sizeof(std::int64_t), stream, mrs.temporary()};
+      auto* lengths = static_cast<std::int64_t*>(offsets.data());
+      gather_sources_lengths<<<grid_for(rows), BLOCK, 0, native_stream>>>(
+        lengths, device_sources, ids, rows, row_bits);
+      check_launch("gather_sources_lengths");
+      std::size_t scratch_bytes = 0;
+      check(cub::DeviceScan::InclusiveSum(
+              nullptr, scratch_bytes, lengths + 1, lengths + 1, rows, native_stream),
+            "cub::DeviceScan::InclusiveSum");
+      buffer scratch{scratch_bytes, stream, mrs.temporary()};
+      check(cub::DeviceScan::InclusiveSum(
+              scratch.data(), scratch_bytes, lengths + 1, lengths + 1, rows, native_stream),
+            "cub::DeviceScan::InclusiveSum");
+      std::int64_t chars = 0;
+      memcpy_sync(&chars, lengths + rows, sizeof(chars), stream);
+      result =
+        make_strings_column(rows, static_cast<std::size_t>(chars), state, stream, mrs.output());
+      expect_device_output(*result, "gather");
+      check(cudaMemcpyAsync(result->mutable_offsets(),
+                            lengths,
+                            (rows + 1) * sizeof(std::int64_t),
+                            cudaMemcpyDeviceToDevice,
+                            native_stream),
+            "cudaMemcpyAsync");
+      if (chars > 0) {
+        gather_sources_chars<<<grid_for(rows * 32), BLOCK, 0, native_stream>>>(
+          result->mutable_chars(), result->mutable_offsets(), device_sources, ids, rows, row_bits);
+        check_launch("gather_sources_chars");
+      }
+      check(cudaStreamSynchronize(native_stream), "cudaStreamSynchronize");
+    }
+    if (nullable) {
+      buffer counter{sizeof(unsigned long long), stream, mrs.temporary()};
+      auto* null_count = static_cast<unsigned long long*>(counter.data());
+      check(cudaMemsetAsync(null_count, 0, sizeof(unsigned long long), native_stream),
+            "cudaMemsetAsync");
+      gather_sources_mask<<<grid_for((rows + 7) / 8), BLOCK, 0, native_stream>>>(
+        result->mutable_null_mask(), device_sources, ids, rows, row_bits, null_count);
+      check_launch("gather_sources_mask");
+      unsigned long long nulls = 0;
+      memcpy_sync(&nulls, null_count, sizeof(nulls), stream);
+      result->set_null_count(static_cast<std::size_t>(nulls));
+    }
+    // The descriptions are freed (stream-ordered) after the kernels that read them.
+    check(cudaStreamSynchronize(native_stream), "cudaStreamSynchronize");
+    columns.push_back(std::move(result));
+  }
+  return std::make_unique<table>(std::move(columns));
+}
+
+}  // namespace
+
+std::unique_ptr<table> concatenate(std::span<table_view const> inputs,
+                                   std::size_t total_rows,
+                                   stream_view stream,
+                                   memory_resources mrs) {
+  return with_device_output(mrs, stream, [&](memory_resources device_mrs) {
+    return concatenate_on_device(inputs, total_rows, stream, device_mrs);
+  });
+}
+
+std::unique_ptr<table> gather(table_view const& source,
+                              column_view const& gather_map,
+                              out_of_bounds_policy policy,
+                              stream_view stream,
+                              memory_resources mrs) {
+  return with_device_output(mrs, stream, [&](memory_resources device_mrs) {
+    return gather_on_device(source, gather_map, policy, stream, device_mrs);
+  });
+}
+
+std::vector<std::unique_ptr<table>> gather_pieces(std::span<table_view const> inputs,
+                                                  std::uint64_t const* ids,
+                                                  std::span<std::size_t const> starts,
+                                                  unsigned row_bits,
+                                                  stream_view stream,
+                                                  memory_resources mrs) {
+  for (std::size_t t = 0; t < inputs.size(); ++t) {
+    SPILLWAY_EXPECTS(inputs[t].num_rows() == 0 || on_device(inputs[t]),
+                     "gather: input " + std::to_string(t) +
+                       " is not in CUDA device memory while others are; tables are gathered "
+                       "where they live",
+                     invalid_argument);
+  }
+  std::vector<std::unique_ptr<table>> pieces;
+  std::size_t const total = starts.empty() ? 0 : starts.back() - starts.front();
+  // The ids on the device: copied there when they live on the host.
+  buffer ids_copy;
+  std::uint64_t const* device_ids = ids;  // ids[starts[p]] is device_ids[starts[p] - first]
+  std::size_t first               = 0;
+  if (total > 0 && !device(ids + starts.front())) {
+    ids_copy   = buffer{ids + starts.front(),
+                      memory_kind::HOST,
+                      total * sizeof(std::uint64_t),
+                      stream,
+                      mrs.temporary()};
+    device_ids = static_cast<std::uint64_t const*>(ids_copy.data());
+    first      = starts.front();
+  }
+  for (std::size_t p = 0; p + 1 < starts.size(); ++p) {
+    std::size_t const rows = starts[p + 1] - starts[p];
+    pieces.push_back(with_device_output(mrs, stream, [&](memory_resources device_mrs) {
+      return gather_sources_piece(
+        inputs, device_ids + starts[p], rows, row_bits, stream, device_mrs);
+    }));
+  }
+  return pieces;
 }
 
 }  // namespace spillway::detail::cuda
