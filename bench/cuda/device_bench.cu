@@ -1,9 +1,11 @@
 // The CUDA backend's numbers in one run: copy bandwidth between device and (pinned) host, a spill
 // of a device buffer to pinned host memory through the spill store, and the in-memory sort of
 // (int64 key, int64 payload) rows by spillway beside CUB's own radix sort of the same pairs.
-// A plain program (no benchmark library), so that it runs from a portable build.
+// A plain program (no benchmark library), so that it runs from a portable build. Last, the
+// out-of-core sort of --ooc-bytes under a device budget of --ooc-device (0 bytes: skipped).
 //
 //   spillway_device_bench [--sort-bytes 1GiB] [--copy-bytes 1GiB] [--repetitions 3]
+//                         [--ooc-bytes 16GiB] [--ooc-device 2GiB] [--ooc-host 20GiB]
 //
 // Prints one line per measurement and a last line `summary {...}` (JSON).
 #include "memory/cuda/cuda_check.hpp"
@@ -12,7 +14,12 @@
 #include <spillway/core/units.hpp>
 #include <spillway/memory/copy.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
+#include <spillway/memory/failure_callback_resource_adaptor.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/limiting_resource_adaptor.hpp>
 #include <spillway/memory/pool_memory_resource.hpp>
+#include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/ooc/external_sort.hpp>
 #include <spillway/ops/sort.hpp>
 #include <spillway/spill/spill_store.hpp>
 #include <spillway/spill/spillable_buffer.hpp>
@@ -42,6 +49,9 @@ using detail::cuda::grid_for;
 using detail::cuda::native;
 
 struct options {
+  std::size_t ooc_bytes  = 16_GiB;  ///< 0: no out-of-core sort
+  std::size_t ooc_device = 2_GiB;
+  std::size_t ooc_host   = 20_GiB;
   std::size_t sort_bytes = 1_GiB;
   std::size_t copy_bytes = 1_GiB;
   int repetitions        = 3;
@@ -103,6 +113,8 @@ struct results {
   double h2d_pinned = 0, d2h_pinned = 0, h2d_pageable = 0, d2h_pageable = 0;
   double copy_bytes_d2h = 0, spill_to_pinned = 0;
   double cub_sort = 0, spillway_sort = 0, spillway_sorted_order = 0;
+  double ooc_sort = 0, ooc_seconds = 0;
+  std::size_t ooc_device_peak = 0, ooc_spilled = 0;
   std::size_t sort_rows = 0;
 };
 
@@ -273,6 +285,99 @@ void sorts(options const& opts, cuda_stream const& stream, results& out) {
               100.0 * out.spillway_sort / out.cub_sort);
 }
 
+/// The out-of-core sort of `ooc_bytes` of (int64, int64) under a device budget of `ooc_device`:
+/// batches generated on the device, spills to pinned host memory (a pool of `ooc_host`) and then
+/// disk; every output batch checked in order on the device, and against the previous one.
+void out_of_core(options const& opts, cuda_stream const& stream, results& out) {
+  std::size_t const batch_bytes = opts.ooc_device / 16;
+  std::size_t const batch_rows  = batch_bytes / 16;
+  std::size_t const batches     = opts.ooc_bytes / batch_bytes;
+  cuda_async_memory_resource gpu;
+  limiting_resource_adaptor limited{gpu, opts.ooc_device};
+  statistics_resource_adaptor counted{limited};
+  std::unique_ptr<spill_store> store;
+  allocation_failure_callback spill;
+  failure_callback_resource_adaptor device{counted, [&](std::size_t bytes, std::size_t attempt) {
+                                             return store != nullptr && spill(bytes, attempt);
+                                           }};
+  pinned_host_memory_resource pinned;
+  pool_memory_resource host_tier{pinned, opts.ooc_host};
+  host_memory_resource host;
+  spill_store_options store_options{device, host_tier};
+  store_options.host_budget = opts.ooc_host;
+  store_options.stream      = stream.view();
+  store_options.spill_root  = std::filesystem::temp_directory_path().string();
+  store                     = std::make_unique<spill_store>(store_options);
+  spill                     = store->make_failure_callback();
+  external_sort_options sort_options;
+  sort_options.key_columns        = {0};
+  sort_options.merge_budget_bytes = opts.ooc_device / 2;
+  sort_options.output_batch_bytes = batch_bytes;
+  memory_resources const on_device{device};
+  auto const start        = std::chrono::steady_clock::now();
+  std::size_t output_rows = 0;
+  {
+    external_sorter sorter{*store, sort_options, stream.view(), on_device, host};
+    for (std::size_t index = 0; index < batches; ++index) {
+      auto keys = make_fixed_width_column(
+        data_type{type_id::INT64}, batch_rows, mask_state::UNALLOCATED, stream.view(), device);
+      auto payload = make_fixed_width_column(
+        data_type{type_id::INT64}, batch_rows, mask_state::UNALLOCATED, stream.view(), device);
+      fill_pairs<<<grid_for(batch_rows), BLOCK, 0, native(stream.view())>>>(
+        keys->mutable_data<std::int64_t>(),
+        payload->mutable_data<std::int64_t>(),
+        batch_rows,
+        index * batch_rows);
+      detail::cuda::check_launch("fill_pairs");
+      stream.synchronize();
+      std::vector<std::unique_ptr<column>> columns;
+      columns.push_back(std::move(keys));
+      columns.push_back(std::move(payload));
+      sorter.push(std::make_unique<table>(std::move(columns)));
+    }
+    sorter.finish();
+    std::int64_t previous = std::numeric_limits<std::int64_t>::min();
+    while (auto batch = sorter.next()) {
+      table_view const keys{batch->view().column(0)};
+      SPILLWAY_EXPECTS(
+        is_sorted(keys), "out-of-core sort: an output batch is out of order", logic_error);
+      std::int64_t ends[2] = {0, 0};
+      auto const* values   = batch->view().column(0).data<std::int64_t>();
+      copy_bytes(&ends[0], memory_kind::HOST, values, memory_kind::DEVICE, 8, stream.view());
+      copy_bytes(&ends[1],
+                 memory_kind::HOST,
+                 values + batch->num_rows() - 1,
+                 memory_kind::DEVICE,
+                 8,
+                 stream.view());
+      SPILLWAY_EXPECTS(previous <= ends[0],
+                       "out-of-core sort: an output batch starts below the previous one",
+                       logic_error);
+      previous = ends[1];
+      output_rows += batch->num_rows();
+    }
+  }
+  out.ooc_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  SPILLWAY_EXPECTS(output_rows == batches * batch_rows,
+                   "out-of-core sort: " + std::to_string(output_rows) + " rows out of " +
+                     std::to_string(batches * batch_rows),
+                   logic_error);
+  out.ooc_sort        = gbps(batches * batch_rows * 16, out.ooc_seconds);
+  out.ooc_device_peak = counted.statistics().peak_bytes;
+  auto const spilled  = store->statistics();
+  out.ooc_spilled     = spilled.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes +
+                    spilled.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes;
+  std::printf(
+    "out-of-core sort of %s at a %s device budget: %.2f s, %8.2f GB/s (verified); "
+    "device peak %s, spilled from the device %s\n",
+    format_bytes(batches * batch_rows * 16).c_str(),
+    format_bytes(opts.ooc_device).c_str(),
+    out.ooc_seconds,
+    out.ooc_sort,
+    format_bytes(out.ooc_device_peak).c_str(),
+    format_bytes(out.ooc_spilled).c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -284,11 +389,18 @@ int main(int argc, char** argv) {
         opts.sort_bytes = parse_bytes(argv[i + 1]);
       } else if (flag == "--copy-bytes") {
         opts.copy_bytes = parse_bytes(argv[i + 1]);
+      } else if (flag == "--ooc-bytes") {
+        opts.ooc_bytes = parse_bytes(argv[i + 1]);
+      } else if (flag == "--ooc-device") {
+        opts.ooc_device = parse_bytes(argv[i + 1]);
+      } else if (flag == "--ooc-host") {
+        opts.ooc_host = parse_bytes(argv[i + 1]);
       } else if (flag == "--repetitions") {
         opts.repetitions = std::max(1, std::stoi(argv[i + 1]));
       } else {
         throw invalid_argument("unknown option " + flag +
-                               "; options: --sort-bytes, --copy-bytes, --repetitions");
+                               "; options: --sort-bytes, --copy-bytes, --ooc-bytes, --ooc-device, "
+                               "--ooc-host, --repetitions");
       }
     }
     if (cuda_device_count() == 0) {
@@ -303,15 +415,16 @@ int main(int argc, char** argv) {
     results out;
     copies(opts, stream, out);
     sorts(opts, stream, out);
-    std::printf(
-      "out-of-core sort: not run; the out-of-core sort does not run on the CUDA "
-      "backend yet\n");
+    if (opts.ooc_bytes > 0) {
+      out_of_core(opts, stream, out);
+    }
     std::printf(
       "summary {\"device\": \"%s\", \"copy_h2d_pinned_gbps\": %.2f, \"copy_d2h_pinned_gbps\": "
       "%.2f, \"copy_bytes_d2h_gbps\": %.2f, \"spill_to_pinned_gbps\": %.2f, "
       "\"spill_vs_copy\": %.3f, \"sort_rows\": %zu, \"cub_sort_gbps\": %.2f, "
       "\"spillway_sort_gbps\": %.2f, \"spillway_sorted_order_gbps\": %.2f, \"sort_vs_cub\": "
-      "%.3f}\n",
+      "%.3f, \"ooc_bytes\": %zu, \"ooc_device_budget\": %zu, \"ooc_seconds\": %.2f, "
+      "\"ooc_gbps\": %.2f, \"ooc_device_peak\": %zu, \"ooc_spilled_bytes\": %zu}\n",
       properties.name,
       out.h2d_pinned,
       out.d2h_pinned,
@@ -322,7 +435,13 @@ int main(int argc, char** argv) {
       out.cub_sort,
       out.spillway_sort,
       out.spillway_sorted_order,
-      out.spillway_sort / out.cub_sort);
+      out.spillway_sort / out.cub_sort,
+      opts.ooc_bytes,
+      opts.ooc_device,
+      out.ooc_seconds,
+      out.ooc_sort,
+      out.ooc_device_peak,
+      out.ooc_spilled);
     return 0;
   } catch (std::exception const& error) {
     std::fprintf(stderr, "spillway_device_bench: %s\n", error.what());

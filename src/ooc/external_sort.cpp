@@ -1,6 +1,7 @@
 #include "ops/normalized_key.hpp"
 #include "ops/parallel_gather.hpp"
 #include "ops/row_comparator.hpp"
+#include "table/cuda/device_table.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/ooc/external_sort.hpp>
@@ -224,7 +225,9 @@ std::size_t external_sorter::one_sort_bytes(std::size_t bytes, std::size_t rows)
 }
 
 bool external_sorter::may_defer(table_view const& batch, std::size_t bytes) const {
-  if (options_.strategy == sort_strategy::SAMPLE) {
+  // Batches on a CUDA device are sorted as they come: the one-sort path sizes its output
+  // batches by reading string lengths on the host.
+  if (options_.strategy == sort_strategy::SAMPLE || detail::cuda::on_device(batch)) {
     return false;
   }
   std::size_t prefix = 0;

@@ -1,6 +1,10 @@
+#include "table/cuda/device_table.hpp"
+
 #include <spillway/core/error.hpp>
+#include <spillway/memory/copy.hpp>
 #include <spillway/table/size_estimate.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace spillway {
@@ -16,8 +20,16 @@ std::size_t range_size(column_view const& view, std::size_t begin, std::size_t e
     return bytes;
   }
   auto const* offsets = view.offsets() + view.offset();
-  return bytes + (rows + 1) * sizeof(std::int64_t) +
-         static_cast<std::size_t>(offsets[end] - offsets[begin]);
+  std::int64_t first  = 0;
+  std::int64_t last   = 0;
+  if (detail::cuda::on_device(view)) {  // two offsets read back from the device
+    copy_bytes(&first, memory_kind::HOST, offsets + begin, memory_kind::DEVICE, 8, {});
+    copy_bytes(&last, memory_kind::HOST, offsets + end, memory_kind::DEVICE, 8, {});
+  } else {
+    first = offsets[begin];
+    last  = offsets[end];
+  }
+  return bytes + (rows + 1) * sizeof(std::int64_t) + static_cast<std::size_t>(last - first);
 }
 
 }  // namespace

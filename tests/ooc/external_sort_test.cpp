@@ -1,3 +1,4 @@
+#include "testing/cuda_testing.hpp"
 #include "testing/default_resource_guard.hpp"
 #include "testing/expect_tables_equal.hpp"
 #include "testing/table_generators.hpp"
@@ -5,6 +6,7 @@
 #include <spillway/memory/emulated_device_memory_resource.hpp>
 #include <spillway/memory/failure_callback_resource_adaptor.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/limiting_resource_adaptor.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/ooc/external_sort.hpp>
 #include <spillway/ops/sort.hpp>
@@ -26,12 +28,17 @@ namespace spillway {
 namespace {
 
 /// A device of `capacity` bytes that spills through the store on failure, a host tier with a
-/// budget, and a spill directory of its own.
+/// budget, and a spill directory of its own. The device is emulated, or (`cuda`) the GPU's
+/// stream-ordered memory limited to the capacity.
 class sort_environment {
  public:
-  sort_environment(std::size_t device_capacity, std::size_t host_budget)
+  sort_environment(std::size_t device_capacity, std::size_t host_budget, bool cuda = false)
     : device_(device_capacity),
-      device_with_spill_(device_,
+      cuda_device_(cuda ? std::make_unique<cuda_async_memory_resource>() : nullptr),
+      cuda_limit_(cuda ? std::make_unique<limiting_resource_adaptor>(*cuda_device_, device_capacity)
+                       : nullptr),
+      cuda_counted_(cuda ? std::make_unique<statistics_resource_adaptor>(*cuda_limit_) : nullptr),
+      device_with_spill_(cuda ? resource_ref{*cuda_counted_} : resource_ref{device_},
                          [this](std::size_t bytes, std::size_t attempt) {
                            return store_ != nullptr && callback_(bytes, attempt);
                          }),
@@ -56,11 +63,18 @@ class sort_environment {
   spill_store& store() { return *store_; }
   memory_resource& device() { return device_with_spill_; }
   emulated_device_memory_resource& raw_device() { return device_; }
+  /// The most bytes the device (emulated or CUDA) held at once.
+  std::size_t device_peak() const {
+    return cuda_counted_ != nullptr ? cuda_counted_->statistics().peak_bytes : device_.peak_bytes();
+  }
   host_memory_resource& host() { return plain_host_; }
   statistics_resource_adaptor& host_tier() { return host_stats_; }
 
  private:
   emulated_device_memory_resource device_;
+  std::unique_ptr<cuda_async_memory_resource> cuda_device_;
+  std::unique_ptr<limiting_resource_adaptor> cuda_limit_;
+  std::unique_ptr<statistics_resource_adaptor> cuda_counted_;
   failure_callback_resource_adaptor device_with_spill_;
   host_memory_resource host_;
   statistics_resource_adaptor host_stats_;
@@ -621,6 +635,100 @@ TEST_P(ExternalSortBoundedMemory, AtTwentyTimesTheDeviceBudget) {
   EXPECT_GT(spilled.between(spill_tier::HOST, spill_tier::DISK).raw_bytes +
               spilled.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes,
             0U);
+}
+
+/// The same sorts on a GPU: batches, chunks and merges in CUDA device memory limited to the
+/// budget, spilled to the host tier and disk.
+class CudaExternalSort : public ::testing::TestWithParam<sort_strategy> {
+ protected:
+  void SetUp() override { SPILLWAY_REQUIRE_CUDA_DEVICE(); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Strategies,
+                         CudaExternalSort,
+                         ::testing::ValuesIn(ALL_STRATEGIES),
+                         [](auto const& test_info) { return strategy_name(test_info.param); });
+
+TEST_P(CudaExternalSort, EveryDistributionMatchesTheInMemorySort) {
+  for (distribution const kind : {distribution::RANDOM,
+                                  distribution::SORTED,
+                                  distribution::ALL_EQUAL,
+                                  distribution::SKEWED_90}) {
+    sort_environment env{4_MiB, 2_MiB, true};
+    testing::default_resource_guard const guard;
+    auto batches = make_batches(kind, 12, 5000, 1, env.host());
+    sort_and_check(env, std::move(batches), key0_options(512_KiB, 64_KiB, GetParam()));
+    EXPECT_LE(env.device_peak(), 4_MiB);
+  }
+}
+
+TEST_P(CudaExternalSort, StringsNullsAndMixedDirections) {
+  sort_environment env{4_MiB, 2_MiB, true};
+  testing::default_resource_guard const guard;
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t index = 0; index < 8; ++index) {
+    batches.push_back(make_mixed_batch(1500, 70 + index, env.host()));
+  }
+  external_sort_options options;
+  options.key_columns = {1, 0};
+  options.orders = {{order::DESCENDING, null_order::AFTER}, {order::ASCENDING, null_order::BEFORE}};
+  options.merge_budget_bytes = 256_KiB;
+  options.output_batch_bytes = 32_KiB;
+  options.strategy           = GetParam();
+  sort_and_check(env, std::move(batches), options);
+  EXPECT_LE(env.device_peak(), 4_MiB);
+}
+
+TEST_P(CudaExternalSort, WideTableWithLongStringsWithinTheBudgets) {
+  constexpr std::size_t device_budget = 4_MiB;
+  constexpr std::size_t host_budget   = 4_MiB;
+  sort_environment env{device_budget, host_budget, true};
+  testing::default_resource_guard const guard;
+  std::vector<std::unique_ptr<table>> batches;
+  for (std::size_t index = 0; index < 8; ++index) {
+    batches.push_back(make_wide_batch(300, 100 * index + 1, env.host()));
+  }
+  external_sort_options options;
+  options.key_columns = {0, 1};
+  options.orders = {{order::ASCENDING, null_order::AFTER}, {order::DESCENDING, null_order::BEFORE}};
+  options.merge_budget_bytes = 1_MiB;
+  options.output_batch_bytes = 128_KiB;
+  options.strategy           = GetParam();
+  auto const stats           = sort_and_check(env, std::move(batches), options);
+  EXPECT_GT(stats.input_bytes, 3 * options.merge_budget_bytes);
+  EXPECT_LE(env.device_peak(), device_budget);
+  EXPECT_LE(env.host_tier().statistics().peak_bytes, host_budget);
+}
+
+TEST_P(CudaExternalSort, AtTwentyTimesTheDeviceBudget) {
+  constexpr std::size_t device_budget = 1_MiB;
+  constexpr std::size_t host_budget   = 2_MiB;
+  sort_environment env{device_budget, host_budget, true};
+  testing::default_resource_guard const guard;
+  std::size_t const batch_rows = 16384;
+  std::size_t const batches    = 84;
+  auto const options           = key0_options(512_KiB, 128_KiB, GetParam());
+  external_sorter sorter{env.store(), options, default_stream(), env.device(), env.host()};
+  for (std::size_t index = 0; index < batches; ++index) {
+    auto host_batch =
+      make_batch(distribution::RANDOM, index * batch_rows, batch_rows, index + 3, env.host());
+    sorter.push(spillway::copy(host_batch->view(), default_stream(), env.device()));
+  }
+  sorter.finish();
+  std::int64_t previous   = std::numeric_limits<std::int64_t>::min();
+  std::size_t output_rows = 0;
+  while (auto batch = sorter.next()) {
+    auto const on_host = spillway::copy(batch->view(), default_stream(), env.host());
+    auto const* keys   = on_host->view().column(0).data<std::int64_t>();
+    for (std::size_t row = 0; row < on_host->num_rows(); ++row) {
+      ASSERT_LE(previous, keys[row]);
+      previous = keys[row];
+    }
+    output_rows += on_host->num_rows();
+  }
+  EXPECT_EQ(output_rows, batch_rows * batches);
+  EXPECT_LE(env.device_peak(), device_budget);
+  EXPECT_LE(env.host_tier().statistics().peak_bytes, host_budget);
 }
 
 }  // namespace
