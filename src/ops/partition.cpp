@@ -211,7 +211,12 @@ std::unique_ptr<column> hash_partition_ids(table_view const& input,
                                            char const* what) {
   expect_partitions(num_partitions, what);
   table_view const keys = input.select(key_columns);
-  auto ids              = make_fixed_width_column(data_type{partition_id_type(num_partitions)},
+#if SPILLWAY_HAS_CUDA
+  if (cuda::on_device(input)) {
+    return cuda::hash_rows(keys, seed, num_partitions, stream, memory_resources{scratch});
+  }
+#endif
+  auto ids = make_fixed_width_column(data_type{partition_id_type(num_partitions)},
                                      input.num_rows(),
                                      mask_state::UNALLOCATED,
                                      stream,
@@ -244,6 +249,14 @@ std::unique_ptr<column> range_partition_ids(table_view const& input,
   table_view const keys = input.select(key_columns);
   expect_same_key_types(splitters, keys, what);
   sort_order const resolved = resolve_orders(orders, keys.num_columns());
+#if SPILLWAY_HAS_CUDA
+  if (splitters.num_columns() > 0 && cuda::on_device(splitters)) {
+    SPILLWAY_EXPECTS(cuda::is_sorted(splitters, resolved, stream),
+                     std::string{what} + ": the splitters are not sorted",
+                     invalid_argument);
+    return detail::upper_bound(splitters, keys, resolved, stream, scratch);
+  }
+#endif
   if (splitters.num_columns() > 0) {
     row_comparator const comparator{splitters, resolved};
     for (std::size_t row = 1; row < splitters.num_rows(); ++row) {

@@ -5,6 +5,7 @@
 #include <spillway/core/units.hpp>
 #include <spillway/memory/copy.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
+#include <spillway/table/gather.hpp>
 #include <spillway/table/pack.hpp>
 
 #include <array>
@@ -188,6 +189,33 @@ void fill_packed(table_view const& input,
   }
   zero_up_to(total);
 }
+
+#if SPILLWAY_HAS_CUDA
+/// `fill_packed` where the input or the destination is on a CUDA device: the padding zeroed where
+/// the destination lives, each column written by the device copy.
+void fill_packed_with_cuda(table_view const& input,
+                           std::vector<part_layout> const& parts,
+                           std::size_t total,
+                           std::uint8_t* destination,
+                           memory_kind to,
+                           stream_view stream,
+                           std::vector<std::uint8_t>& metadata) {
+  fill_bytes(destination, to, 0, total, stream);
+  for (std::size_t index = 0; index < input.num_columns(); ++index) {
+    column_view const& column = input.column(index);
+    part_layout const& part   = parts[index];
+    detail::cuda::column_target target;
+    target.data    = destination + part.data_offset;
+    target.offsets = is_fixed_width(column.type())
+                       ? nullptr
+                       : reinterpret_cast<std::int64_t*>(destination + part.offsets_offset);
+    target.mask    = column.nullable() ? destination + part.mask_offset : nullptr;
+    detail::cuda::copy_column_to(target, column, stream);
+    set_entry(
+      metadata, index, make_entry(column.type(), column.nullable(), column.null_count(), part));
+  }
+}
+#endif
 
 /// Below this many rows `pack_partitions` scatters on the calling thread alone.
 constexpr std::size_t PARALLEL_SCATTER_MIN_ROWS = std::size_t{1} << 14;
@@ -472,24 +500,13 @@ packed_columns pack(table_view const& input, stream_view stream, memory_resource
   out.metadata = make_metadata(input.num_columns(), input.num_rows(), total);
 #if SPILLWAY_HAS_CUDA
   if (cuda::on_device(input) || is_cuda_device_pointer(out.data.data())) {
-    // Either side on a CUDA device: the padding zeroed where the buffer lives, each column
-    // written by the device copy.
-    auto* destination = static_cast<std::uint8_t*>(out.data.data());
-    fill_bytes(destination, out.data.kind(), 0, total, stream);
-    for (std::size_t index = 0; index < input.num_columns(); ++index) {
-      column_view const& column = input.column(index);
-      part_layout const& part   = parts[index];
-      cuda::column_target target;
-      target.data    = destination + part.data_offset;
-      target.offsets = is_fixed_width(column.type())
-                         ? nullptr
-                         : reinterpret_cast<std::int64_t*>(destination + part.offsets_offset);
-      target.mask    = column.nullable() ? destination + part.mask_offset : nullptr;
-      cuda::copy_column_to(target, column, stream);
-      set_entry(out.metadata,
-                index,
-                make_entry(column.type(), column.nullable(), column.null_count(), part));
-    }
+    fill_packed_with_cuda(input,
+                          parts,
+                          total,
+                          static_cast<std::uint8_t*>(out.data.data()),
+                          out.data.kind(),
+                          stream,
+                          out.metadata);
     return out;
   }
 #endif
@@ -513,13 +530,21 @@ packed_partition pack_at(table_view const& input,
                    invalid_argument);
   std::vector<part_layout> parts;
   parts.reserve(input.num_columns());
-  std::size_t const total = layout(input, &parts);
+  std::size_t const total = layout(input, &parts, stream);
 
   packed_partition out;
   out.num_rows = input.num_rows();
   out.frame    = buffer{data_offset + total, stream, mrs.output()};
   out.metadata = make_metadata(input.num_columns(), input.num_rows(), total);
   auto* frame  = static_cast<std::uint8_t*>(out.frame.data());
+#if SPILLWAY_HAS_CUDA
+  if (cuda::on_device(input) || is_cuda_device_pointer(frame)) {
+    fill_bytes(frame, out.frame.kind(), 0, data_offset, stream);
+    fill_packed_with_cuda(
+      input, parts, total, frame + data_offset, out.frame.kind(), stream, out.metadata);
+    return out;
+  }
+#endif
   if (data_offset > 0) {
     std::memset(frame, 0, data_offset);
   }
@@ -559,6 +584,27 @@ std::vector<packed_partition> pack_partitions(table_view const& input,
                       invalid_argument);
   SPILLWAY_EXPECTS(
     !partition_map.has_nulls(), "pack_partitions: the map has nulls", invalid_argument);
+#if SPILLWAY_HAS_CUDA
+  if (cuda::on_device(input)) {
+    // On the device: the rows grouped by partition, then each partition gathered (scratch) and
+    // packed into its frame.
+    auto const grouped =
+      cuda::partition_rows(partition_map, num_partitions, stream, mrs.temporary());
+    std::vector<packed_partition> out;
+    out.reserve(num_partitions);
+    for (std::size_t partition = 0; partition < num_partitions; ++partition) {
+      column_view const rows =
+        slice(grouped.map, grouped.offsets[partition], grouped.offsets[partition + 1]);
+      auto const part = detail::gather(input,
+                                       rows,
+                                       out_of_bounds_policy::FAIL,
+                                       stream,
+                                       memory_resources{mrs.temporary(), mrs.temporary()});
+      out.push_back(pack_at(part->view(), data_offset, stream, mrs));
+    }
+    return out;
+  }
+#endif
   auto const scatter = [&](auto const* ids) {
     return scatter_partitions(
       input, ids, num_partitions, data_offset, stream, mrs.output(), threads);

@@ -9,6 +9,7 @@
 #include "testing/table_generators.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/memory/copy.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/ops/bounds.hpp>
@@ -415,6 +416,53 @@ TEST_F(CudaSortTest, SortedSourcesIsTheStableOrderOfTheStackedKeys) {
   EXPECT_EQ(decoded, nullptr);
   auto const back = testing::to_host(table_view{result->view()}, *parts_, host_);
   EXPECT_EQ(to_vector(back->view().column(0)), to_vector(expected->view()));
+}
+
+/// The bytes of a packed partition's frame, wherever it lives.
+std::vector<std::uint8_t> frame_bytes(packed_partition const& part) {
+  std::vector<std::uint8_t> bytes(part.frame.size());
+  if (!bytes.empty()) {
+    copy_bytes(bytes.data(),
+               memory_kind::HOST,
+               part.frame.data(),
+               part.frame.kind(),
+               bytes.size(),
+               default_stream());
+  }
+  return bytes;
+}
+
+TEST_F(CudaSortTest, PartitionAndPackMakesTheCpusFramesByteForByte) {
+  auto const values     = testing::random_table(all_types(), 12000, 43, 0.15, host_);
+  auto const on_device  = testing::to_device(slice(values->view(), 5, 12000), *parts_);
+  table_view const rows = slice(values->view(), 5, 12000);
+  std::vector<std::size_t> const key_columns{2, 12};
+  memory_resources const mrs{*output_, *temporary_};
+  auto const compare = [&](std::vector<packed_partition> const& expected,
+                           std::vector<packed_partition> const& actual) {
+    ASSERT_EQ(actual.size(), expected.size());
+    for (std::size_t partition = 0; partition < actual.size(); ++partition) {
+      EXPECT_EQ(actual[partition].num_rows, expected[partition].num_rows);
+      EXPECT_EQ(actual[partition].metadata, expected[partition].metadata);
+      EXPECT_TRUE(is_cuda_device_pointer(actual[partition].frame.data()) ||
+                  actual[partition].frame.size() == 0);
+      EXPECT_EQ(frame_bytes(actual[partition]), frame_bytes(expected[partition]))
+        << "partition " << partition;
+    }
+  };
+  compare(hash_partition_and_pack(rows, key_columns, 13, 5, 128, default_stream(), host_),
+          hash_partition_and_pack(
+            on_device->view(), key_columns, 13, 5, 128, parts_->stream.view(), mrs));
+  // Splitters from the sorted keys, kept on the host as a shuffle keeps them.
+  table_view const keys = rows.select(key_columns);
+  auto const sorted =
+    sort(keys, keys, {}, sort_stability::STABLE, default_stream(), memory_resources{host_});
+  auto const splitters = quantile_splitters(sorted->view(), 9, default_stream(), host_);
+  compare(
+    range_partition_and_pack(rows, key_columns, splitters->view(), {}, 64, default_stream(), host_),
+    range_partition_and_pack(
+      on_device->view(), key_columns, splitters->view(), {}, 64, parts_->stream.view(), mrs));
+  EXPECT_EQ(temporary_->statistics().current_bytes, 0U);
 }
 
 }  // namespace

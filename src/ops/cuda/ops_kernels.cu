@@ -13,9 +13,7 @@
 #include <spillway/table/copy.hpp>
 #include <spillway/table/gather.hpp>
 
-#include <bit>
 #include <cstdint>
-#include <cub/device/device_radix_sort.cuh>
 #include <cuda_runtime.h>
 #include <string>
 #include <vector>
@@ -127,35 +125,6 @@ __global__ void hash_kernel(std::uint64_t* hashes,
     std::uint64_t const hash = row_hash(keys, count, i, seed, null_hash_salt);
     hashes[i]                = partitions == 0 ? hash : hash % partitions;
   }
-}
-
-__global__ void iota32(std::uint32_t* rows, std::size_t count) {
-  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (i < count) {
-    rows[i] = static_cast<std::uint32_t>(i);
-  }
-}
-
-/// offsets[p] = the first position of `sorted_ids` holding p or more, for p in [0, partitions].
-__global__ void partition_starts(std::uint64_t* offsets,
-                                 std::uint64_t const* sorted_ids,
-                                 std::size_t rows,
-                                 std::size_t partitions) {
-  std::size_t const p = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (p > partitions) {
-    return;
-  }
-  std::size_t low  = 0;
-  std::size_t high = rows;
-  while (low < high) {
-    std::size_t const middle = low + (high - low) / 2;
-    if (sorted_ids[middle] < p) {
-      low = middle + 1;
-    } else {
-      high = middle;
-    }
-  }
-  offsets[p] = low;
 }
 
 }  // namespace
@@ -299,72 +268,12 @@ partitioned_table group_by_ids(table_view const& input,
                                std::size_t partitions,
                                stream_view stream,
                                memory_resources mrs) {
-  std::size_t const rows = input.num_rows();
-  SPILLWAY_EXPECTS(
-    rows < (std::uint64_t{1} << 32),
-    "partitioning on the CUDA device takes fewer than 2^32 rows, not " + std::to_string(rows),
-    invalid_argument);
-  resource_ref const temporary = mrs.temporary();
   partitioned_table result;
-  result.offsets.assign(partitions + 1, 0);
-  if (rows == 0) {
-    result.rows = detail::copy(input, stream, mrs);
-    return result;
-  }
-  // A stable radix sort of (id, row) by the id's bits groups the rows in input order.
-  buffer alternate_ids{rows * sizeof(std::uint64_t), stream, temporary};
-  buffer order{2 * rows * sizeof(std::uint32_t), stream, temporary};
-  auto* rows_in = static_cast<std::uint32_t*>(order.data());
-  iota32<<<grid_for(rows), BLOCK, 0, native(stream)>>>(rows_in, rows);
-  check_launch("iota32");
-  cub::DoubleBuffer<std::uint64_t> keys{ids.mutable_data<std::uint64_t>(),
-                                        static_cast<std::uint64_t*>(alternate_ids.data())};
-  cub::DoubleBuffer<std::uint32_t> values{rows_in, rows_in + rows};
-  int const bits            = std::max(1, static_cast<int>(std::bit_width(partitions - 1)));
-  std::size_t scratch_bytes = 0;
-  check(cub::DeviceRadixSort::SortPairs(nullptr,
-                                        scratch_bytes,
-                                        keys,
-                                        values,
-                                        static_cast<std::int64_t>(rows),
-                                        0,
-                                        bits,
-                                        native(stream)),
-        "cub::DeviceRadixSort::SortPairs");
-  {
-    buffer scratch{scratch_bytes, stream, temporary};
-    check(cub::DeviceRadixSort::SortPairs(scratch.data(),
-                                          scratch_bytes,
-                                          keys,
-                                          values,
-                                          static_cast<std::int64_t>(rows),
-                                          0,
-                                          bits,
-                                          native(stream)),
-          "cub::DeviceRadixSort::SortPairs");
-  }
-  buffer starts{(partitions + 1) * sizeof(std::uint64_t), stream, temporary};
-  partition_starts<<<grid_for(partitions + 1), BLOCK, 0, native(stream)>>>(
-    static_cast<std::uint64_t*>(starts.data()), keys.Current(), rows, partitions);
-  check_launch("partition_starts");
-  std::vector<std::uint64_t> offsets(partitions + 1);
-  check(cudaMemcpyAsync(offsets.data(),
-                        starts.data(),
-                        offsets.size() * sizeof(std::uint64_t),
-                        cudaMemcpyDeviceToHost,
-                        native(stream)),
-        "cudaMemcpyAsync");
-  check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
-  result.offsets.assign(offsets.begin(), offsets.end());
-  column_view const map{data_type{type_id::UINT32},
-                        rows,
-                        values.Current(),
-                        nullptr,
-                        0,
-                        0,
-                        nullptr,
-                        memory_kind::DEVICE};
-  result.rows = detail::gather(input, map, out_of_bounds_policy::FAIL, stream, mrs);
+  auto const grouped = partition_rows(ids, partitions, stream, mrs.temporary());
+  result.offsets     = grouped.offsets;
+  result.rows        = input.num_rows() == 0
+                         ? detail::copy(input, stream, mrs)
+                         : detail::gather(input, grouped.map, out_of_bounds_policy::FAIL, stream, mrs);
   return result;
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <spillway/core/stream_view.hpp>
+#include <spillway/memory/buffer.hpp>
 #include <spillway/memory/memory_resources.hpp>
 #include <spillway/table/column.hpp>
 #include <spillway/table/copy.hpp>
@@ -112,6 +113,24 @@ std::vector<std::unique_ptr<table>> gather_pieces(std::span<table_view const> in
                                                   unsigned row_bits,
                                                   stream_view stream,
                                                   memory_resources mrs);
+
+/** @brief Rows grouped by partition on the device: `map` lists them, partition by partition. */
+struct partitioned_rows {
+  buffer rows;                       ///< owns what `map` views
+  column_view map;                   ///< UINT32 row indices on the device, grouped by partition
+  std::vector<std::size_t> offsets;  ///< partition p is `map` rows [offsets[p], offsets[p + 1])
+};
+
+/**
+ * @brief Groups the rows of a partition map (UINT8 to UINT64 ids below `partitions`, on the
+ * device or the host) by partition, each partition in input order: a stable CUB radix sort of
+ * (id, row) by the id's bits. Scratch and the result's rows from `temporary`.
+ * @throws spillway::invalid_argument for 2^32 rows or more
+ */
+partitioned_rows partition_rows(column_view const& partition_map,
+                                std::size_t partitions,
+                                stream_view stream,
+                                resource_ref temporary);
 
 /** @brief `detail::gather` for a source on a CUDA device; the map may live anywhere. */
 std::unique_ptr<table> gather(table_view const& source,

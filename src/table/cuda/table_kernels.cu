@@ -6,6 +6,7 @@
 #include <spillway/memory/cuda_memory_resource.hpp>
 
 #include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cuda_runtime.h>
 #include <span>
@@ -174,6 +175,40 @@ __global__ void gather_sources_chars(char* out,
   for (std::int64_t b = lane; b < bytes; b += 32) {
     to[b] = from[b];
   }
+}
+
+template <typename Id>
+__global__ void widen_ids(std::uint64_t* out,
+                          Id const* in,
+                          std::uint32_t* rows,
+                          std::size_t count) {
+  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i < count) {
+    out[i]  = in[i];
+    rows[i] = static_cast<std::uint32_t>(i);
+  }
+}
+
+/// offsets[p] = the first position of `sorted_ids` holding p or more, for p in [0, partitions].
+__global__ void partition_starts(std::uint64_t* offsets,
+                                 std::uint64_t const* sorted_ids,
+                                 std::size_t rows,
+                                 std::size_t partitions) {
+  std::size_t const p = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (p > partitions) {
+    return;
+  }
+  std::size_t low  = 0;
+  std::size_t high = rows;
+  while (low < high) {
+    std::size_t const middle = low + (high - low) / 2;
+    if (sorted_ids[middle] < p) {
+      low = middle + 1;
+    } else {
+      high = middle;
+    }
+  }
+  offsets[p] = low;
 }
 
 /// Whether the memory at `pointer` is device memory; host-side copies take the other path.
@@ -810,6 +845,101 @@ std::vector<std::unique_ptr<table>> gather_pieces(std::span<table_view const> in
     }));
   }
   return pieces;
+}
+
+partitioned_rows partition_rows(column_view const& partition_map,
+                                std::size_t partitions,
+                                stream_view stream,
+                                resource_ref temporary) {
+  std::size_t const rows = partition_map.size();
+  SPILLWAY_EXPECTS(
+    rows < (std::uint64_t{1} << 32),
+    "partitioning on the CUDA device takes fewer than 2^32 rows, not " + std::to_string(rows),
+    invalid_argument);
+  partitioned_rows result;
+  result.offsets.assign(partitions + 1, 0);
+  if (rows == 0) {
+    return result;
+  }
+  cudaStream_t const native_stream = native(stream);
+  // The ids on the device, whatever their width and wherever they were.
+  std::size_t const width = size_of(partition_map.type());
+  buffer map_copy;
+  void const* ids_in =
+    static_cast<std::byte const*>(partition_map.head()) + partition_map.offset() * width;
+  if (!device(ids_in)) {
+    map_copy = buffer{ids_in, memory_kind::HOST, rows * width, stream, temporary};
+    ids_in   = map_copy.data();
+  }
+  buffer ids{2 * rows * sizeof(std::uint64_t), stream, temporary};
+  result.rows      = buffer{2 * rows * sizeof(std::uint32_t), stream, temporary};
+  auto* keys_in    = static_cast<std::uint64_t*>(ids.data());
+  auto* rows_in    = static_cast<std::uint32_t*>(result.rows.data());
+  auto const widen = [&]<typename Id>() {
+    widen_ids<Id><<<grid_for(rows), BLOCK, 0, native_stream>>>(
+      keys_in, static_cast<Id const*>(ids_in), rows_in, rows);
+    check_launch("widen_ids");
+  };
+  switch (partition_map.type().id()) {
+    case type_id::UINT8:
+      widen.template operator()<std::uint8_t>();
+      break;
+    case type_id::UINT16:
+      widen.template operator()<std::uint16_t>();
+      break;
+    case type_id::UINT32:
+      widen.template operator()<std::uint32_t>();
+      break;
+    default:
+      widen.template operator()<std::uint64_t>();
+      break;
+  }
+  // A stable radix sort of (id, row) by the id's bits groups the rows in input order.
+  cub::DoubleBuffer<std::uint64_t> keys{keys_in, keys_in + rows};
+  cub::DoubleBuffer<std::uint32_t> values{rows_in, rows_in + rows};
+  int bits = 1;
+  while (bits < 64 && ((partitions - 1) >> bits) != 0) {
+    ++bits;
+  }
+  std::size_t scratch_bytes = 0;
+  check(cub::DeviceRadixSort::SortPairs(nullptr,
+                                        scratch_bytes,
+                                        keys,
+                                        values,
+                                        static_cast<std::int64_t>(rows),
+                                        0,
+                                        bits,
+                                        native_stream),
+        "cub::DeviceRadixSort::SortPairs");
+  {
+    buffer scratch{scratch_bytes, stream, temporary};
+    check(cub::DeviceRadixSort::SortPairs(scratch.data(),
+                                          scratch_bytes,
+                                          keys,
+                                          values,
+                                          static_cast<std::int64_t>(rows),
+                                          0,
+                                          bits,
+                                          native_stream),
+          "cub::DeviceRadixSort::SortPairs");
+    check(cudaStreamSynchronize(native_stream), "cudaStreamSynchronize");
+  }
+  buffer starts{(partitions + 1) * sizeof(std::uint64_t), stream, temporary};
+  partition_starts<<<grid_for(partitions + 1), BLOCK, 0, native_stream>>>(
+    static_cast<std::uint64_t*>(starts.data()), keys.Current(), rows, partitions);
+  check_launch("partition_starts");
+  std::vector<std::uint64_t> offsets(partitions + 1);
+  memcpy_sync(offsets.data(), starts.data(), offsets.size() * sizeof(std::uint64_t), stream);
+  result.offsets.assign(offsets.begin(), offsets.end());
+  result.map = column_view{data_type{type_id::UINT32},
+                           rows,
+                           values.Current(),
+                           nullptr,
+                           0,
+                           0,
+                           nullptr,
+                           memory_kind::DEVICE};
+  return result;
 }
 
 }  // namespace spillway::detail::cuda
