@@ -6,6 +6,7 @@
  * ranks as threads next to each shuffle's service, inbox and sender threads, so every suite is
  * named Concurrent* and runs under ThreadSanitizer in CI.
  */
+#include "testing/cuda_testing.hpp"
 #include "testing/expect_tables_equal.hpp"
 #include "testing/rank_groups.hpp"
 #include "testing/table_generators.hpp"
@@ -13,6 +14,7 @@
 #include <spillway/memory/emulated_device_memory_resource.hpp>
 #include <spillway/memory/failure_callback_resource_adaptor.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/limiting_resource_adaptor.hpp>
 #include <spillway/ops/partition.hpp>
 #include <spillway/ops/sample.hpp>
 #include <spillway/ops/sort.hpp>
@@ -87,11 +89,19 @@ class corrupting_file_system final : public file_system {
 /// One rank's device (spilling through its store on failure), host and spill store.
 class rank_environment {
  public:
-  rank_environment(int rank, std::size_t device_capacity, std::size_t host_budget)
+  /// `cuda`: the rank's device is the GPU's memory limited to `device_capacity`.
+  rank_environment(int rank,
+                   std::size_t device_capacity,
+                   std::size_t host_budget,
+                   bool cuda = false)
     : device_(device_capacity),
-      device_with_spill_(device_, [this](std::size_t bytes, std::size_t attempt) {
-        return store_ != nullptr && callback_(bytes, attempt);
-      }) {
+      cuda_device_(cuda ? std::make_unique<cuda_async_memory_resource>() : nullptr),
+      cuda_limit_(cuda ? std::make_unique<limiting_resource_adaptor>(*cuda_device_, device_capacity)
+                       : nullptr),
+      device_with_spill_(cuda ? resource_ref{*cuda_limit_} : resource_ref{device_},
+                         [this](std::size_t bytes, std::size_t attempt) {
+                           return store_ != nullptr && callback_(bytes, attempt);
+                         }) {
     auto const* info = ::testing::UnitTest::GetInstance()->current_test_info();
     std::string name = info == nullptr ? "shuffle" : info->name();
     for (char& c : name) {
@@ -124,6 +134,8 @@ class rank_environment {
  private:
   corrupting_file_system files_;
   emulated_device_memory_resource device_;
+  std::unique_ptr<cuda_async_memory_resource> cuda_device_;
+  std::unique_ptr<limiting_resource_adaptor> cuda_limit_;
   failure_callback_resource_adaptor device_with_spill_;
   host_memory_resource host_;
   std::filesystem::path root_;
@@ -255,6 +267,8 @@ struct run_settings {
   /// Map inputs come from the test's batches (not from the store), and after `finish_maps` every
   /// shard is spilled to disk and each of its reads there is corrupted: every shard is recomputed.
   bool corrupt_spilled_shards = false;
+  /// Each rank's device is the GPU: map inputs are copied there, partitions come back from it.
+  bool cuda = false;
 };
 
 struct run_result {
@@ -271,7 +285,7 @@ std::unique_ptr<run_result> run_and_check(communicator& comm,
                                           run_settings const& s) {
   auto result = std::make_unique<run_result>();
   host_memory_resource reference_memory;
-  rank_environment env(comm.rank(), s.device, s.host_budget);
+  rank_environment env(comm.rank(), s.device, s.host_budget, s.cuda);
   auto const batches = make_batches(s.batches, s.rows, s.skew, reference_memory);
   std::unique_ptr<table> splitters;
   shuffle_options options(env.host());
@@ -297,7 +311,7 @@ std::unique_ptr<run_result> run_and_check(communicator& comm,
     if (batch_rank(index, comm.size()) != comm.rank()) {
       continue;
     }
-    if (s.corrupt_spilled_shards) {
+    if (s.corrupt_spilled_shards || s.cuda) {
       shuffle->add_map([&batches, index](stream_view stream, memory_resources resources) {
         return copy(batches[index]->view(), stream, resources.output());
       });
@@ -335,6 +349,9 @@ std::unique_ptr<run_result> run_and_check(communicator& comm,
                              : concatenate(views, default_stream(), reference_memory);
     } else {
       actual = shuffle->read_partition(partition);
+      if (s.cuda) {  // compared on the host
+        actual = copy(actual->view(), default_stream(), reference_memory);
+      }
     }
     rows_here += actual->num_rows();
     if (expected->num_rows() == 0) {
@@ -563,6 +580,49 @@ TEST(ConcurrentShuffleThreads, MapTasksFromSeveralThreadsWhilePushing) {
     EXPECT_EQ(sum_over_ranks(comm, rows), 8U * 500U * static_cast<std::size_t>(comm.size()));
   });
 }
+
+/// The same shuffles with every rank's device on the GPU (in-process ranks: the MPI
+/// communicator sends host memory).
+class ConcurrentCudaShuffle : public ::testing::TestWithParam<shuffle_case> {};
+
+TEST_P(ConcurrentCudaShuffle, PartitionsEqualTheOneRankReference) {
+  SPILLWAY_REQUIRE_CUDA_DEVICE();
+  if (testing::ranks_are_processes()) {
+    GTEST_SKIP() << "the MPI communicator moves host memory; device shards cross it on the CPU "
+                    "backend only";
+  }
+  testing::for_each_rank_group([&](communicator& comm) {
+    run_settings settings;
+    settings.rows = 600;
+    settings.cuda = true;
+    (void)run_and_check(comm, GetParam(), settings);
+  });
+}
+
+TEST_P(ConcurrentCudaShuffle, SpillsAndLostShardsOnTheGpu) {
+  SPILLWAY_REQUIRE_CUDA_DEVICE();
+  if (testing::ranks_are_processes()) {
+    GTEST_SKIP() << "the MPI communicator moves host memory";
+  }
+  testing::for_each_rank_group([&](communicator& comm) {
+    run_settings settings;
+    settings.rows             = 400;
+    settings.cuda             = true;
+    settings.device           = 256_KiB;  // shards spill to the host tier and disk
+    settings.host_budget      = 256_KiB;
+    settings.loss_probability = 0.2;
+    (void)run_and_check(comm, GetParam(), settings);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+  Cases,
+  ConcurrentCudaShuffle,
+  ::testing::Values(shuffle_case{shuffle_mode::PULL, 7, partition_method::HASH},
+                    shuffle_case{shuffle_mode::PUSH, 7, partition_method::HASH},
+                    shuffle_case{shuffle_mode::PULL, 16, partition_method::RANGE},
+                    shuffle_case{shuffle_mode::PUSH, 16, partition_method::RANGE}),
+  [](auto const& param_info) { return case_name(param_info.param); });
 
 }  // namespace
 }  // namespace spillway
