@@ -4,6 +4,8 @@
 #include "table/cuda/device_table.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/memory/copy.hpp>
+#include <spillway/memory/cuda_memory_resource.hpp>
 #include <spillway/ooc/external_sort.hpp>
 #include <spillway/ops/bounds.hpp>
 #include <spillway/ops/merge.hpp>
@@ -754,7 +756,10 @@ void external_sorter::sample_batch(table_view const& batch) {
   if (take == 0) {
     return;
   }
-  memory_resources const host{host_};
+  // The sample's row indices are scratch: host memory, or the device's for a batch on a CUDA
+  // device (whose gather computes there).
+  memory_resources const host =
+    detail::cuda::on_device(batch) ? mrs_.with_output(host_) : memory_resources{host_};
   samples_.push_back(detail::sample(batch.select(options_.key_columns),
                                     take,
                                     options_.sample_seed + samples_taken_++,
@@ -916,7 +921,9 @@ void external_sorter::cut_chunks(std::deque<chunk> pending,
                                  table_view const& lower,
                                  table_view const& upper,
                                  std::vector<bool> const& heavy) {
-  memory_resources const host{host_};
+  // Results the planner reads go to the host; bounds and copies take no scratch on the CPU, and
+  // on a CUDA device compute in the device's.
+  memory_resources const host    = mrs_.with_output(host_);
   memory_resources const scratch = mrs_.with_output(mrs_.temporary());
   std::size_t const ranges       = ranges_.size();
   while (!pending.empty()) {
@@ -1000,7 +1007,7 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
                                                              std::optional<std::size_t> bound_row,
                                                              table_view const& minimums) {
   memory_resources const scratch = mrs_.with_output(mrs_.temporary());
-  memory_resources const host{host_};
+  memory_resources const host    = mrs_.with_output(host_);  // as in cut_chunks
   round_result result;
   std::vector<pinned_table> pins;
   std::vector<table_view> live;  ///< each loaded chunk's rows not yet emitted
@@ -1092,8 +1099,26 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
     return result;
   }
   // The merge keeps each input's order, so what a chunk gave is a prefix of its live rows.
-  for (std::size_t row = 0; row < emit_rows; ++row) {
-    ++result.consumed[static_cast<std::size_t>(ids[row] >> detail::SOURCE_ROW_BITS)];
+  if (is_cuda_device_pointer(ids)) {
+    // Ids on a CUDA device: every merged row less the few not emitted (under a piece), read
+    // back.
+    std::vector<std::uint64_t> rest(total_rows - emit_rows);
+    copy_bytes(rest.data(),
+               memory_kind::HOST,
+               ids + emit_rows,
+               memory_kind::DEVICE,
+               rest.size() * sizeof(std::uint64_t),
+               stream_);
+    for (std::size_t input = 0; input < inputs.size(); ++input) {
+      result.consumed[input] = inputs[input].num_rows();
+    }
+    for (std::uint64_t const id : rest) {
+      --result.consumed[static_cast<std::size_t>(id >> detail::SOURCE_ROW_BITS)];
+    }
+  } else {
+    for (std::size_t row = 0; row < emit_rows; ++row) {
+      ++result.consumed[static_cast<std::size_t>(ids[row] >> detail::SOURCE_ROW_BITS)];
+    }
   }
   for (std::size_t input = 0; input < live.size(); ++input) {
     std::size_t const next = result.consumed[input];

@@ -19,7 +19,7 @@ std::unique_ptr<column> find_bounds(table_view const& haystack,
   expect_same_key_types(haystack, needles, which == bound::LOWER ? "lower_bound" : "upper_bound");
   sort_order const resolved = resolve_orders(orders, haystack.num_columns());
 #if SPILLWAY_HAS_CUDA
-  if (haystack.num_columns() > 0 && cuda::on_device(haystack)) {
+  if (haystack.num_columns() > 0 && (cuda::on_device(haystack) || cuda::on_device(needles))) {
     return cuda::bound(haystack, needles, resolved, which == bound::UPPER, stream, mrs);
   }
 #endif

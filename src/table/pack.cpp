@@ -592,7 +592,24 @@ std::vector<packed_partition> pack_partitions(table_view const& input,
       cuda::partition_rows(partition_map, num_partitions, stream, mrs.temporary());
     std::vector<packed_partition> out;
     out.reserve(num_partitions);
+    // An empty partition keeps a mask where the input has nulls, as the CPU's scatter does.
+    std::vector<column_view> no_rows;
+    for (auto const& column : input) {
+      no_rows.emplace_back(column.type(),
+                           0,
+                           column.head(),
+                           column.has_nulls() ? column.null_mask() : nullptr,
+                           0,
+                           column.offset(),
+                           column.offsets(),
+                           column.kind());
+    }
+    table_view const empty{no_rows};
     for (std::size_t partition = 0; partition < num_partitions; ++partition) {
+      if (grouped.offsets[partition] == grouped.offsets[partition + 1]) {
+        out.push_back(pack_at(empty, data_offset, stream, mrs));
+        continue;
+      }
       column_view const rows =
         slice(grouped.map, grouped.offsets[partition], grouped.offsets[partition + 1]);
       auto const part = detail::gather(input,

@@ -91,7 +91,7 @@ __global__ void find_descent(int* unsorted,
 /// ids[i] = (input << SOURCE_ROW_BITS) | row for concatenated row order[i] (row i when `order` is
 /// null), the inputs starting at `starts` (inputs + 1 entries).
 __global__ void to_source_ids(std::uint64_t* ids,
-                              std::uint64_t const* order,
+                              std::uint64_t const* order,  // may be `ids`: one element a thread
                               std::size_t rows,
                               std::uint64_t const* starts,
                               std::size_t inputs) {
@@ -143,13 +143,20 @@ std::unique_ptr<column> bound_on_device(table_view const& haystack,
     return result;
   }
   expect_device_output(*result, upper ? "upper_bound" : "lower_bound");
+  // Whichever side is on the host (splitters, a planner's keys) is copied to the device.
   std::unique_ptr<table> needles_copy;
   table_view needle_view = needles;
   if (!on_device(needles)) {
     needles_copy = detail::copy(needles, stream, memory_resources{temporary, temporary});
     needle_view  = needles_copy->view();
   }
-  device_key_columns const hay{haystack, orders, stream, temporary};
+  std::unique_ptr<table> haystack_copy;
+  table_view haystack_view = haystack;
+  if (haystack.num_rows() > 0 && !on_device(haystack)) {
+    haystack_copy = detail::copy(haystack, stream, memory_resources{temporary, temporary});
+    haystack_view = haystack_copy->view();
+  }
+  device_key_columns const hay{haystack_view, orders, stream, temporary};
   device_key_columns const probe{needle_view, orders, stream, temporary};
   search<<<grid_for(rows), BLOCK, 0, native(stream)>>>(result->mutable_data<std::uint64_t>(),
                                                        hay.data(),
@@ -213,18 +220,20 @@ std::unique_ptr<column> merge_order_on_device(std::span<table_view const> inputs
     starts.push_back(starts.back() + input.num_rows());
   }
   std::size_t const rows = starts.back();
-  auto ids               = make_fixed_width_column(
-    data_type{type_id::UINT64}, rows, mask_state::UNALLOCATED, stream, mrs.output());
+  // The sort's order becomes the ids in place: the stacked keys and the sort's scratch (about 24
+  // bytes a row) are freed before the 8 bytes a row of the result are allocated.
+  std::unique_ptr<column> ids;
+  if (rows > 0 && !key_columns.empty()) {
+    auto const whole = detail::concatenate(keys, stream, scratch);
+    ids = sorted_order(whole->view(), orders, stream, memory_resources{mrs.output(), temporary});
+  } else {
+    ids = make_fixed_width_column(
+      data_type{type_id::UINT64}, rows, mask_state::UNALLOCATED, stream, mrs.output());
+  }
   if (rows == 0) {
     return ids;
   }
   expect_device_output(*ids, "merge_order");
-  // Without key columns every row ties: the order is the input order.
-  std::unique_ptr<column> order;
-  if (!key_columns.empty()) {
-    auto const whole = detail::concatenate(keys, stream, scratch);
-    order            = sorted_order(whole->view(), orders, stream, scratch);
-  }
   buffer device_starts{starts.size() * sizeof(std::uint64_t), stream, temporary};
   check(cudaMemcpyAsync(device_starts.data(),
                         starts.data(),
@@ -232,9 +241,11 @@ std::unique_ptr<column> merge_order_on_device(std::span<table_view const> inputs
                         cudaMemcpyHostToDevice,
                         native(stream)),
         "cudaMemcpyAsync");
+  // Without key columns every row ties: the order is the input order.
+  std::uint64_t* const out = ids->mutable_data<std::uint64_t>();
   to_source_ids<<<grid_for(rows), BLOCK, 0, native(stream)>>>(
-    ids->mutable_data<std::uint64_t>(),
-    order == nullptr ? nullptr : order->view().data<std::uint64_t>(),
+    out,
+    key_columns.empty() ? nullptr : out,
     rows,
     static_cast<std::uint64_t const*>(device_starts.data()),
     inputs.size());

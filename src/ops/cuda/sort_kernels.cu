@@ -10,6 +10,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_reduce.cuh>
 #include <cuda_runtime.h>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -126,15 +127,15 @@ std::unique_ptr<column> sorted_order_on_device(table_view const& keys,
                      invalid_argument);
   }
   resource_ref const temporary = mrs.temporary();
-  auto result                  = make_fixed_width_column(
-    data_type{type_id::UINT64}, count, mask_state::UNALLOCATED, stream, mrs.output());
   if (count == 0) {
-    return result;
+    return make_fixed_width_column(
+      data_type{type_id::UINT64}, 0, mask_state::UNALLOCATED, stream, mrs.output());
   }
-  expect_device_output(*result, "sorted_order");
-  buffer images{2 * count * sizeof(std::uint64_t), stream, temporary};
+  // The images go before the result is allocated: 24 bytes a row (and CUB's scratch) at most,
+  // then 12.
+  auto images = std::make_unique<buffer>(2 * count * sizeof(std::uint64_t), stream, temporary);
   buffer rows{2 * count * sizeof(row_type), stream, temporary};
-  auto* image_words = static_cast<std::uint64_t*>(images.data());
+  auto* image_words = static_cast<std::uint64_t*>(images->data());
   auto* row_words   = static_cast<row_type*>(rows.data());
   pass_buffers buffers;
   buffers.images = cub::DoubleBuffer<std::uint64_t>{image_words, image_words + count};
@@ -150,8 +151,8 @@ std::unique_ptr<column> sorted_order_on_device(table_view const& keys,
                                         64,
                                         native(stream)),
         "cub::DeviceRadixSort::SortPairs");
-  buffer scratch{buffers.scratch_bytes, stream, temporary};
-  buffers.scratch = scratch.data();
+  auto scratch    = std::make_unique<buffer>(buffers.scratch_bytes, stream, temporary);
+  buffers.scratch = scratch->data();
   std::vector<std::uint64_t> longest(keys.num_columns(), 0);
   for (std::size_t c = 0; c < keys.num_columns(); ++c) {
     if (keys.column(c).type().id() == type_id::STRING) {
@@ -164,6 +165,11 @@ std::unique_ptr<column> sorted_order_on_device(table_view const& keys,
     check_launch("encode_pass");
     sort_pass(buffers, count, pass.bits, stream);
   }
+  scratch.reset();
+  images.reset();
+  auto result = make_fixed_width_column(
+    data_type{type_id::UINT64}, count, mask_state::UNALLOCATED, stream, mrs.output());
+  expect_device_output(*result, "sorted_order");
   widen<<<grid_for(count), BLOCK, 0, native(stream)>>>(
     result->mutable_data<std::uint64_t>(), buffers.rows.Current(), count);
   check_launch("widen");

@@ -10,6 +10,7 @@
  */
 #pragma once
 
+#include <spillway/core/error.hpp>
 #include <spillway/core/stream_view.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/memory/memory_resources.hpp>
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace spillway::detail::cuda {
@@ -63,6 +65,11 @@ auto with_device_output(memory_resources mrs, stream_view stream, Compute&& comp
   if (mrs.output().kind() == memory_kind::DEVICE) {
     return compute(mrs);
   }
+  SPILLWAY_EXPECTS(mrs.temporary().kind() == memory_kind::DEVICE,
+                   "an operator on tables in CUDA device memory needs a device resource for its "
+                   "output or its scratch; both are " +
+                     std::string{to_string(mrs.output().kind())},
+                   invalid_argument);
   auto const staged = compute(memory_resources{mrs.temporary(), mrs.temporary()});
   return detail::copy(staged->view(), stream, memory_resources{mrs.output(), mrs.output()});
 }

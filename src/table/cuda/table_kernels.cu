@@ -841,7 +841,7 @@ std::vector<std::unique_ptr<table>> gather_pieces(std::span<table_view const> in
     std::size_t const rows = starts[p + 1] - starts[p];
     pieces.push_back(with_device_output(mrs, stream, [&](memory_resources device_mrs) {
       return gather_sources_piece(
-        inputs, device_ids + starts[p], rows, row_bits, stream, device_mrs);
+        inputs, device_ids + (starts[p] - first), rows, row_bits, stream, device_mrs);
     }));
   }
   return pieces;
@@ -924,6 +924,12 @@ partitioned_rows partition_rows(column_view const& partition_map,
           "cub::DeviceRadixSort::SortPairs");
     check(cudaStreamSynchronize(native_stream), "cudaStreamSynchronize");
   }
+  std::uint64_t largest = 0;  // the ids are sorted: the last is the largest
+  memcpy_sync(&largest, keys.Current() + rows - 1, sizeof(largest), stream);
+  SPILLWAY_EXPECTS(largest < partitions,
+                   "partition map holds id " + std::to_string(largest) + ", not below " +
+                     std::to_string(partitions) + " partitions",
+                   invalid_argument);
   buffer starts{(partitions + 1) * sizeof(std::uint64_t), stream, temporary};
   partition_starts<<<grid_for(partitions + 1), BLOCK, 0, native_stream>>>(
     static_cast<std::uint64_t*>(starts.data()), keys.Current(), rows, partitions);
