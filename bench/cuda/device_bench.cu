@@ -303,6 +303,11 @@ void out_of_core(options const& opts, cuda_stream const& stream, results& out) {
   pinned_host_memory_resource pinned;
   pool_memory_resource host_tier{pinned, opts.ooc_host};
   host_memory_resource host;
+  // The store goes before the resources it spills between, on every path out.
+  struct store_first {
+    std::unique_ptr<spill_store>& store;
+    ~store_first() { store.reset(); }
+  } const release_store{store};
   spill_store_options store_options{device, host_tier};
   store_options.host_budget = opts.ooc_host;
   store_options.stream      = stream.view();

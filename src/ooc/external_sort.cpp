@@ -743,7 +743,8 @@ void external_sorter::add_chunk(std::unique_ptr<table> rows) {
 }
 
 void external_sorter::sample_batch(table_view const& batch) {
-  // Sampling reads the batch and writes only host memory: nothing here needs the OOM protocol.
+  // Sampling reads the batch and writes host memory; only a batch on a CUDA device takes a few
+  // bytes of device scratch (its gather computes there).
   std::size_t const rows = batch.num_rows();
   if (sample_rate_ == 0.0) {
     sample_rate_ =
@@ -756,15 +757,15 @@ void external_sorter::sample_batch(table_view const& batch) {
   if (take == 0) {
     return;
   }
-  // The sample's row indices are scratch: host memory, or the device's for a batch on a CUDA
-  // device (whose gather computes there).
-  memory_resources const host =
-    detail::cuda::on_device(batch) ? mrs_.with_output(host_) : memory_resources{host_};
-  samples_.push_back(detail::sample(batch.select(options_.key_columns),
-                                    take,
-                                    options_.sample_seed + samples_taken_++,
-                                    stream_,
-                                    host));
+  // The batch's sample: its row indices are scratch, host memory, or the device's for a batch on
+  // a CUDA device. The samples themselves, and all that is done with them, are on the host.
+  memory_resources const host{host_};
+  samples_.push_back(
+    detail::sample(batch.select(options_.key_columns),
+                   take,
+                   options_.sample_seed + samples_taken_++,
+                   stream_,
+                   detail::cuda::on_device(batch) ? mrs_.with_output(host_) : host));
   sample_rows_ += take;
   if (sample_rows_ > options_.max_samples) {
     // Keep a uniform half, and sample later rows at half the rate.

@@ -220,8 +220,8 @@ std::unique_ptr<column> merge_order_on_device(std::span<table_view const> inputs
     starts.push_back(starts.back() + input.num_rows());
   }
   std::size_t const rows = starts.back();
-  // The sort's order becomes the ids in place: the stacked keys and the sort's scratch (about 24
-  // bytes a row) are freed before the 8 bytes a row of the result are allocated.
+  // The sort's order becomes the ids in place: its result (8 bytes a row) is allocated after its
+  // own scratch (about 24) is freed, beside the stacked keys.
   std::unique_ptr<column> ids;
   if (rows > 0 && !key_columns.empty()) {
     auto const whole = detail::concatenate(keys, stream, scratch);

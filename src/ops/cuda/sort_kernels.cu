@@ -132,7 +132,7 @@ std::unique_ptr<column> sorted_order_on_device(table_view const& keys,
       data_type{type_id::UINT64}, 0, mask_state::UNALLOCATED, stream, mrs.output());
   }
   // The images go before the result is allocated: 24 bytes a row (and CUB's scratch) at most,
-  // then 12.
+  // then 16.
   auto images = std::make_unique<buffer>(2 * count * sizeof(std::uint64_t), stream, temporary);
   buffer rows{2 * count * sizeof(row_type), stream, temporary};
   auto* image_words = static_cast<std::uint64_t*>(images->data());
@@ -165,6 +165,7 @@ std::unique_ptr<column> sorted_order_on_device(table_view const& keys,
     check_launch("encode_pass");
     sort_pass(buffers, count, pass.bits, stream);
   }
+  check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");  // any resource may free
   scratch.reset();
   images.reset();
   auto result = make_fixed_width_column(

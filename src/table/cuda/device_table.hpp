@@ -67,8 +67,9 @@ auto with_device_output(memory_resources mrs, stream_view stream, Compute&& comp
   }
   SPILLWAY_EXPECTS(mrs.temporary().kind() == memory_kind::DEVICE,
                    "an operator on tables in CUDA device memory needs a device resource for its "
-                   "output or its scratch; both are " +
-                     std::string{to_string(mrs.output().kind())},
+                   "output or its scratch; they are " +
+                     std::string{to_string(mrs.output().kind())} + " and " +
+                     std::string{to_string(mrs.temporary().kind())},
                    invalid_argument);
   auto const staged = compute(memory_resources{mrs.temporary(), mrs.temporary()});
   return detail::copy(staged->view(), stream, memory_resources{mrs.output(), mrs.output()});

@@ -177,15 +177,22 @@ __global__ void gather_sources_chars(char* out,
   }
 }
 
+/// out[i] = in[i] widened, rows[i] = i; `*bad` set when an id is not below `partitions`.
 template <typename Id>
 __global__ void widen_ids(std::uint64_t* out,
                           Id const* in,
                           std::uint32_t* rows,
-                          std::size_t count) {
+                          std::size_t count,
+                          std::uint64_t partitions,
+                          unsigned* bad) {
   std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (i < count) {
-    out[i]  = in[i];
-    rows[i] = static_cast<std::uint32_t>(i);
+    std::uint64_t const id = in[i];
+    out[i]                 = id;
+    rows[i]                = static_cast<std::uint32_t>(i);
+    if (id >= partitions) {
+      atomicOr(bad, 1U);
+    }
   }
 }
 
@@ -872,12 +879,15 @@ partitioned_rows partition_rows(column_view const& partition_map,
     ids_in   = map_copy.data();
   }
   buffer ids{2 * rows * sizeof(std::uint64_t), stream, temporary};
+  buffer flag{sizeof(unsigned), stream, temporary};
+  auto* bad = static_cast<unsigned*>(flag.data());
+  check(cudaMemsetAsync(bad, 0, sizeof(unsigned), native_stream), "cudaMemsetAsync");
   result.rows      = buffer{2 * rows * sizeof(std::uint32_t), stream, temporary};
   auto* keys_in    = static_cast<std::uint64_t*>(ids.data());
   auto* rows_in    = static_cast<std::uint32_t*>(result.rows.data());
   auto const widen = [&]<typename Id>() {
     widen_ids<Id><<<grid_for(rows), BLOCK, 0, native_stream>>>(
-      keys_in, static_cast<Id const*>(ids_in), rows_in, rows);
+      keys_in, static_cast<Id const*>(ids_in), rows_in, rows, partitions, bad);
     check_launch("widen_ids");
   };
   switch (partition_map.type().id()) {
@@ -894,6 +904,12 @@ partitioned_rows partition_rows(column_view const& partition_map,
       widen.template operator()<std::uint64_t>();
       break;
   }
+  unsigned out_of_range = 0;
+  memcpy_sync(&out_of_range, bad, sizeof(out_of_range), stream);
+  SPILLWAY_EXPECTS(
+    out_of_range == 0,
+    "partition map holds an id not below " + std::to_string(partitions) + " partitions",
+    invalid_argument);
   // A stable radix sort of (id, row) by the id's bits groups the rows in input order.
   cub::DoubleBuffer<std::uint64_t> keys{keys_in, keys_in + rows};
   cub::DoubleBuffer<std::uint32_t> values{rows_in, rows_in + rows};
@@ -924,12 +940,6 @@ partitioned_rows partition_rows(column_view const& partition_map,
           "cub::DeviceRadixSort::SortPairs");
     check(cudaStreamSynchronize(native_stream), "cudaStreamSynchronize");
   }
-  std::uint64_t largest = 0;  // the ids are sorted: the last is the largest
-  memcpy_sync(&largest, keys.Current() + rows - 1, sizeof(largest), stream);
-  SPILLWAY_EXPECTS(largest < partitions,
-                   "partition map holds id " + std::to_string(largest) + ", not below " +
-                     std::to_string(partitions) + " partitions",
-                   invalid_argument);
   buffer starts{(partitions + 1) * sizeof(std::uint64_t), stream, temporary};
   partition_starts<<<grid_for(partitions + 1), BLOCK, 0, native_stream>>>(
     static_cast<std::uint64_t*>(starts.data()), keys.Current(), rows, partitions);
