@@ -1,3 +1,5 @@
+#include "memory/cuda/cuda_check.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
@@ -9,9 +11,8 @@
 namespace spillway {
 namespace {
 
-cudaStream_t native(stream_view stream) noexcept {
-  return static_cast<cudaStream_t>(stream.value());
-}
+using detail::cuda::check;
+using detail::cuda::native;
 
 [[noreturn]] void throw_unavailable() {
   throw not_supported("CUDA backend unavailable: " + cuda_unavailable_reason());
@@ -20,14 +21,6 @@ cudaStream_t native(stream_view stream) noexcept {
 void require_device() {
   if (cuda_device_count() == 0) {
     throw_unavailable();
-  }
-}
-
-void check(cudaError_t status, char const* what) {
-  if (status != cudaSuccess) {
-    (void)cudaGetLastError();  // a later launch check must not see this error again
-    throw logic_error(std::string{what} + " failed: " + cudaGetErrorName(status) + ": " +
-                      cudaGetErrorString(status));
   }
 }
 

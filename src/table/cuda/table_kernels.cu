@@ -20,6 +20,9 @@ namespace {
 /// Sentinel of an index that is negative or past the source.
 constexpr std::uint64_t OUT_OF_BOUNDS = ~std::uint64_t{0};
 
+/// Row bits of a single-source gather's ids: every index is its own id (source 0).
+constexpr unsigned SINGLE_SOURCE_ROW_BITS = 63;
+
 __global__ void rebase_offsets(std::int64_t* out,
                                std::int64_t const* in,
                                std::size_t first,
@@ -104,8 +107,13 @@ __global__ void gather_sources_values(T* out,
                                       unsigned row_bits) {
   std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   if (i < rows) {
+    std::uint64_t const id = ids[i];
+    if (id == OUT_OF_BOUNDS) {
+      out[i] = T{};
+      return;
+    }
     std::size_t row             = 0;
-    source_column const& source = source_of(sources, ids[i], row_bits, row);
+    source_column const& source = source_of(sources, id, row_bits, row);
     out[i]                      = static_cast<T const*>(source.values)[source.offset + row];
   }
 }
@@ -125,10 +133,14 @@ __global__ void gather_sources_mask(std::uint8_t* out,
   std::uint8_t value = 0;
   unsigned nulls     = 0;
   for (unsigned bit = 0; bit < 8 && byte * 8 + bit < rows; ++bit) {
-    std::size_t row             = 0;
-    source_column const& source = source_of(sources, ids[byte * 8 + bit], row_bits, row);
-    std::size_t const at        = source.offset + row;
-    bool const valid = source.mask == nullptr || ((source.mask[at / 8] >> (at % 8)) & 1U) != 0;
+    std::uint64_t const id = ids[byte * 8 + bit];
+    bool valid             = id != OUT_OF_BOUNDS;
+    if (valid) {
+      std::size_t row             = 0;
+      source_column const& source = source_of(sources, id, row_bits, row);
+      std::size_t const at        = source.offset + row;
+      valid = source.mask == nullptr || ((source.mask[at / 8] >> (at % 8)) & 1U) != 0;
+    }
     value |= static_cast<std::uint8_t>((valid ? 1U : 0U) << bit);
     nulls += valid ? 0U : 1U;
   }
@@ -148,8 +160,13 @@ __global__ void gather_sources_lengths(std::int64_t* lengths,
     lengths[0] = 0;
   }
   if (i < rows) {
+    std::uint64_t const id = ids[i];
+    if (id == OUT_OF_BOUNDS) {
+      lengths[i + 1] = 0;
+      return;
+    }
     std::size_t row             = 0;
-    source_column const& source = source_of(sources, ids[i], row_bits, row);
+    source_column const& source = source_of(sources, id, row_bits, row);
     lengths[i + 1] = source.offsets[source.offset + row + 1] - source.offsets[source.offset + row];
   }
 }
@@ -163,7 +180,7 @@ __global__ void gather_sources_chars(char* out,
                                      unsigned row_bits) {
   std::size_t const warp = (blockIdx.x * std::size_t{blockDim.x} + threadIdx.x) / 32;
   unsigned const lane    = threadIdx.x % 32;
-  if (warp >= rows) {
+  if (warp >= rows || ids[warp] == OUT_OF_BOUNDS) {
     return;
   }
   std::size_t row             = 0;
@@ -280,88 +297,6 @@ __global__ void normalize_indices(std::uint64_t* out,
   }
 }
 
-template <typename T>
-__global__ void gather_values(T* out, T const* in, std::uint64_t const* indices, std::size_t rows) {
-  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (i < rows) {
-    std::uint64_t const index = indices[i];
-    out[i]                    = index == OUT_OF_BOUNDS ? T{} : in[index];
-  }
-}
-
-/// Output byte `i` of the gathered mask, and its nulls added to `null_count`.
-__global__ void gather_mask(std::uint8_t* out,
-                            std::uint8_t const* in,
-                            std::size_t in_offset,
-                            std::uint64_t const* indices,
-                            std::size_t rows,
-                            unsigned long long* null_count) {
-  std::size_t const byte = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (byte * 8 >= rows) {
-    return;
-  }
-  std::uint8_t value = 0;
-  unsigned valid     = 0;
-  unsigned present   = 0;
-  for (unsigned bit = 0; bit < 8 && byte * 8 + bit < rows; ++bit) {
-    std::uint64_t const index = indices[byte * 8 + bit];
-    bool ok                   = index != OUT_OF_BOUNDS;
-    if (ok && in != nullptr) {
-      std::size_t const source = in_offset + index;
-      ok                       = ((in[source / 8] >> (source % 8)) & 1U) != 0;
-    }
-    value |= static_cast<std::uint8_t>((ok ? 1U : 0U) << bit);
-    valid += ok ? 1U : 0U;
-    ++present;
-  }
-  out[byte] = value;
-  if (valid != present) {
-    atomicAdd(null_count, static_cast<unsigned long long>(present - valid));
-  }
-}
-
-/// lengths[i + 1] = bytes of the gathered string i (0 for out-of-range rows); lengths[0] = 0.
-__global__ void gather_lengths(std::int64_t* lengths,
-                               std::int64_t const* offsets,
-                               std::size_t in_offset,
-                               std::uint64_t const* indices,
-                               std::size_t rows) {
-  std::size_t const i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
-  if (i == 0) {
-    lengths[0] = 0;
-  }
-  if (i < rows) {
-    std::uint64_t const index = indices[i];
-    lengths[i + 1] =
-      index == OUT_OF_BOUNDS ? 0 : offsets[in_offset + index + 1] - offsets[in_offset + index];
-  }
-}
-
-/// One warp per output string: the lanes copy its bytes.
-__global__ void gather_chars(char* out,
-                             std::int64_t const* out_offsets,
-                             char const* in,
-                             std::int64_t const* in_offsets,
-                             std::size_t in_offset,
-                             std::uint64_t const* indices,
-                             std::size_t rows) {
-  std::size_t const warp = (blockIdx.x * std::size_t{blockDim.x} + threadIdx.x) / 32;
-  unsigned const lane    = threadIdx.x % 32;
-  if (warp >= rows) {
-    return;
-  }
-  std::uint64_t const index = indices[warp];
-  if (index == OUT_OF_BOUNDS) {
-    return;
-  }
-  std::int64_t const begin = in_offsets[in_offset + index];
-  std::int64_t const bytes = in_offsets[in_offset + index + 1] - begin;
-  char* target             = out + out_offsets[warp];
-  for (std::int64_t b = lane; b < bytes; b += 32) {
-    target[b] = in[begin + b];
-  }
-}
-
 template <typename Index>
 void launch_normalize(std::uint64_t* out,
                       column_view const& map,
@@ -371,98 +306,6 @@ void launch_normalize(std::uint64_t* out,
   normalize_indices<Index><<<grid_for(map.size()), BLOCK, 0, native(stream)>>>(
     out, map.data<Index>(), map.size(), source_rows, first_bad);
   check_launch("normalize_indices");
-}
-
-std::unique_ptr<column> gather_column(column_view const& source,
-                                      std::uint64_t const* indices,
-                                      std::size_t rows,
-                                      bool any_out_of_bounds,
-                                      stream_view stream,
-                                      memory_resources mrs) {
-  resource_ref const output        = mrs.output();
-  bool const nullable              = source.has_nulls() || any_out_of_bounds;
-  mask_state const state           = nullable ? mask_state::UNINITIALIZED : mask_state::UNALLOCATED;
-  cudaStream_t const native_stream = native(stream);
-  std::unique_ptr<column> result;
-  if (is_fixed_width(source.type())) {
-    result = make_fixed_width_column(source.type(), rows, state, stream, output);
-    expect_device_output(*result, "gather");
-    auto launch = [&]<typename T>() {
-      gather_values<T><<<grid_for(rows), BLOCK, 0, native_stream>>>(
-        result->mutable_data<T>(),
-        static_cast<T const*>(source.head()) + source.offset(),
-        indices,
-        rows);
-      check_launch("gather_values");
-    };
-    switch (size_of(source.type())) {
-      case 1:
-        launch.template operator()<std::uint8_t>();
-        break;
-      case 2:
-        launch.template operator()<std::uint16_t>();
-        break;
-      case 4:
-        launch.template operator()<std::uint32_t>();
-        break;
-      default:
-        launch.template operator()<std::uint64_t>();
-        break;
-    }
-  } else {
-    buffer offsets{(rows + 1) * sizeof(std::int64_t), stream, mrs.temporary()};
-    auto* lengths = static_cast<std::int64_t*>(offsets.data());
-    gather_lengths<<<grid_for(rows), BLOCK, 0, native_stream>>>(
-      lengths, source.offsets(), source.offset(), indices, rows);
-    check_launch("gather_lengths");
-    std::size_t scratch_bytes = 0;
-    check(cub::DeviceScan::InclusiveSum(
-            nullptr, scratch_bytes, lengths + 1, lengths + 1, rows, native_stream),
-          "cub::DeviceScan::InclusiveSum");
-    buffer scratch{scratch_bytes, stream, mrs.temporary()};
-    check(cub::DeviceScan::InclusiveSum(
-            scratch.data(), scratch_bytes, lengths + 1, lengths + 1, rows, native_stream),
-          "cub::DeviceScan::InclusiveSum");
-    std::int64_t chars = 0;
-    memcpy_sync(&chars, lengths + rows, sizeof(chars), stream);
-    result = make_strings_column(rows, static_cast<std::size_t>(chars), state, stream, output);
-    expect_device_output(*result, "gather");
-    check(cudaMemcpyAsync(result->mutable_offsets(),
-                          lengths,
-                          (rows + 1) * sizeof(std::int64_t),
-                          cudaMemcpyDeviceToDevice,
-                          native_stream),
-          "cudaMemcpyAsync");
-    if (chars > 0) {
-      gather_chars<<<grid_for(rows * 32), BLOCK, 0, native_stream>>>(result->mutable_chars(),
-                                                                     result->mutable_offsets(),
-                                                                     source.chars(),
-                                                                     source.offsets(),
-                                                                     source.offset(),
-                                                                     indices,
-                                                                     rows);
-      check_launch("gather_chars");
-    }
-  }
-  if (nullable) {
-    buffer counter{sizeof(unsigned long long), stream, mrs.temporary()};
-    auto* null_count = static_cast<unsigned long long*>(counter.data());
-    check(cudaMemsetAsync(null_count, 0, sizeof(unsigned long long), native_stream),
-          "cudaMemsetAsync");
-    gather_mask<<<grid_for((rows + 7) / 8), BLOCK, 0, native_stream>>>(
-      result->mutable_null_mask(),
-      source.nullable() ? source.null_mask() : nullptr,
-      source.offset(),
-      indices,
-      rows,
-      null_count);
-    check_launch("gather_mask");
-    unsigned long long nulls = 0;
-    memcpy_sync(&nulls, null_count, sizeof(nulls), stream);
-    result->set_null_count(static_cast<std::size_t>(nulls));
-  }
-  check(cudaStreamSynchronize(native_stream), "cudaStreamSynchronize");
-  return result;
 }
 
 /// The map as 64-bit device indices: copied to the device first when it lives on the host.
@@ -621,80 +464,14 @@ std::unique_ptr<table> concatenate_on_device(std::span<table_view const> inputs,
   return std::make_unique<table>(std::move(columns));
 }
 
-std::unique_ptr<table> gather_on_device(table_view const& source,
-                                        column_view const& gather_map,
-                                        out_of_bounds_policy policy,
-                                        stream_view stream,
-                                        memory_resources mrs) {
-  std::size_t const rows        = gather_map.size();
-  std::size_t const source_rows = source.num_rows();
-  for (std::size_t c = 0; c < source.num_columns(); ++c) {
-    SPILLWAY_EXPECTS(on_device(source.column(c)) || source.num_rows() == 0,
-                     "gather: column " + std::to_string(c) +
-                       " is not in CUDA device memory while others are; a table lives in one "
-                       "place",
-                     invalid_argument);
-  }
-  // The map on the device, whatever its type and wherever it lived.
-  buffer map_copy;
-  column_view map = gather_map;
-  if (rows > 0 && !device(static_cast<std::byte const*>(gather_map.head()))) {
-    std::size_t const width = size_of(gather_map.type());
-    map_copy =
-      buffer{static_cast<std::byte const*>(gather_map.head()) + gather_map.offset() * width,
-             gather_map.kind(),
-             rows * width,
-             stream,
-             mrs.temporary()};
-    map = column_view{
-      gather_map.type(), rows, map_copy.data(), nullptr, 0, 0, nullptr, memory_kind::DEVICE};
-  }
-  buffer indices_buffer{rows * sizeof(std::uint64_t), stream, mrs.temporary()};
-  buffer first_bad_buffer{sizeof(unsigned long long), stream, mrs.temporary()};
-  auto* indices   = static_cast<std::uint64_t*>(indices_buffer.data());
-  auto* first_bad = static_cast<unsigned long long*>(first_bad_buffer.data());
-  check(cudaMemsetAsync(first_bad, 0xFF, sizeof(unsigned long long), native(stream)),
-        "cudaMemsetAsync");
-  if (rows > 0) {
-    switch (map.type().id()) {
-      case type_id::INT32:
-        launch_normalize<std::int32_t>(indices, map, source_rows, first_bad, stream);
-        break;
-      case type_id::INT64:
-        launch_normalize<std::int64_t>(indices, map, source_rows, first_bad, stream);
-        break;
-      case type_id::UINT32:
-        launch_normalize<std::uint32_t>(indices, map, source_rows, first_bad, stream);
-        break;
-      default:
-        launch_normalize<std::uint64_t>(indices, map, source_rows, first_bad, stream);
-        break;
-    }
-  }
-  unsigned long long bad = 0;
-  memcpy_sync(&bad, first_bad, sizeof(bad), stream);
-  bool const any_out_of_bounds = bad != ~0ULL;
-  if (any_out_of_bounds) {
-    std::size_t const row = static_cast<std::size_t>(bad);
-    SPILLWAY_EXPECTS(policy == out_of_bounds_policy::NULLIFY,
-                     "gather map row " + std::to_string(row) + " is out of bounds: index " +
-                       index_text(map, row, stream) + ", source rows " +
-                       std::to_string(source_rows),
-                     invalid_argument);
-  }
-  std::vector<std::unique_ptr<column>> columns;
-  columns.reserve(source.num_columns());
-  for (auto const& column : source) {
-    columns.push_back(gather_column(column, indices, rows, any_out_of_bounds, stream, mrs));
-  }
-  return std::make_unique<table>(std::move(columns));
-}
-
-/// One piece of a gather from several inputs: every column from `mrs.output()`.
+/// One piece of a gather from several inputs: every column from `mrs.output()`. An id of
+/// OUT_OF_BOUNDS gives a null row; `any_out_of_bounds` says there may be some, so that every
+/// column gets a mask.
 std::unique_ptr<table> gather_sources_piece(std::span<table_view const> inputs,
                                             std::uint64_t const* ids,
                                             std::size_t rows,
                                             unsigned row_bits,
+                                            bool any_out_of_bounds,
                                             stream_view stream,
                                             memory_resources mrs) {
   cudaStream_t const native_stream = native(stream);
@@ -702,7 +479,7 @@ std::unique_ptr<table> gather_sources_piece(std::span<table_view const> inputs,
   std::size_t const num_columns = inputs.front().num_columns();
   for (std::size_t c = 0; c < num_columns; ++c) {
     data_type const type = inputs.front().column(c).type();
-    bool nullable        = false;
+    bool nullable        = any_out_of_bounds;
     std::vector<source_column> sources(inputs.size());
     for (std::size_t t = 0; t < inputs.size(); ++t) {
       column_view const& view = inputs[t].column(c);
@@ -795,6 +572,77 @@ std::unique_ptr<table> gather_sources_piece(std::span<table_view const> inputs,
   return std::make_unique<table>(std::move(columns));
 }
 
+std::unique_ptr<table> gather_on_device(table_view const& source,
+                                        column_view const& gather_map,
+                                        out_of_bounds_policy policy,
+                                        stream_view stream,
+                                        memory_resources mrs) {
+  std::size_t const rows        = gather_map.size();
+  std::size_t const source_rows = source.num_rows();
+  for (std::size_t c = 0; c < source.num_columns(); ++c) {
+    SPILLWAY_EXPECTS(on_device(source.column(c)) || source.num_rows() == 0,
+                     "gather: column " + std::to_string(c) +
+                       " is not in CUDA device memory while others are; a table lives in one "
+                       "place",
+                     invalid_argument);
+  }
+  // The map on the device, whatever its type and wherever it lived.
+  buffer map_copy;
+  column_view map = gather_map;
+  if (rows > 0 && !device(static_cast<std::byte const*>(gather_map.head()))) {
+    std::size_t const width = size_of(gather_map.type());
+    map_copy =
+      buffer{static_cast<std::byte const*>(gather_map.head()) + gather_map.offset() * width,
+             gather_map.kind(),
+             rows * width,
+             stream,
+             mrs.temporary()};
+    map = column_view{
+      gather_map.type(), rows, map_copy.data(), nullptr, 0, 0, nullptr, memory_kind::DEVICE};
+  }
+  buffer indices_buffer{rows * sizeof(std::uint64_t), stream, mrs.temporary()};
+  buffer first_bad_buffer{sizeof(unsigned long long), stream, mrs.temporary()};
+  auto* indices   = static_cast<std::uint64_t*>(indices_buffer.data());
+  auto* first_bad = static_cast<unsigned long long*>(first_bad_buffer.data());
+  check(cudaMemsetAsync(first_bad, 0xFF, sizeof(unsigned long long), native(stream)),
+        "cudaMemsetAsync");
+  if (rows > 0) {
+    switch (map.type().id()) {
+      case type_id::INT32:
+        launch_normalize<std::int32_t>(indices, map, source_rows, first_bad, stream);
+        break;
+      case type_id::INT64:
+        launch_normalize<std::int64_t>(indices, map, source_rows, first_bad, stream);
+        break;
+      case type_id::UINT32:
+        launch_normalize<std::uint32_t>(indices, map, source_rows, first_bad, stream);
+        break;
+      default:
+        launch_normalize<std::uint64_t>(indices, map, source_rows, first_bad, stream);
+        break;
+    }
+  }
+  unsigned long long bad = 0;
+  memcpy_sync(&bad, first_bad, sizeof(bad), stream);
+  bool const any_out_of_bounds = bad != ~0ULL;
+  if (any_out_of_bounds) {
+    std::size_t const row = static_cast<std::size_t>(bad);
+    SPILLWAY_EXPECTS(policy == out_of_bounds_policy::NULLIFY,
+                     "gather map row " + std::to_string(row) + " is out of bounds: index " +
+                       index_text(map, row, stream) + ", source rows " +
+                       std::to_string(source_rows),
+                     invalid_argument);
+  }
+  // The gather from several sources with one: every index is below 2^63, so its source is 0.
+  return gather_sources_piece(std::span<table_view const>{&source, 1},
+                              indices,
+                              rows,
+                              SINGLE_SOURCE_ROW_BITS,
+                              any_out_of_bounds,
+                              stream,
+                              mrs);
+}
+
 }  // namespace
 
 std::unique_ptr<table> concatenate(std::span<table_view const> inputs,
@@ -848,7 +696,7 @@ std::vector<std::unique_ptr<table>> gather_pieces(std::span<table_view const> in
     std::size_t const rows = starts[p + 1] - starts[p];
     pieces.push_back(with_device_output(mrs, stream, [&](memory_resources device_mrs) {
       return gather_sources_piece(
-        inputs, device_ids + (starts[p] - first), rows, row_bits, stream, device_mrs);
+        inputs, device_ids + (starts[p] - first), rows, row_bits, false, stream, device_mrs);
     }));
   }
   return pieces;
