@@ -75,6 +75,26 @@ elseif(NOT SPILLWAY_ENABLE_CUDA STREQUAL "OFF")
   endif()
 endif()
 
+# Optional interop with RMM, the allocator of cuDF (include/spillway/memory/rmm_interop.hpp and
+# its tests): the `librmm-cu<N>` wheel from PyPI, found by cmake/FindRmmFromWheel.cmake. It needs
+# the CUDA backend (RMM's headers are CUDA headers); the portable build leaves it out, since
+# librmm is a shared library.
+set(SPILLWAY_ENABLE_RMM "AUTO" CACHE STRING "Build the RMM interop tests: AUTO, ON or OFF")
+set_property(CACHE SPILLWAY_ENABLE_RMM PROPERTY STRINGS AUTO ON OFF)
+set(SPILLWAY_HAS_RMM OFF)
+if(SPILLWAY_HAS_CUDA AND NOT SPILLWAY_PORTABLE AND NOT SPILLWAY_ENABLE_RMM STREQUAL "OFF")
+  find_package(RmmFromWheel QUIET)
+  if(RmmFromWheel_FOUND)
+    set(SPILLWAY_HAS_RMM ON)
+    message(STATUS "spillway: RMM interop with librmm ${RmmFromWheel_VERSION} from PyPI")
+  elseif(SPILLWAY_ENABLE_RMM STREQUAL "ON")
+    message(FATAL_ERROR "SPILLWAY_ENABLE_RMM=ON but the librmm wheel was not found "
+                        "(python3 -m pip install librmm-cu13)")
+  endif()
+elseif(SPILLWAY_ENABLE_RMM STREQUAL "ON")
+  message(FATAL_ERROR "SPILLWAY_ENABLE_RMM=ON needs the CUDA backend and a non-portable build")
+endif()
+
 # Arrow C++ and Parquet for the io layer: a system Arrow (find_package(Arrow), e.g. from Apache's
 # apt repository) when present, else the headers and libraries bundled in the `pyarrow` wheel
 # (cmake/FindArrowFromPyarrow.cmake). AUTO builds the Arrow readers and writers when either is

@@ -33,3 +33,16 @@ if ! python3 -c "import pyarrow, duckdb" 2>/dev/null; then
   echo "spillway: installing pyarrow and duckdb from PyPI"
   python3 -m pip install --quiet pyarrow duckdb
 fi
+
+# RMM (the allocator of cuDF) for the optional interop tests of the CUDA backend: the librmm wheel
+# for the CUDA toolkit's major version, only where nvcc is (cmake/FindRmmFromWheel.cmake).
+nvcc_bin="$(command -v nvcc || true)"
+if [[ -z $nvcc_bin && -x /usr/local/cuda/bin/nvcc ]]; then nvcc_bin=/usr/local/cuda/bin/nvcc; fi
+if [[ -n $nvcc_bin ]]; then
+  cuda_major="$("$nvcc_bin" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p')"
+  if [[ $cuda_major =~ ^(12|13)$ ]] && ! python3 -c "import librmm, rapids_logger" 2>/dev/null; then
+    echo "spillway: installing librmm-cu${cuda_major} from PyPI (RMM interop)"
+    python3 -m pip install --quiet "librmm-cu${cuda_major}" ||
+      echo "spillway: librmm-cu${cuda_major} unavailable; building without the RMM interop"
+  fi
+fi

@@ -21,6 +21,12 @@
 
 #include <gtest/gtest.h>
 
+#ifdef SPILLWAY_HAS_RMM
+#include <spillway/memory/rmm_interop.hpp>
+
+#include <rmm/mr/cuda_async_memory_resource.hpp>
+#endif
+
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -464,6 +470,42 @@ TEST_F(CudaSortTest, PartitionAndPackMakesTheCpusFramesByteForByte) {
       on_device->view(), key_columns, splitters->view(), {}, 64, parts_->stream.view(), mrs));
   EXPECT_EQ(temporary_->statistics().current_bytes, 0U);
 }
+
+#ifdef SPILLWAY_HAS_RMM
+TEST(CudaRmmInterop, SortWithOutputAndScratchFromAnRmmPool) {
+  SPILLWAY_REQUIRE_CUDA_DEVICE();
+  // An engine's own RMM resource feeds the device sort: output and scratch both come from it.
+  testing::cuda_fixture_parts parts;
+  rmm::mr::cuda_async_memory_resource pool;
+  rmm_device_resource device{rmm::device_async_resource_ref{pool}};
+  statistics_resource_adaptor output{device};
+  statistics_resource_adaptor temporary{device};
+  host_memory_resource host;
+  auto const key    = random_column(data_type{type_id::INT64}, 100000, 5, 0.1, host, 1000);
+  auto const values = random_column(data_type{type_id::STRING}, 100000, 6, 0.1, host, 40);
+  std::vector<column_view> const columns{key->view(), values->view()};
+  table_view const in{columns};
+  std::vector<std::size_t> const key_index{0};
+  auto const on_device = copy(in, parts.stream.view(), memory_resources{device, device});
+  sort_order const orders{{order::ASCENDING, null_order::AFTER}};
+  auto const sorted = sort(on_device->view(),
+                           on_device->view().select(key_index),
+                           orders,
+                           sort_stability::STABLE,
+                           parts.stream.view(),
+                           memory_resources{output, temporary});
+  EXPECT_EQ(temporary.statistics().current_bytes, 0U);
+  EXPECT_EQ(output.statistics().current_bytes, sorted->allocated_bytes());
+  auto const back     = testing::to_host(sorted->view(), parts, host);
+  auto const expected = sort(in,
+                             in.select(key_index),
+                             orders,
+                             sort_stability::STABLE,
+                             default_stream(),
+                             memory_resources{host, host});
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), back->view());
+}
+#endif
 
 }  // namespace
 }  // namespace spillway

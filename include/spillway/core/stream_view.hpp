@@ -25,7 +25,10 @@ class stream_view {
   [[nodiscard]] constexpr void* value() const noexcept { return handle_; }
   [[nodiscard]] constexpr bool is_default() const noexcept { return handle_ == nullptr; }
 
-  /** @brief Blocks until all work queued on the stream is done. A no-op on the CPU backend. */
+  /**
+   * @brief Blocks until all work queued on the stream is done. A no-op on the CPU backend.
+   * @note Defined by the memory layer, where the backends are.
+   */
   void synchronize() const;
 
   friend constexpr bool operator==(stream_view, stream_view) noexcept = default;

@@ -194,6 +194,14 @@ cuda_stream& cuda_stream::operator=(cuda_stream&& other) noexcept {
   return *this;
 }
 
+void stream_view::synchronize() const {
+  // Without a device nothing was queued: the CPU backend runs every operation synchronously.
+  if (cuda_device_count() == 0) {
+    return;
+  }
+  check(cudaStreamSynchronize(native(*this)), "cudaStreamSynchronize");
+}
+
 void cuda_stream::synchronize() const {
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)), "cudaStreamSynchronize");
 }

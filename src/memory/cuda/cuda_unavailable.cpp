@@ -19,6 +19,8 @@ std::string cuda_unavailable_reason() {
 }
 cuda_memory_info cuda_device_memory() { throw_unavailable(); }
 bool is_cuda_device_pointer(void const*) noexcept { return false; }
+// The CPU backend runs every operation synchronously on the calling thread.
+void stream_view::synchronize() const {}
 bool cuda_copy_if_device(void*, void const*, std::size_t, stream_view) { return false; }
 bool cuda_fill_if_device(void*, std::uint8_t, std::size_t, stream_view) { return false; }
 
