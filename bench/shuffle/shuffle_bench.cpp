@@ -5,7 +5,8 @@
  * is touched, not written anywhere). Ranks are threads (--ranks) or, under mpirun, processes.
  * Prints one JSON line from rank 0; bench/compare/shuffle_vs_dask.py --in-memory drives it.
  * `--repeat N` runs the timed part N times on the same input (for profiles; the line reports
- * the fastest run, and every run's time in "runs").
+ * the fastest run, every run's time in "runs" and its minor page faults, the fresh pages the
+ * kernel cleared for rank 0's process, in "minor_faults").
  *
  *   spillway_shuffle_bench DATASET --by id --partitions 64 --mode push --ranks 2 [--repeat N]
  */
@@ -83,6 +84,13 @@ double process_cpu_seconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+/// Minor page faults of this process so far (fresh pages the kernel handed out), every thread.
+long process_minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
 std::uint64_t sum_over(communicator& comm, std::uint64_t value) {
   std::uint64_t total = 0;
   for (auto const& theirs :
@@ -127,10 +135,12 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
   double cpu_seconds = 0.0;
   std::uint64_t rows = 0;
   std::string runs;
+  std::string faults;
   for (int run = 0; run < args.repeat; ++run) {
     comm.barrier();
     auto const start       = std::chrono::steady_clock::now();
     double const cpu_start = process_cpu_seconds();
+    long const faults_before = process_minor_faults();
     shuffle_options shuffle_config(environment.host());
     shuffle_config.partitions.method         = partition_method::HASH;
     shuffle_config.partitions.key_columns    = {key};
@@ -165,6 +175,9 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
     char text[32];
     std::snprintf(text, sizeof(text), "%s%.3f", run == 0 ? "" : ", ", elapsed);
     runs += text;
+    std::snprintf(
+      text, sizeof(text), "%s%ld", run == 0 ? "" : ", ", process_minor_faults() - faults_before);
+    faults += text;
   }
   auto const total_rows  = sum_over(comm, rows);
   auto const total_bytes = sum_over(comm, bytes);
@@ -174,7 +187,7 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
     std::printf(
       "{\"ranks\": %d, \"mode\": \"%s\", \"partitions\": %zu, \"rows\": %llu, \"bytes\": %llu, "
       "\"seconds\": %.3f, \"cpu_seconds\": %.3f, \"MB_per_s\": %.1f, "
-      "\"spilled_device_to_host_bytes\": %llu, \"runs\": [%s]}\n",
+      "\"spilled_device_to_host_bytes\": %llu, \"runs\": [%s], \"minor_faults\": [%s]}\n",
       comm.size(),
       args.mode.c_str(),
       args.partitions,
@@ -184,7 +197,8 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
       cpu_seconds,
       static_cast<double>(total_bytes) / seconds / 1e6,
       static_cast<unsigned long long>(spilled),
-      runs.c_str());
+      runs.c_str(),
+      faults.c_str());
   }
 }
 

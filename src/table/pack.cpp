@@ -8,12 +8,21 @@
 #include <spillway/table/gather.hpp>
 #include <spillway/table/pack.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <sys/mman.h>
 #include <thread>
+#include <unistd.h>
+#include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace spillway {
 namespace {
@@ -244,6 +253,131 @@ inline void copy_chars(char* out,
   }
 }
 
+/// From this many partitions on, `scatter_partitions` writes fixed-width values and string
+/// offsets through a cache line per partition (`scatter_lines`); with fewer, plain stores keep up.
+constexpr std::size_t LINE_SCATTER_MIN_PARTITIONS = 16;
+/// Up to this many: the line buffers (64 bytes each) stay within a core's L2.
+constexpr std::size_t LINE_SCATTER_MAX_PARTITIONS = 8192;
+
+constexpr std::size_t CACHE_LINE = 64;
+struct alignas(CACHE_LINE) cache_line {
+  std::byte bytes[CACHE_LINE];
+};
+
+/// Writes the 64 bytes of `line` to `to` (64-byte aligned) without reading `to`'s line first.
+inline void stream_line(void* to, cache_line const& line) noexcept {
+#if defined(__SSE2__)
+  auto* out      = static_cast<__m128i*>(to);
+  auto const* in = reinterpret_cast<__m128i const*>(line.bytes);
+  _mm_stream_si128(out, _mm_load_si128(in));
+  _mm_stream_si128(out + 1, _mm_load_si128(in + 1));
+  _mm_stream_si128(out + 2, _mm_load_si128(in + 2));
+  _mm_stream_si128(out + 3, _mm_load_si128(in + 3));
+#else
+  std::memcpy(to, line.bytes, CACHE_LINE);
+#endif
+}
+
+/**
+ * @brief Writes `value(row, p)` for each row of `[begin, end)` at `out[p]` (p = `ids[row]`),
+ * advancing `out[p]`, through one cache line of buffer per partition.
+ *
+ * A store to one of many partitions misses the cache and first reads the destination's line; the
+ * buffers (64 bytes a partition, in L1/L2) collect a whole line and write it with non-temporal
+ * stores, which read nothing. Only lines wholly written here are streamed: a partition's first
+ * line, when `out[p]` does not start one, and its last, partial line are written with plain
+ * stores of their own values, so that the neighbouring bytes (another thread's rows of the same
+ * partition, the next part) are left alone. `out[p]` must be aligned to `T`.
+ */
+template <typename T, typename Id, typename Value>
+void scatter_lines(Id const* ids,
+                   std::size_t begin,
+                   std::size_t end,
+                   std::size_t num_partitions,
+                   T** out,
+                   Value&& value) {
+  static_assert(CACHE_LINE % sizeof(T) == 0);
+  constexpr auto PER_LINE = static_cast<std::uint32_t>(CACHE_LINE / sizeof(T));
+  std::vector<cache_line> lines(num_partitions);
+  std::vector<std::uint32_t> fill(num_partitions, 0);   // next slot of the buffer
+  std::vector<std::uint32_t> start(num_partitions, 0);  // first slot this part owns in the line
+  std::vector<T*> line_at(num_partitions, nullptr);     // the destination line being collected
+  for (std::size_t p = 0; p < num_partitions; ++p) {
+    auto const address = reinterpret_cast<std::uintptr_t>(out[p]);
+    fill[p]            = static_cast<std::uint32_t>(address % CACHE_LINE / sizeof(T));
+    start[p]           = fill[p];
+    line_at[p]         = reinterpret_cast<T*>(address - address % CACHE_LINE);
+  }
+  for (std::size_t row = begin; row < end; ++row) {
+    auto const p   = static_cast<std::size_t>(ids[row]);
+    T const item   = value(row, p);
+    std::byte* buf = lines[p].bytes;
+    std::memcpy(buf + fill[p] * sizeof(T), &item, sizeof(T));
+    if (++fill[p] == PER_LINE) {
+      if (start[p] == 0) {
+        stream_line(line_at[p], lines[p]);
+      } else {
+        std::memcpy(
+          line_at[p] + start[p], buf + start[p] * sizeof(T), (PER_LINE - start[p]) * sizeof(T));
+        start[p] = 0;
+      }
+      line_at[p] += PER_LINE;
+      fill[p] = 0;
+    }
+  }
+  for (std::size_t p = 0; p < num_partitions; ++p) {
+    if (out[p] == nullptr) {
+      continue;  // an empty partition: no rows, no memory
+    }
+    if (fill[p] > start[p]) {
+      std::memcpy(line_at[p] + start[p],
+                  lines[p].bytes + start[p] * sizeof(T),
+                  (fill[p] - start[p]) * sizeof(T));
+    }
+    out[p] = line_at[p] + fill[p];
+  }
+#if defined(__SSE2__)
+  _mm_sfence();  // the streamed lines are visible before the caller hands the frames on
+#endif
+}
+
+/**
+ * @brief Whether most of the frames at `bases` are memory the process has touched before (a
+ * recycled block), rather than fresh pages: sampled with mincore at the middle of the largest
+ * column part of up to 8 frames, which the layout step (padding, masks) did not write.
+ */
+bool frames_mapped(std::vector<std::uint8_t*> const& bases,
+                   std::vector<part_layout> const& layouts,
+                   std::size_t num_columns) {
+  auto const page         = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::size_t const count = bases.size();
+  std::size_t sampled     = 0;
+  std::size_t mapped      = 0;
+  for (std::size_t p = 0; p < count; p += std::max<std::size_t>(1, count / 8)) {
+    if (bases[p] == nullptr || num_columns == 0) {
+      continue;
+    }
+    part_layout const* largest = &layouts[p * num_columns];
+    for (std::size_t c = 1; c < num_columns; ++c) {
+      if (layouts[p * num_columns + c].data_bytes > largest->data_bytes) {
+        largest = &layouts[p * num_columns + c];
+      }
+    }
+    if (largest->data_bytes < 2 * page) {
+      continue;
+    }
+    auto const middle =
+      reinterpret_cast<std::uintptr_t>(bases[p] + largest->data_offset + largest->data_bytes / 2);
+    unsigned char resident = 0;
+    if (::mincore(reinterpret_cast<void*>(middle - middle % page), page, &resident) != 0) {
+      continue;
+    }
+    ++sampled;
+    mapped += resident & 1U;
+  }
+  return sampled > 0 && 2 * mapped > sampled;
+}
+
 template <typename Id>
 std::vector<packed_partition> scatter_partitions(table_view const& input,
                                                  Id const* ids,
@@ -256,7 +390,6 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
   std::size_t const num_columns = input.num_columns();
   std::size_t const parts       = rows >= PARALLEL_SCATTER_MIN_ROWS && threads > 1 ? 2 : 1;
   std::array<std::size_t, 3> const bounds{0, parts == 2 ? rows / 2 / 64 * 64 : rows, rows};
-
   // The string columns, and which columns keep a mask (those with nulls, as gather does).
   std::vector<std::size_t> strings;
   std::vector<std::size_t> string_slot(num_columns, 0);
@@ -345,6 +478,13 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
     }
   }
 
+  // Many partitions go through line buffers, but only into memory that is mapped already: the
+  // kernel clears a fresh page in the cache, and a streaming store then evicts the cleared line
+  // before writing it (twice the memory traffic), where a plain store hits it.
+  bool const lines = num_partitions >= LINE_SCATTER_MIN_PARTITIONS &&
+                     num_partitions <= LINE_SCATTER_MAX_PARTITIONS &&
+                     frames_mapped(bases, layouts, num_columns);
+
   // Scatter: part `part` writes its rows of partition p after those of the parts before it.
   std::vector<std::size_t> null_counts(num_columns * parts * num_partitions,
                                        0);  // [column][part][p]
@@ -370,8 +510,15 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
                            first[p];
           }
           T const* in = column.data<T>();
-          for (std::size_t row = begin; row < end; ++row) {
-            *out[ids[row]]++ = in[row];
+          if (lines) {
+            scatter_lines(
+              ids, begin, end, num_partitions, out.data(), [in](std::size_t row, std::size_t) {
+                return in[row];
+              });
+          } else {
+            for (std::size_t row = begin; row < end; ++row) {
+              *out[ids[row]]++ = in[row];
+            }
           }
         });
       } else if (end > begin) {
@@ -395,14 +542,22 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
         std::int64_t const* in_offsets = column.offsets() + column.offset();
         char const* in_chars           = column.chars();
         auto const in_end              = static_cast<std::size_t>(in_offsets[column.size()]);
-        for (std::size_t row = begin; row < end; ++row) {
-          auto const p      = static_cast<std::size_t>(ids[row]);
+        auto const string_offset       = [&](std::size_t row, std::size_t p) {
           auto const from   = static_cast<std::size_t>(in_offsets[row]);
           auto const length = static_cast<std::size_t>(in_offsets[row + 1]) - from;
-          *offsets[p]++     = static_cast<std::int64_t>(cursor[p]);
+          auto const at     = static_cast<std::int64_t>(cursor[p]);
           copy_chars(
             out[p] + cursor[p], stop[p] - cursor[p], in_chars + from, in_end - from, length);
           cursor[p] += length;
+          return at;
+        };
+        if (lines) {
+          scatter_lines(ids, begin, end, num_partitions, offsets.data(), string_offset);
+        } else {
+          for (std::size_t row = begin; row < end; ++row) {
+            auto const p  = static_cast<std::size_t>(ids[row]);
+            *offsets[p]++ = string_offset(row, p);
+          }
         }
       }
       if (nullable[c]) {
