@@ -138,8 +138,8 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
   std::string faults;
   for (int run = 0; run < args.repeat; ++run) {
     comm.barrier();
-    auto const start       = std::chrono::steady_clock::now();
-    double const cpu_start = process_cpu_seconds();
+    auto const start         = std::chrono::steady_clock::now();
+    double const cpu_start   = process_cpu_seconds();
     long const faults_before = process_minor_faults();
     shuffle_options shuffle_config(environment.host());
     shuffle_config.partitions.method         = partition_method::HASH;
