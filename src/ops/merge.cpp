@@ -513,7 +513,8 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
       }
     });
   } else {
-    normalized_key_layout const layout = plan_normalized_keys(keys, resolved);
+    normalized_key_layout layout = plan_normalized_keys(keys, resolved);
+    narrow_string_prefix(layout, keys);
     if (layout.words() == 0) {
       merge_sources(keys, sources, rows, [&](bool) { return row_heads{keys, comparator}; });
     } else {

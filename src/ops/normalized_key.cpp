@@ -195,6 +195,72 @@ normalized_key_layout plan_normalized_keys(std::span<table_view const> tables,
   return layout;
 }
 
+void narrow_string_prefix(normalized_key_layout& layout, std::span<table_view const> keys) {
+  constexpr std::size_t SAMPLED_ROWS = 1024;
+  if (layout.segments.empty() || layout.words() < 2 ||
+      is_fixed_width(keys.front().column(layout.segments.back().column).type())) {
+    return;
+  }
+  std::size_t rows = 0;
+  for (auto const& table : keys) {
+    rows += table.num_rows();
+  }
+  if (rows < 4 * SAMPLED_ROWS) {
+    return;
+  }
+  // Every sampled row's full prefix, from rows spread evenly over all the tables.
+  std::vector<key_record<3>> sample;
+  sample.reserve(SAMPLED_ROWS);
+  normalized_key_layout full = layout;
+  std::size_t table          = 0;
+  std::size_t before         = 0;  // rows of the tables before `table`
+  for (std::size_t taken = 0; taken < SAMPLED_ROWS; ++taken) {
+    std::size_t const row = taken * rows / SAMPLED_ROWS;
+    while (row >= before + keys[table].num_rows()) {
+      before += keys[table].num_rows();
+      ++table;
+    }
+    key_record<3> record{};
+    if (full.words() == 3) {
+      encode_normalized_keys<3>(full, keys[table], row - before, row - before + 1, &record);
+    } else {
+      key_record<2> narrow{};
+      encode_normalized_keys<2>(full, keys[table], row - before, row - before + 1, &narrow);
+      record.key[0] = narrow.key[0];
+      record.key[1] = narrow.key[1];
+    }
+    sample.push_back(record);
+  }
+  // Distinct values of the first `words` words of the sorted sample.
+  auto const distinct = [&](std::size_t words) {
+    std::size_t count = 1;
+    for (std::size_t index = 1; index < sample.size(); ++index) {
+      bool same = true;
+      for (std::size_t word = 0; word < words; ++word) {
+        same = same && sample[index].key[word] == sample[index - 1].key[word];
+      }
+      count += same ? 0 : 1;
+    }
+    return count;
+  };
+  std::sort(sample.begin(), sample.end(), [](auto const& left, auto const& right) {
+    return std::lexicographical_compare(left.key, left.key + 3, right.key, right.key + 3);
+  });
+  std::size_t const all          = distinct(layout.words());
+  auto& last                     = layout.segments.back();
+  std::size_t const end_of_fixed = last.offset + (last.null_byte ? 1 : 0);
+  for (std::size_t words = 1; words < layout.words(); ++words) {
+    if (8 * words <= end_of_fixed) {
+      continue;  // the string would get no bytes
+    }
+    if (distinct(words) + all / 64 >= all) {
+      last.value_bytes = 8 * words - end_of_fixed;
+      layout.bytes     = 8 * words;
+      return;
+    }
+  }
+}
+
 bool prefixes_decode(normalized_key_layout const& layout, data_type type) noexcept {
   if (!layout.complete || layout.segments.size() != 1 || layout.words() != 1 ||
       !is_fixed_width(type) || type.id() == type_id::FLOAT32 || type.id() == type_id::FLOAT64) {

@@ -89,6 +89,19 @@ normalized_key_layout plan_normalized_keys(std::span<table_view const> keys,
                                            sort_order const& orders);
 
 /**
+ * @brief Narrows a layout that ends in a string to fewer words when a sample of the rows shows
+ * they tell the same rows apart: random strings differ within their first bytes, and an 8-byte
+ * prefix makes records (and the radix passes and merge comparisons over them) half the size of a
+ * 24-byte one. Equal prefixes are resolved on the full rows either way, so the order is the same;
+ * only the work changes.
+ *
+ * Samples up to `SAMPLED_ROWS` rows spread evenly over the tables; a width is taken when its
+ * prefixes of the sample are as many distinct values as the full prefixes, or nearly (1/64 of
+ * them may collide). Tables of fewer rows than that keep the full width.
+ */
+void narrow_string_prefix(normalized_key_layout& layout, std::span<table_view const> keys);
+
+/**
  * @brief Whether one-word prefixes of `layout` give back the key values themselves: a single
  * integer, BOOL8 or timestamp key, whole and without a null byte (floats are canonicalized and
  * do not come back bit for bit).

@@ -965,8 +965,9 @@ std::unique_ptr<column> sorted_order(table_view const& keys,
   std::size_t const rows = keys.num_rows();
   auto result =
     make_fixed_width_column(type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.output());
-  auto* out                          = result->mutable_data<std::uint64_t>();
-  normalized_key_layout const layout = plan_normalized_keys(keys, resolved);
+  auto* out                    = result->mutable_data<std::uint64_t>();
+  normalized_key_layout layout = plan_normalized_keys(keys, resolved);
+  narrow_string_prefix(layout, std::span<table_view const>{&keys, 1});
   if (rows <= 1 || layout.words() == 0 || (check_order && keys_in_order(keys, resolved))) {
     // No rows to move, no key columns, or rows already in order: the input order is sorted.
     for (std::size_t row = 0; row < rows; ++row) {

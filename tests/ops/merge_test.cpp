@@ -153,6 +153,39 @@ TEST_F(ConcurrentMerge, MultiKeyNullableStringsMergeOnPrefixesOnTwoThreads) {
   }
 }
 
+TEST_F(Merge, NarrowedStringPrefixesLeaveTiesToTheFullStrings) {
+  // Long random strings, one in 100 sharing its first 8 bytes with others: the merge's heads
+  // narrow to one word and those rows are merged by their full strings.
+  std::mt19937 engine{9};
+  std::vector<std::optional<std::string>> values;
+  for (std::size_t row = 0; row < 30000; ++row) {
+    std::string value = row % 100 == 3 ? "samestem" : "";
+    for (std::size_t letter = 0, letters = 10 + engine() % 11; letter < letters; ++letter) {
+      value.push_back(static_cast<char>('a' + engine() % 26));
+    }
+    values.emplace_back(row % 40 == 1 ? std::nullopt : std::optional<std::string>{value});
+  }
+  auto const key = testing::make_string_column(values, input_);
+  table_view const whole{key->view()};
+  std::vector<std::size_t> const key_columns{0};
+  for (auto const& orders : {sort_order{{order::ASCENDING, null_order::AFTER}},
+                             sort_order{{order::DESCENDING, null_order::BEFORE}}}) {
+    std::vector<std::unique_ptr<table>> pieces;
+    std::vector<table_view> views;
+    for (auto const& [begin, end] :
+         {std::pair{0, 9000}, std::pair{9000, 21000}, std::pair{21000, 30000}}) {
+      table_view const part =
+        slice(whole, static_cast<std::size_t>(begin), static_cast<std::size_t>(end));
+      pieces.push_back(sort(part, part, orders, sort_stability::STABLE, default_stream(), input_));
+      views.push_back(pieces.back()->view());
+    }
+    auto const expected =
+      sort(whole, whole, orders, sort_stability::STABLE, default_stream(), input_);
+    auto const merged = spillway::merge(views, key_columns, orders, default_stream(), mrs_);
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
+  }
+}
+
 TEST_F(ConcurrentMerge, SingleKeysOnTwoThreadsEncodedAndNullable) {
   // A null-free INT64 key takes the encoded path; the same key with nulls takes the prefix path
   // with a complete prefix. Many duplicates cross the middle of the output.

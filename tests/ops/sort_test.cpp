@@ -1,9 +1,11 @@
+#include "ops/normalized_key.hpp"
 #include "ops/parallel_gather.hpp"
 #include "ops/reference_order.hpp"
 #include "testing/expect_tables_equal.hpp"
 #include "testing/table_generators.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/ops/sort.hpp>
 #include <spillway/table/gather.hpp>
 
@@ -385,6 +387,89 @@ TEST_F(SortedOrder, StringBeforeAnotherKeyUsesAShortPrefix) {
   check(table_view{strings->view(), ints->view()}, {});
   check(table_view{strings->view(), ints->view()},
         {{order::DESCENDING, null_order::BEFORE}, {order::DESCENDING, null_order::AFTER}});
+}
+
+/// Random lowercase strings of 12 to 20 letters after `stem`; one row in 100 starts with the
+/// same 8 letters instead (they differ after them) and one in 50 is null.
+std::unique_ptr<column> mostly_distinct_strings(std::size_t rows,
+                                                unsigned seed,
+                                                std::string const& stem,
+                                                resource_ref resource) {
+  std::mt19937 engine{seed};
+  std::vector<std::optional<std::string>> values;
+  for (std::size_t row = 0; row < rows; ++row) {
+    if (row % 50 == 7) {
+      values.emplace_back(std::nullopt);
+      continue;
+    }
+    std::string value         = row % 100 == 3 ? stem + "samestem" : stem;
+    std::size_t const letters = 12 + engine() % 9;
+    for (std::size_t letter = 0; letter < letters; ++letter) {
+      value.push_back(static_cast<char>('a' + engine() % 26));
+    }
+    values.emplace_back(std::move(value));
+  }
+  return make_string_column(values, resource);
+}
+
+TEST(NormalizedKeyLayout, StringPrefixesNarrowOnlyWhereTheSampleTellsRowsApart) {
+  host_memory_resource host;
+  sort_order const one{{order::ASCENDING, null_order::AFTER}};
+  auto const words_for = [&](table_view const& keys, sort_order const& orders) {
+    detail::normalized_key_layout layout = detail::plan_normalized_keys(keys, orders);
+    detail::narrow_string_prefix(layout, std::span<table_view const>{&keys, 1});
+    return layout;
+  };
+  // Strings that differ within 8 bytes: one word (a null byte, then 7 bytes of the string).
+  auto const random_strings = mostly_distinct_strings(20000, 1, "", host);
+  auto const narrowed       = words_for(table_view{random_strings->view()}, one);
+  EXPECT_EQ(narrowed.words(), 1U);
+  EXPECT_EQ(narrowed.segments.back().value_bytes, 7U);
+  EXPECT_FALSE(narrowed.complete);
+  // Below 4 * 1024 rows the full width stays.
+  table_view const few = slice(table_view{random_strings->view()}, 0, 4000);
+  EXPECT_EQ(words_for(few, one).words(), 3U);
+  // The same 10 bytes first: the sample needs the second word, not the third.
+  auto const stem10 = mostly_distinct_strings(20000, 2, "prefix--10", host);
+  EXPECT_EQ(words_for(table_view{stem10->view()}, one).words(), 2U);
+  // The same 20 bytes first: only the third word tells the rows apart.
+  auto const stem20 = mostly_distinct_strings(20000, 3, std::string(20, 'q'), host);
+  EXPECT_EQ(words_for(table_view{stem20->view()}, one).words(), 3U);
+  // The same 30 bytes first: no prefix tells the rows apart, so the narrowest does as well.
+  auto const stem30 = mostly_distinct_strings(20000, 5, std::string(30, 'q'), host);
+  EXPECT_EQ(words_for(table_view{stem30->view()}, one).words(), 1U);
+  // A few-valued 8-byte key first: the string keeps the second word.
+  std::vector<std::int64_t> numbers(20000);
+  for (std::size_t row = 0; row < numbers.size(); ++row) {
+    numbers[row] = static_cast<std::int64_t>(row % 3);
+  }
+  auto const ints = make_fixed_column<std::int64_t>(type_id::INT64, numbers, {}, host);
+  auto const both =
+    words_for(table_view{ints->view(), random_strings->view()},
+              {{order::ASCENDING, null_order::AFTER}, {order::DESCENDING, null_order::BEFORE}});
+  EXPECT_EQ(both.words(), 2U);
+  EXPECT_EQ(both.segments.back().offset, 8U);
+  EXPECT_EQ(both.segments.back().value_bytes, 7U);  // after its null byte
+  // Fixed-width keys are never narrowed.
+  EXPECT_EQ(
+    words_for(table_view{ints->view(), ints->view()},
+              {{order::ASCENDING, null_order::AFTER}, {order::ASCENDING, null_order::AFTER}})
+      .words(),
+    2U);
+}
+
+TEST_F(SortedOrder, NarrowedStringPrefixesLeaveTiesToTheFullStrings) {
+  // One row in 100 ties with others on its first 8 bytes: the sample lets the prefix narrow to
+  // one word, and those rows are ordered by their full strings.
+  auto const key = mostly_distinct_strings(20000, 4, "", input_);
+  check_every_order(key->view());
+  std::vector<std::int32_t> numbers(20000);
+  for (std::size_t row = 0; row < numbers.size(); ++row) {
+    numbers[row] = static_cast<std::int32_t>(row % 3) - 1;
+  }
+  auto const ints = make_fixed_column<std::int32_t>(type_id::INT32, numbers, {}, input_);
+  check(table_view{ints->view(), key->view()},
+        {{order::DESCENDING, null_order::BEFORE}, {order::ASCENDING, null_order::AFTER}});
 }
 
 TEST_F(SortedOrder, StringsWithLongCommonPrefixesEmptyAndEmbeddedZeros) {
