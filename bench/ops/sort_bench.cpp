@@ -163,6 +163,27 @@ void merge_order_int64(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(values.size()));
 }
 
+/// The merge of the 10-30 letter strings cut into `runs` sorted runs (the output phase of an
+/// out-of-core sort of string keys).
+void merge_order_strings(benchmark::State& state) {
+  auto const runs        = static_cast<std::size_t>(state.range(0));
+  table_view const whole = table_view{string_column()->view()};
+  std::size_t const rows = whole.num_rows();
+  std::vector<std::unique_ptr<table>> sorted_runs;
+  std::vector<table_view> inputs;
+  for (std::size_t run = 0; run < runs; ++run) {
+    table_view const part = slice(whole, run * rows / runs, (run + 1) * rows / runs);
+    sorted_runs.push_back(
+      sort(part, part, {}, sort_stability::STABLE, default_stream(), memory_resources{host()}));
+    inputs.push_back(sorted_runs.back()->view());
+  }
+  for (auto _ : state) {
+    auto order = detail::merge_order(inputs, {0}, {}, default_stream(), memory_resources{host()});
+    benchmark::DoNotOptimize(order->mutable_data<std::uint64_t>());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(rows));
+}
+
 BENCHMARK_CAPTURE(sorted_order_int64, random, shape::RANDOM)
   ->Unit(benchmark::kMillisecond)
   ->UseRealTime();
@@ -186,6 +207,7 @@ BENCHMARK_CAPTURE(sorted_order_int64, skewed, shape::SKEWED)
   ->UseRealTime();
 BENCHMARK(sorted_order_two_int64)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(sorted_order_strings)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(merge_order_strings)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(merge_order_int64)
   ->Arg(16)
   ->Arg(128)

@@ -95,7 +95,7 @@ class prefix_heads {
       blocks_(blocks),
       begin_(keys.size(), 0),
       end_(keys.size(), 0),
-      current_(keys.size(), nullptr) {}
+      heads_(keys.size()) {}
 
   void load(std::size_t input, std::size_t row) noexcept {
     if (row < begin_[input] || row >= end_[input]) {
@@ -107,16 +107,50 @@ class prefix_heads {
         layout_, keys_[input], begin, end, blocks_ + input * PREFIX_BLOCK_ROWS);
       begin_[input] = begin;
       end_[input]   = end;
+      prefetch_next_block(input, begin, end);
     }
-    current_[input] = blocks_ + input * PREFIX_BLOCK_ROWS + (row - begin_[input]);
+    // The head's words are copied beside the others: comparisons read them without going
+    // through the block.
+    std::copy_n(
+      blocks_[input * PREFIX_BLOCK_ROWS + (row - begin_[input])].key, Words, heads_[input].begin());
   }
+  /// Asks for the characters of the block after `[begin, end)` (before it in reverse) when the
+  /// prefix ends in a string: the merge takes a while to come back to this input, and its next
+  /// encoding then finds them in the cache instead of waiting on each string's first load.
+  void prefetch_next_block(std::size_t input, std::size_t begin, std::size_t end) const noexcept {
+    if (layout_.segments.empty()) {
+      return;
+    }
+    column_view const& column = keys_[input].column(layout_.segments.back().column);
+    if (is_fixed_width(column.type())) {
+      return;
+    }
+    std::size_t const rows = column.size();
+    std::size_t const from =
+      reverse_ ? (begin > PREFIX_BLOCK_ROWS ? begin - PREFIX_BLOCK_ROWS : 0) : end;
+    std::size_t const to = reverse_ ? begin : std::min(rows, end + PREFIX_BLOCK_ROWS);
+    if (from >= to) {
+      return;
+    }
+    std::int64_t const* offsets = column.offsets() + column.offset();
+    char const* chars           = column.chars();
+    constexpr std::size_t LINE  = 64;
+    __builtin_prefetch(offsets + from);
+    __builtin_prefetch(offsets + to);
+    auto const first = static_cast<std::size_t>(offsets[from]);
+    auto const last  = static_cast<std::size_t>(offsets[to]);
+    for (std::size_t at = first / LINE * LINE; at < last; at += LINE) {
+      __builtin_prefetch(chars + at);
+    }
+  }
+
   [[nodiscard]] int compare(std::size_t lhs,
                             std::size_t lhs_row,
                             std::size_t rhs,
                             std::size_t rhs_row) const noexcept {
     for (std::size_t word = 0; word < Words; ++word) {
-      std::uint64_t const left  = current_[lhs]->key[word];
-      std::uint64_t const right = current_[rhs]->key[word];
+      std::uint64_t const left  = heads_[lhs][word];
+      std::uint64_t const right = heads_[rhs][word];
       if (left != right) {
         return left < right ? -1 : 1;
       }
@@ -132,7 +166,7 @@ class prefix_heads {
   key_record<Words>* blocks_;
   std::vector<std::size_t> begin_;
   std::vector<std::size_t> end_;
-  std::vector<key_record<Words> const*> current_;
+  std::vector<std::array<std::uint64_t, Words>> heads_;
 };
 
 /// Heads without a prefix (no key bytes fit): the full row comparator.
