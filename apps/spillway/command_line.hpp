@@ -76,6 +76,12 @@ inline constexpr char const* DEFAULT_COMPRESSION = "snappy";
 /// merges are mostly done by then, and encoding is most of a wide sort's output time.
 inline constexpr std::size_t PARQUET_ENCODE_THREADS = 2;
 
+/// Freed blocks of a command's I/O scratch (decoded input batches, Arrow's decoding buffers,
+/// output copies) kept mapped for the next ones, per rank: without it each fresh block cost a
+/// page fault and a cleared page per 4 KiB; the sort of 50M string keys took 1.9M faults
+/// and 8.6-8.9 s, with it 1.0M and 7.8 s (docs/BENCHMARKS.md, "Eighth run").
+inline constexpr std::size_t IO_SCRATCH_CACHE_BYTES = std::size_t{512} << 20;
+
 /** @return the compression named by `--compression` ("none", "zstd"; anything else: SNAPPY) */
 parquet_compression parse_compression(std::string_view name);
 

@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include "command_line.hpp"
 #include "output_directory.hpp"
 
 #include <spillway/io/file_format.hpp>
@@ -95,7 +96,7 @@ class rank_device {
   device_environment environment_;
   device_task task_;
   task_context::thread_binding bind_;
-  host_memory_resource host_;
+  host_memory_resource host_{IO_SCRATCH_CACHE_BYTES};
   statistics_resource_adaptor io_scratch_{host_};
 };
 

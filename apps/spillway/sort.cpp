@@ -294,7 +294,7 @@ int run_sort(sort_arguments const& args) {
 
   // The device, its OOM protocol and lease arbiter, and the spill store (host budget, disk under
   // --spill-dir) come from one `device_environment`; a plain host serves I/O scratch and keys.
-  host_memory_resource host;
+  host_memory_resource host{IO_SCRATCH_CACHE_BYTES};
   statistics_resource_adaptor io_scratch{host};
   sort_progress progress;
   // The report's recorder: made before the environment, whose store records into it, and stopped
