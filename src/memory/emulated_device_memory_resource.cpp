@@ -12,7 +12,9 @@ namespace spillway {
 
 emulated_device_memory_resource::emulated_device_memory_resource(std::size_t capacity)
   : capacity_(capacity),
-    cache_(std::make_unique<detail::block_cache>(std::min(capacity, MAX_CACHED_BYTES))) {}
+    cache_(std::make_unique<detail::block_cache>(capacity >= MAX_CACHED_BYTES / 2 ? MAX_CACHED_BYTES
+                                                                                  : 2 * capacity)) {
+}
 
 emulated_device_memory_resource::~emulated_device_memory_resource() = default;
 
