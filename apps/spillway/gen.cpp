@@ -204,7 +204,7 @@ int run_gen(gen_arguments const& args) {
                                                            : dataset_kind::STRINGS;
   time_unit const unit =
     args.time_unit_name == "ms" ? time_unit::MILLISECOND : time_unit::NANOSECOND;
-  host_memory_resource host;
+  host_memory_resource host{IO_SCRATCH_CACHE_BYTES};
 
   std::size_t rows = args.rows;
   if (!args.size.empty()) {

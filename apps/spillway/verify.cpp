@@ -248,7 +248,7 @@ std::string hex(uint128 value) {
 int run_verify(verify_arguments const& args) {
   auto const start = std::chrono::steady_clock::now();
   auto const keys  = parse_sort_keys(args.by);
-  host_memory_resource host;
+  host_memory_resource host{IO_SCRATCH_CACHE_BYTES};
   auto const output =
     args.partitions > 0
       ? scan_partitions(args.output, args.format, keys, args.partitions, args.seed, host)
