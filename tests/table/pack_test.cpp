@@ -599,37 +599,14 @@ TEST_F(Pack, PartitionsScatteredByTwoThreadsMatchOneThread) {
   }
 }
 
-/// Host memory whose every allocation is first filled with 0xCD: its pages are mapped (touched),
-/// and bytes a writer forgets show.
-class scribbled_resource final : public memory_resource {
- public:
-  explicit scribbled_resource(resource_ref upstream) : upstream_(upstream) {}
-
- private:
-  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_view stream) override {
-    void* pointer = upstream_.allocate(bytes, alignment, stream);
-    std::memset(pointer, 0xCD, bytes);
-    return pointer;
-  }
-  void do_deallocate(void* pointer,
-                     std::size_t bytes,
-                     std::size_t alignment,
-                     stream_view stream) noexcept override {
-    upstream_.deallocate(pointer, bytes, alignment, stream);
-  }
-  [[nodiscard]] memory_kind do_kind() const noexcept override { return upstream_.kind(); }
-
-  resource_ref upstream_;
-};
-
 TEST_F(Pack, PartitionsScatteredIntoMappedMemoryMatchFreshMemory) {
-  // Frames in memory the process has touched take the line-buffered scatter (streaming stores,
-  // partial first and last lines written by plain stores); fresh frames take plain stores. Both
-  // must give the same bytes, with one thread or two (the second starts inside a cache line),
-  // for every width, strings and nulls.
+  // Frames in memory the process has touched (poisoned: every page written) take the
+  // line-buffered scatter (streaming stores, partial first and last lines written by plain
+  // stores); fresh frames take plain stores. Both must give the same bytes, with one thread or
+  // two (the second starts inside a cache line), for every width, strings and nulls.
   auto const input        = random_table(all_types(), 300000, 29, 0.1, host_);
   table_view const sliced = slice(input->view(), 3, 299990);
-  scribbled_resource scribbled{host_};
+  poisoning_resource poisoned{host_};
   for (std::size_t const num_partitions : {std::size_t{16}, std::size_t{61}}) {
     std::vector<std::uint16_t> ids(sliced.num_rows());
     for (std::size_t row = 0; row < ids.size(); ++row) {
@@ -642,7 +619,7 @@ TEST_F(Pack, PartitionsScatteredIntoMappedMemoryMatchFreshMemory) {
       auto const fresh = detail::pack_partitions(
         sliced, map->view(), num_partitions, 64, threads, default_stream(), host_);
       auto const mapped = detail::pack_partitions(
-        sliced, map->view(), num_partitions, 64, threads, default_stream(), scribbled);
+        sliced, map->view(), num_partitions, 64, threads, default_stream(), poisoned);
       for (std::size_t p = 0; p < num_partitions; ++p) {
         ASSERT_EQ(fresh[p].metadata, mapped[p].metadata);
         ASSERT_EQ(frame_bytes(fresh[p]), frame_bytes(mapped[p])) << "partition " << p;
