@@ -95,7 +95,9 @@ class prefix_heads {
       blocks_(blocks),
       begin_(keys.size(), 0),
       end_(keys.size(), 0),
-      heads_(keys.size()) {}
+      heads_(keys.size()),
+      ends_in_string_(!layout.segments.empty() && !keys.empty() &&
+                      !is_fixed_width(keys.front().column(layout.segments.back().column).type())) {}
 
   void load(std::size_t input, std::size_t row) noexcept {
     if (row < begin_[input] || row >= end_[input]) {
@@ -118,14 +120,11 @@ class prefix_heads {
   /// prefix ends in a string: the merge takes a while to come back to this input, and its next
   /// encoding then finds them in the cache instead of waiting on each string's first load.
   void prefetch_next_block(std::size_t input, std::size_t begin, std::size_t end) const noexcept {
-    if (layout_.segments.empty()) {
+    if (!ends_in_string_) {
       return;
     }
     column_view const& column = keys_[input].column(layout_.segments.back().column);
-    if (is_fixed_width(column.type())) {
-      return;
-    }
-    std::size_t const rows = column.size();
+    std::size_t const rows    = column.size();
     std::size_t const from =
       reverse_ ? (begin > PREFIX_BLOCK_ROWS ? begin - PREFIX_BLOCK_ROWS : 0) : end;
     std::size_t const to = reverse_ ? begin : std::min(rows, end + PREFIX_BLOCK_ROWS);
@@ -167,6 +166,7 @@ class prefix_heads {
   std::vector<std::size_t> begin_;
   std::vector<std::size_t> end_;
   std::vector<std::array<std::uint64_t, Words>> heads_;
+  bool ends_in_string_;  ///< the prefix's last segment is a string column (prefetched ahead)
 };
 
 /// Heads without a prefix (no key bytes fit): the full row comparator.
