@@ -8,26 +8,13 @@
 # Sets ArrowFromPyarrow_FOUND, ArrowFromPyarrow_VERSION, ArrowFromPyarrow_INCLUDE_DIR,
 # ArrowFromPyarrow_LIBRARY_DIR.
 
-find_package(Python3 COMPONENTS Interpreter QUIET)
-set(_afp_python "${Python3_EXECUTABLE}")
-if(NOT _afp_python)
-  find_program(_afp_python NAMES python3)
-endif()
-
-if(_afp_python)
-  execute_process(
-    COMMAND "${_afp_python}" -c
-      "import pyarrow; print(pyarrow.get_include()); print(pyarrow.get_library_dirs()[0]); print(pyarrow.__version__)"
-    OUTPUT_VARIABLE _afp_out
-    ERROR_QUIET
-    RESULT_VARIABLE _afp_result
-    OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(_afp_result EQUAL 0)
-    string(REPLACE "\n" ";" _afp_lines "${_afp_out}")
-    list(GET _afp_lines 0 ArrowFromPyarrow_INCLUDE_DIR)
-    list(GET _afp_lines 1 ArrowFromPyarrow_LIBRARY_DIR)
-    list(GET _afp_lines 2 ArrowFromPyarrow_VERSION)
-  endif()
+include(PythonQuery)
+spillway_python_lines(_afp_lines
+  "import pyarrow; print(pyarrow.get_include()); print(pyarrow.get_library_dirs()[0]); print(pyarrow.__version__)")
+if(_afp_lines)
+  list(GET _afp_lines 0 ArrowFromPyarrow_INCLUDE_DIR)
+  list(GET _afp_lines 1 ArrowFromPyarrow_LIBRARY_DIR)
+  list(GET _afp_lines 2 ArrowFromPyarrow_VERSION)
 endif()
 
 # libarrow.so.2600 for pyarrow 26.x: the SONAME version is major * 100 + minor.

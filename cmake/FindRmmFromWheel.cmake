@@ -9,26 +9,13 @@
 #
 # Sets RmmFromWheel_FOUND, RmmFromWheel_VERSION.
 
-find_package(Python3 COMPONENTS Interpreter QUIET)
-set(_rfw_python "${Python3_EXECUTABLE}")
-if(NOT _rfw_python)
-  find_program(_rfw_python NAMES python3)
-endif()
-
-if(_rfw_python)
-  execute_process(
-    COMMAND "${_rfw_python}" -c
-      "import os, librmm, rapids_logger; r = os.path.dirname(librmm.__file__); l = os.path.dirname(rapids_logger.__file__); print(r); print(l); print(open(os.path.join(r, 'VERSION')).read().strip())"
-    OUTPUT_VARIABLE _rfw_out
-    ERROR_QUIET
-    RESULT_VARIABLE _rfw_result
-    OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(_rfw_result EQUAL 0)
-    string(REPLACE "\n" ";" _rfw_lines "${_rfw_out}")
-    list(GET _rfw_lines 0 _rfw_rmm_root)
-    list(GET _rfw_lines 1 _rfw_logger_root)
-    list(GET _rfw_lines 2 RmmFromWheel_VERSION)
-  endif()
+include(PythonQuery)
+spillway_python_lines(_rfw_lines
+  "import os, librmm, rapids_logger; r = os.path.dirname(librmm.__file__); l = os.path.dirname(rapids_logger.__file__); print(r); print(l); print(open(os.path.join(r, 'VERSION')).read().strip())")
+if(_rfw_lines)
+  list(GET _rfw_lines 0 _rfw_rmm_root)
+  list(GET _rfw_lines 1 _rfw_logger_root)
+  list(GET _rfw_lines 2 RmmFromWheel_VERSION)
 endif()
 
 if(_rfw_rmm_root)
