@@ -1,8 +1,8 @@
 /**
  * @file large_pages_test.cpp
  * @brief The cache of freed large blocks behind the emulated device and the host resource:
- * reuse, a larger block cut down to a request, the limit, small blocks passed through, and
- * concurrent use.
+ * reuse, a larger block cut down to a request, a smaller one grown to it, the limit, small blocks
+ * passed through, and concurrent use.
  */
 #include "memory/detail/large_pages.hpp"
 
@@ -68,16 +68,46 @@ TEST(BlockCache, ASomewhatLargerBlockIsCutDownToTheRequestAMuchLargerOneIsNot) {
   cache.deallocate(smaller, 7_MiB, 4096);
   EXPECT_EQ(cache.cached_bytes(), 7_MiB);
   // 7 MiB is too large to cut down to 2 MiB (its pages would be lost to a later large
-  // request), and too small for 8 MiB: both map fresh blocks.
+  // request): 2 MiB maps a fresh block. 8 MiB grows the 7 MiB block instead, whose pages (and
+  // bytes) stay; only the last MiB is fresh.
   void* small = cache.allocate(2_MiB, 64);
-  void* fresh = cache.allocate(8_MiB, 64);
   EXPECT_NE(small, smaller);
-  EXPECT_NE(fresh, smaller);
   EXPECT_EQ(cache.cached_bytes(), 7_MiB);
-  fill_and_check(fresh, 8_MiB, 4);
-  cache.deallocate(fresh, 8_MiB, 64);
+  void* grown = cache.allocate(8_MiB, 64);
+  EXPECT_EQ(cache.cached_bytes(), 0U);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(grown) % detail::LARGE_BLOCK_ALIGNMENT, 0U);
+  auto const* kept = static_cast<unsigned char const*>(grown);
+  for (std::size_t at = 0; at < 7_MiB; at += 4096) {
+    ASSERT_EQ(kept[at], 3) << "page at " << at << " of the grown block is not the cached one";
+  }
+  fill_and_check(grown, 8_MiB, 4);
+  cache.deallocate(grown, 8_MiB, 64);
   cache.deallocate(small, 2_MiB, 64);
-  EXPECT_EQ(cache.cached_bytes(), 17_MiB);
+  EXPECT_EQ(cache.cached_bytes(), 10_MiB);
+}
+
+TEST(BlockCache, TheLargestSmallerBlockGrowsToARequestNoneFits) {
+  SKIP_UNLESS_MAPPED();
+  block_cache cache{64_MiB};
+  void* a = cache.allocate(2_MiB, 64);
+  void* b = cache.allocate(5_MiB, 64);
+  fill_and_check(a, 2_MiB, 10);
+  fill_and_check(b, 5_MiB, 11);
+  cache.deallocate(a, 2_MiB, 64);
+  cache.deallocate(b, 5_MiB, 64);
+  // 12 MiB: neither fits; the 5 MiB block grows (its bytes are still there), the 2 MiB stays.
+  void* grown = cache.allocate(12_MiB, 64);
+  EXPECT_EQ(cache.cached_bytes(), 2_MiB);
+  auto const* kept = static_cast<unsigned char const*>(grown);
+  for (std::size_t at = 0; at < 5_MiB; at += 4096) {
+    ASSERT_EQ(kept[at], 11) << at;
+  }
+  fill_and_check(grown, 12_MiB, 12);
+  // The 2 MiB block still serves a request of its size.
+  EXPECT_EQ(cache.allocate(2_MiB - 100, 64), a);
+  cache.deallocate(a, 2_MiB - 100, 64);
+  cache.deallocate(grown, 12_MiB, 64);
+  EXPECT_EQ(cache.cached_bytes(), 14_MiB);
 }
 
 TEST(BlockCache, TheLimitHoldsLargestBlocksGoFirst) {
@@ -92,7 +122,7 @@ TEST(BlockCache, TheLimitHoldsLargestBlocksGoFirst) {
   // 6 more MiB would pass 16: the largest cached block (8 MiB) is unmapped first.
   cache.deallocate(c, 6_MiB, 64);
   EXPECT_EQ(cache.cached_bytes(), 10_MiB);
-  // A block larger than the limit is never cached.
+  // A block larger than the limit is never cached, nor made of cached blocks.
   void* d = cache.allocate(20_MiB, 64);
   fill_and_check(d, 20_MiB, 5);
   cache.deallocate(d, 20_MiB, 64);
@@ -147,11 +177,14 @@ TEST(BlockCache, TheEmulatedDeviceCountsLiveBytesOnly) {
   fill_and_check(b, 40_MiB, 8);
   device.deallocate(b, 40_MiB);
   EXPECT_EQ(device.peak_bytes(), 40_MiB);
-  // Both freed blocks stay: the cache may hold up to twice the capacity (64 of 80 MiB here).
-  EXPECT_EQ(device.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 64_MiB : 0U);
-  // A third size that neither serves: caching it would pass 80 MiB, so the largest goes.
+  // The 40 MiB request grew the cached 24 MiB block: one block of 40 MiB is cached now.
+  EXPECT_EQ(device.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 40_MiB : 0U);
+  // Two sizes the 40 MiB block is too large to serve: fresh blocks, all three cached while they
+  // fit in twice the capacity (80 MiB); past it the largest goes.
   device.deallocate(device.allocate(30_MiB), 30_MiB);
-  EXPECT_EQ(device.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 54_MiB : 0U);
+  EXPECT_EQ(device.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 70_MiB : 0U);
+  device.deallocate(device.allocate(20_MiB), 20_MiB);
+  EXPECT_EQ(device.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 50_MiB : 0U);
   EXPECT_EQ(device.used_bytes(), 0U);
 }
 

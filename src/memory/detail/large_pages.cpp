@@ -55,20 +55,31 @@ void* block_cache::allocate(std::size_t bytes, std::size_t alignment) {
   std::size_t found_size = 0;
   {
     std::scoped_lock const lock(mutex_);
-    // The smallest cached block that fits, unless it is much larger: cutting a large block
-    // down for a small request would unmap pages that a large request reuses later.
-    if (auto found = blocks_.lower_bound(size);
-        found != blocks_.end() && found->first - size <= size / MAX_CUT_FRACTION) {
+    // The smallest cached block that fits, unless it is much larger (cutting a large block down
+    // for a small request would unmap pages that a large request reuses later); else the largest
+    // smaller one, grown to the size.
+    auto found = blocks_.lower_bound(size);
+    if (found == blocks_.end() || found->first - size > size / MAX_CUT_FRACTION) {
+      // (A request over the limit is never cached when freed: it takes none of the blocks.)
+      found = found == blocks_.begin() || size > limit_ ? blocks_.end() : std::prev(found);
+    }
+    if (found != blocks_.end()) {
       found_size = found->first;
       block      = found->second;
-      blocks_.erase(found);
-      cached_ -= found_size;
-      if (found_size < SMALL_BLOCK_BYTES) {
-        cached_small_ -= found_size;
-      }
+      forget(found);
     }
   }
   if (block == nullptr) {
+    return map_block(size);
+  }
+  if (found_size < size) {
+    // Grown in place or moved: the block's pages stay mapped, only the growth is fresh. A run
+    // of requests in sizes the cache does not hold so clears no more pages than it must.
+    void* const grown = ::mremap(block, found_size, size, MREMAP_MAYMOVE);
+    if (grown != MAP_FAILED) {
+      return grown;
+    }
+    unmap_block(block, found_size);
     return map_block(size);
   }
   if (found_size > size) {
@@ -82,12 +93,23 @@ void block_cache::deallocate(void* pointer, std::size_t bytes, std::size_t align
     ::operator delete (pointer, bytes, std::align_val_t{alignment});
     return;
   }
-  std::size_t const size = mapped_bytes(bytes);
+  std::scoped_lock const lock(mutex_);
+  keep(pointer, mapped_bytes(bytes));
+}
+
+void block_cache::forget(std::multimap<std::size_t, void*>::iterator block) noexcept {
+  cached_ -= block->first;
+  if (block->first < SMALL_BLOCK_BYTES) {
+    cached_small_ -= block->first;
+  }
+  blocks_.erase(block);
+}
+
+void block_cache::keep(void* pointer, std::size_t size) noexcept {
   if (size > limit_) {
     unmap_block(pointer, size);
     return;
   }
-  std::scoped_lock const lock(mutex_);
   bool const small = size < SMALL_BLOCK_BYTES;
   if (small && cached_small_ + size > limit_ / SMALL_BLOCKS_SHARE) {
     // Small blocks never push large ones out: past their share they go back at once.
@@ -97,11 +119,7 @@ void block_cache::deallocate(void* pointer, std::size_t bytes, std::size_t align
   while (cached_ + size > limit_) {
     auto const largest = std::prev(blocks_.end());
     unmap_block(largest->second, largest->first);
-    cached_ -= largest->first;
-    if (largest->first < SMALL_BLOCK_BYTES) {
-      cached_small_ -= largest->first;
-    }
-    blocks_.erase(largest);
+    forget(largest);
   }
   try {
     blocks_.emplace(size, pointer);

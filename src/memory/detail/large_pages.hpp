@@ -38,7 +38,9 @@ inline constexpr bool LARGE_BLOCKS_MAPPED = true;
  * @brief Keeps freed large blocks mapped, up to `limit` bytes, and hands them out again, so that
  * memory used once is not cleared by the kernel on every reuse (a device's memory is not either).
  *
- * A larger cached block serves a smaller request by unmapping its tail. When a freed block does
+ * A request takes the smallest cached block that fits unless it is much larger (its tail is
+ * unmapped); else the largest smaller block grows to the request (`mremap`: its pages stay, only
+ * the growth is fresh). When a freed block does
  * not fit under the limit, the largest cached blocks are unmapped first; blocks under 256 KiB
  * may hold only an eighth of the limit (past it they are unmapped at once), so that many of them
  * never push out the large ones. Blocks below LARGE_BLOCK_MIN_BYTES, or aligned to more than a
@@ -61,6 +63,11 @@ class block_cache {
   [[nodiscard]] std::size_t limit() const noexcept { return limit_; }
 
  private:
+  /// Drops a cached block from the books (the caller holds the lock; the block stays mapped).
+  void forget(std::multimap<std::size_t, void*>::iterator block) noexcept;
+  /// Caches a mapped block, or unmaps it (the caller holds the lock).
+  void keep(void* pointer, std::size_t size) noexcept;
+
   std::size_t const limit_;
   mutable std::mutex mutex_;
   std::multimap<std::size_t, void*> blocks_;  ///< mapped size -> block
