@@ -290,7 +290,7 @@ class csv_file_writer final : public detail::format_writer {
   csv_file_writer(csv_file_writer&&)                 = delete;
   csv_file_writer& operator=(csv_file_writer&&)      = delete;
 
-  void write(table_view const& input) override {
+  void write(table_view const& input, std::shared_ptr<void const> const& /*owner*/) override {
     for (std::size_t row = 0; row < input.num_rows(); ++row) {
       for (std::size_t c = 0; c < input.num_columns(); ++c) {
         if (c > 0) {

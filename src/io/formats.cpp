@@ -131,7 +131,8 @@ class batch_writer::impl {
   impl(impl&&)                 = delete;
   impl& operator=(impl&&)      = delete;
 
-  void write(table_view const& input) {
+  /// `owner`: see `detail::format_writer::write`.
+  void write(table_view const& input, std::shared_ptr<void const> const& owner) {
     if (schema_.empty()) {
       schema_ = detail::schema_of(input, names_, "batch_writer");
     } else {
@@ -158,7 +159,7 @@ class batch_writer::impl {
       auto rows = static_cast<std::size_t>(static_cast<double>(room) / (row_bytes * ratio));
       rows      = std::clamp<std::size_t>(rows, 1, remaining_rows);
       estimated_in_file_ += estimate_size(input, row, row + rows);
-      current_->write(slice(input, row, row + rows));
+      current_->write(slice(input, row, row + rows), owner);
       row += rows;
       if (current_->bytes_written() >= options_.target_file_bytes) {
         finish_current();
@@ -271,7 +272,7 @@ class batch_writer::background {
  private:
   void run() {
     while (true) {
-      std::unique_ptr<table> next;
+      std::shared_ptr<table const> next;
       {
         std::unique_lock lock(mutex_);
         changed_.wait(lock, [this] { return pending_ != nullptr || stopping_; });
@@ -284,7 +285,7 @@ class batch_writer::background {
       std::exception_ptr error;
       if (!failure_) {  // after a failure, later tables are dropped: the output is void anyway
         try {
-          writer_.write(next->view());
+          writer_.write(next->view(), next);
         } catch (...) {
           error = std::current_exception();
         }
@@ -335,7 +336,7 @@ void batch_writer::write(table_view const& input) {
   if (background_) {
     background_->drain();
   }
-  impl_->write(input);
+  impl_->write(input, nullptr);
 }
 
 void batch_writer::write(std::unique_ptr<table> input) {

@@ -32,8 +32,12 @@ class format_writer {
   format_writer(format_writer&&)                 = delete;
   format_writer& operator=(format_writer&&)      = delete;
 
-  /** @brief Appends the rows of `input` (types already checked against the schema). */
-  virtual void write(table_view const& input) = 0;
+  /**
+   * @brief Appends the rows of `input` (types already checked against the schema).
+   * @param owner keeps `input`'s memory alive for as long as the writer holds it; null: the
+   * writer is done with `input` when `write` returns
+   */
+  virtual void write(table_view const& input, std::shared_ptr<void const> const& owner) = 0;
   /** @return the bytes in the file so far */
   [[nodiscard]] virtual std::size_t bytes_written() const = 0;
   /** @brief Writes the footer and closes the file. */
@@ -103,7 +107,7 @@ void write_one_file(table_view const& input, std::string const& path, Factory&& 
   auto const temporary = temporary_path_for(path);
   try {
     auto writer = writer_factory(temporary);
-    writer->write(input);
+    writer->write(input, nullptr);
     writer->close();
     rename_file(temporary, path);
   } catch (...) {

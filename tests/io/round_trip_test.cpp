@@ -13,8 +13,11 @@
 #include <gtest/gtest.h>
 
 #if defined(SPILLWAY_IO_TEST_HAS_ARROW)
+#include <arrow/util/key_value_metadata.h>
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
+#include <parquet/page_index.h>
+#include <parquet/statistics.h>
 #endif
 
 #include <filesystem>
@@ -101,7 +104,88 @@ TEST_F(RoundTripTest, ParquetSmallWritesShareRowGroupsUpToTheRowAndByteLimits) {
   }
 }
 
-TEST_F(RoundTripTest, ParquetCompressionIsRecordedAndEncodeThreadsWriteTheSameFile) {
+/// Byte offset where column chunk `column` of row group `group` begins.
+int64_t chunk_start(parquet::FileMetaData const& metadata, int group, int column) {
+  auto const chunk = metadata.RowGroup(group)->ColumnChunk(column);
+  return chunk->has_dictionary_page() ? chunk->dictionary_page_offset() : chunk->data_page_offset();
+}
+
+/**
+ * Checks that two Parquet files hold the same row groups, column chunks (encodings, compression,
+ * sizes, statistics, pages at the same places within each chunk) and page indexes, wherever in
+ * the file each row group lies.
+ */
+void expect_same_row_groups(std::string const& expected_path, std::string const& actual_path) {
+  auto const expected_reader = parquet::ParquetFileReader::OpenFile(expected_path);
+  auto const actual_reader   = parquet::ParquetFileReader::OpenFile(actual_path);
+  auto const& expected       = *expected_reader->metadata();
+  auto const& actual         = *actual_reader->metadata();
+  ASSERT_EQ(actual.num_row_groups(), expected.num_row_groups());
+  ASSERT_EQ(actual.num_rows(), expected.num_rows());
+  ASSERT_TRUE(actual.schema()->Equals(*expected.schema()));
+  EXPECT_TRUE(actual.key_value_metadata()->Equals(*expected.key_value_metadata()));
+  auto const expected_indexes = expected_reader->GetPageIndexReader();
+  auto const actual_indexes   = actual_reader->GetPageIndexReader();
+  ASSERT_NE(expected_indexes, nullptr);
+  ASSERT_NE(actual_indexes, nullptr);
+  for (int group = 0; group < expected.num_row_groups(); ++group) {
+    SCOPED_TRACE("row group " + std::to_string(group));
+    auto const want = expected.RowGroup(group);
+    auto const got  = actual.RowGroup(group);
+    EXPECT_EQ(got->num_rows(), want->num_rows());
+    EXPECT_EQ(got->total_byte_size(), want->total_byte_size());
+    EXPECT_EQ(got->total_compressed_size(), want->total_compressed_size());
+    EXPECT_EQ(got->file_offset() - chunk_start(actual, group, 0),
+              want->file_offset() - chunk_start(expected, group, 0));
+    auto const want_pages = expected_indexes->RowGroup(group);
+    auto const got_pages  = actual_indexes->RowGroup(group);
+    for (int column = 0; column < want->num_columns(); ++column) {
+      SCOPED_TRACE("column " + std::to_string(column));
+      auto const w = want->ColumnChunk(column);
+      auto const g = got->ColumnChunk(column);
+      EXPECT_EQ(g->compression(), w->compression());
+      EXPECT_EQ(g->encodings(), w->encodings());
+      EXPECT_EQ(g->num_values(), w->num_values());
+      EXPECT_EQ(g->total_compressed_size(), w->total_compressed_size());
+      EXPECT_EQ(g->total_uncompressed_size(), w->total_uncompressed_size());
+      EXPECT_EQ(g->has_dictionary_page(), w->has_dictionary_page());
+      ASSERT_EQ(g->is_stats_set(), w->is_stats_set());
+      if (w->is_stats_set()) {
+        EXPECT_TRUE(g->statistics()->Equals(*w->statistics()));
+      }
+      // The pages sit at the same places within their chunk.
+      int64_t const want_start = chunk_start(expected, group, column);
+      int64_t const got_start  = chunk_start(actual, group, column);
+      EXPECT_EQ(g->data_page_offset() - got_start, w->data_page_offset() - want_start);
+      // Page indexes: the same min/max per page, and page locations that point into this file.
+      auto const want_column_index = want_pages->GetColumnIndex(column);
+      auto const got_column_index  = got_pages->GetColumnIndex(column);
+      ASSERT_EQ(got_column_index != nullptr, want_column_index != nullptr);
+      if (want_column_index) {
+        EXPECT_EQ(got_column_index->null_pages(), want_column_index->null_pages());
+        EXPECT_EQ(got_column_index->encoded_min_values(), want_column_index->encoded_min_values());
+        EXPECT_EQ(got_column_index->encoded_max_values(), want_column_index->encoded_max_values());
+      }
+      auto const want_offset_index = want_pages->GetOffsetIndex(column);
+      auto const got_offset_index  = got_pages->GetOffsetIndex(column);
+      ASSERT_EQ(got_offset_index != nullptr, want_offset_index != nullptr);
+      if (want_offset_index) {
+        auto const& want_locations = want_offset_index->page_locations();
+        auto const& got_locations  = got_offset_index->page_locations();
+        ASSERT_EQ(got_locations.size(), want_locations.size());
+        for (std::size_t page = 0; page < want_locations.size(); ++page) {
+          EXPECT_EQ(got_locations[page].offset - got_start,
+                    want_locations[page].offset - want_start);
+          EXPECT_EQ(got_locations[page].compressed_page_size,
+                    want_locations[page].compressed_page_size);
+          EXPECT_EQ(got_locations[page].first_row_index, want_locations[page].first_row_index);
+        }
+      }
+    }
+  }
+}
+
+TEST_F(RoundTripTest, ParquetCompressionIsRecordedAndEncodeThreadsWriteTheSameRowGroups) {
   SPILLWAY_SKIP_WITHOUT_ARROW();
   auto const input = every_type_table(20000, 5, parquet_types());
   auto const names = this->names(input->num_columns());
@@ -120,14 +204,14 @@ TEST_F(RoundTripTest, ParquetCompressionIsRecordedAndEncodeThreadsWriteTheSameFi
   parquet_write_options zstd;
   zstd.compression = parquet_compression::ZSTD;
   EXPECT_EQ(write("zstd.parquet", zstd), parquet::Compression::ZSTD);
-  // Columns encoded on a writer's own two threads: the same bytes as on the calling thread.
-  zstd.encode_threads = 2;
-  EXPECT_EQ(write("threads.parquet", zstd), parquet::Compression::ZSTD);
-  auto const bytes_of = [&](std::string const& name) {
-    std::ifstream file(path(name), std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(file), {});
-  };
-  EXPECT_EQ(bytes_of("threads.parquet"), bytes_of("zstd.parquet"));
+  // Row groups encoded on a writer's own threads, each as a file of its own, then moved into
+  // one: the same row groups, statistics and page indexes as on the calling thread.
+  for (std::size_t const threads : {std::size_t{2}, std::size_t{3}}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    zstd.encode_threads = threads;
+    EXPECT_EQ(write("threads.parquet", zstd), parquet::Compression::ZSTD);
+    expect_same_row_groups(path("zstd.parquet"), path("threads.parquet"));
+  }
 }
 
 TEST_F(RoundTripTest, ParquetDictionaryForColumnsOfFewValuesOnly) {

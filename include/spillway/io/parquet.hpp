@@ -50,8 +50,11 @@ struct parquet_write_options {
   /// Most bytes (as tables in memory) in one row group. Successive writes fill one row group
   /// until it reaches either limit; its encoded pages are held in memory until it is complete.
   std::size_t row_group_bytes = 64_MiB;
-  /// Threads (a pool of this writer's own) that encode and compress the columns of a row group
-  /// in parallel; 1: the writing thread alone. Encoding is most of a wide sort's output time.
+  /// Threads (a pool of this writer's own) that encode and compress up to this many row groups
+  /// at once, each as a Parquet file of its own in memory whose bytes are then moved into the
+  /// file in order (offsets, page indexes and footers rewritten), while the writing thread goes
+  /// on; 1: the writing thread alone, row group after row group. A sorted key column is one
+  /// column chunk per row group: encoded on one thread, it was most of a sort's output time.
   std::size_t encode_threads    = 1;
   parquet_dictionary dictionary = parquet_dictionary::AUTO;  ///< see parquet_dictionary
 };
