@@ -199,18 +199,20 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
   }
   piece_rows const parts{starts, row_bytes};
 
-  // String lengths first (into per-piece length columns), on both threads.
+  // String lengths first (into per-piece length columns), on both threads, and where each
+  // string's characters are (so that the copy reads no source offset again).
   std::vector<std::vector<std::unique_ptr<column>>> lengths(num_columns);
+  std::vector<std::vector<std::unique_ptr<column>>> sources(num_columns);
   for (std::size_t index = 0; index < num_columns; ++index) {
     if (kinds[index] != kind::STRING) {
       continue;
     }
     for (std::size_t piece = 0; piece < num_pieces; ++piece) {
-      lengths[index].push_back(make_fixed_width_column(data_type{type_id::INT64},
-                                                       starts[piece + 1] - starts[piece] + 1,
-                                                       mask_state::UNALLOCATED,
-                                                       stream,
-                                                       mrs.temporary()));
+      std::size_t const rows = starts[piece + 1] - starts[piece];
+      lengths[index].push_back(make_fixed_width_column(
+        data_type{type_id::INT64}, rows + 1, mask_state::UNALLOCATED, stream, mrs.temporary()));
+      sources[index].push_back(make_fixed_width_column(
+        data_type{type_id::UINT64}, rows, mask_state::UNALLOCATED, stream, mrs.temporary()));
     }
   }
   // Each input's offsets (from its first row) and characters, per string column.
@@ -234,8 +236,10 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
         continue;
       }
       std::int64_t const* const* offsets = string_offsets[index].data();
+      char const* const* chars           = string_chars[index].data();
       parts.for_each_piece(begin, end, [&](std::size_t piece, std::size_t first, std::size_t last) {
         std::int64_t* sizes          = lengths[index][piece]->mutable_data<std::int64_t>();
+        auto* from                   = sources[index][piece]->mutable_data<std::uint64_t>();
         std::uint64_t const* from_id = ids + starts[piece];
         for (std::size_t row = first; row < last; ++row) {
           if (row + GATHER_PREFETCH_ROWS < last) {
@@ -245,6 +249,7 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
           std::uint64_t const id     = from_id[row];
           std::int64_t const* bounds = offsets[input_of(id)] + row_in(id);
           sizes[row + 1]             = bounds[1] - bounds[0];
+          from[row] = reinterpret_cast<std::uintptr_t>(chars[input_of(id)] + bounds[0]);
         }
       });
     }
@@ -272,7 +277,7 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
       columns[piece].push_back(std::move(result));
     }
   }
-  lengths.clear();
+  lengths.clear();  // (sources stay until the characters are copied)
 
   // Plain columns: each input's first value, per column.
   std::vector<std::size_t> plain;
@@ -333,23 +338,15 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
             }
           });
         } else if (kinds[index] == kind::STRING) {
-          char* chars                               = out.mutable_chars();
-          std::int64_t const* offsets               = out.mutable_offsets();
-          std::int64_t const* const* source_offsets = string_offsets[index].data();
-          char const* const* source_chars           = string_chars[index].data();
+          char* chars                 = out.mutable_chars();
+          std::int64_t const* offsets = out.mutable_offsets();
+          auto const* from = sources[index][piece]->template mutable_data<std::uint64_t>();
           for (std::size_t row = first; row < last; ++row) {
-            if (row + 2 * GATHER_PREFETCH_ROWS < last) {
-              std::uint64_t const ahead = from_id[row + 2 * GATHER_PREFETCH_ROWS];
-              __builtin_prefetch(source_offsets[input_of(ahead)] + row_in(ahead));
-            }
             if (row + GATHER_PREFETCH_ROWS < last) {
-              std::uint64_t const ahead = from_id[row + GATHER_PREFETCH_ROWS];
-              __builtin_prefetch(source_chars[input_of(ahead)] +
-                                 source_offsets[input_of(ahead)][row_in(ahead)]);
+              __builtin_prefetch(reinterpret_cast<char const*>(from[row + GATHER_PREFETCH_ROWS]));
             }
-            std::uint64_t const id = from_id[row];
             copy_string(chars + offsets[row],
-                        source_chars[input_of(id)] + source_offsets[input_of(id)][row_in(id)],
+                        reinterpret_cast<char const*>(from[row]),
                         static_cast<std::size_t>(offsets[row + 1] - offsets[row]));
           }
         }
