@@ -116,6 +116,11 @@ class prefix_heads {
     std::copy_n(
       blocks_[input * PREFIX_BLOCK_ROWS + (row - begin_[input])].key, Words, heads_[input].begin());
   }
+  /// The first word of `input`'s head (loaded).
+  [[nodiscard]] std::uint64_t first_word(std::size_t input) const noexcept {
+    return heads_[input][0];
+  }
+
   /// Asks for the characters of the block after `[begin, end)` (before it in reverse) when the
   /// prefix ends in a string: the merge takes a while to come back to this input, and its next
   /// encoding then finds them in the cache instead of waiting on each string's first load.
@@ -198,17 +203,28 @@ class row_heads {
  */
 template <bool Reverse, typename Heads>
 class loser_tree {
+  /// Heads with a first word: a node compares the two words and goes to the full comparison
+  /// only when they are equal (a tie, or an input run out).
+  static constexpr bool WORDS = requires(Heads const& heads) { heads.first_word(std::size_t{}); };
+  /// The word of an input that has run out (and of the leaves past the last input): it sorts
+  /// last, and any real word equal to it goes to the full comparison, which knows better.
+  static constexpr std::uint64_t EXHAUSTED = Reverse ? 0 : ~std::uint64_t{0};
+
  public:
   loser_tree(std::span<table_view const> keys, Heads& heads)
     : keys_(keys),
       heads_(heads),
       leaves_(std::bit_ceil(std::max<std::size_t>(keys.size(), 1))),
       cursors_(leaves_, 0),
-      losers_(leaves_, 0) {
+      losers_(leaves_, 0),
+      words_(WORDS ? leaves_ : 0, EXHAUSTED) {
     for (std::size_t input = 0; input < keys_.size(); ++input) {
       cursors_[input] = Reverse ? keys_[input].num_rows() : 0;
       if (!is_exhausted(input)) {
         heads_.load(input, row_of(input));
+        if constexpr (WORDS) {
+          words_[input] = heads_.first_word(input);
+        }
       }
     }
     std::vector<std::size_t> winners(2 * leaves_);
@@ -242,10 +258,29 @@ class loser_tree {
     }
     if (!is_exhausted(candidate)) {
       heads_.load(candidate, row_of(candidate));
+      if constexpr (WORDS) {
+        words_[candidate] = heads_.first_word(candidate);
+      }
+    } else if constexpr (WORDS) {
+      words_[candidate] = EXHAUSTED;
     }
-    for (std::size_t node = (leaves_ + candidate) / 2; node >= 1; node /= 2) {
-      if (before(losers_[node], candidate)) {
-        std::swap(losers_[node], candidate);
+    if constexpr (WORDS) {
+      // Words that differ decide without a branch the predictor would miss half the time.
+      std::uint64_t word = words_[candidate];
+      for (std::size_t node = (leaves_ + candidate) / 2; node >= 1; node /= 2) {
+        std::size_t const other     = losers_[node];
+        std::uint64_t const against = words_[other];
+        bool const other_first =
+          against != word ? (Reverse ? against > word : against < word) : before(other, candidate);
+        losers_[node] = other_first ? candidate : other;
+        candidate     = other_first ? other : candidate;
+        word          = other_first ? against : word;
+      }
+    } else {
+      for (std::size_t node = (leaves_ + candidate) / 2; node >= 1; node /= 2) {
+        if (before(losers_[node], candidate)) {
+          std::swap(losers_[node], candidate);
+        }
       }
     }
     losers_[0] = candidate;
@@ -280,6 +315,7 @@ class loser_tree {
   std::size_t leaves_;
   std::vector<std::size_t> cursors_;  ///< forward: the next row; reverse: rows left
   std::vector<std::size_t> losers_;   ///< [0]: the winner; [1, leaves): the loser at each node
+  std::vector<std::uint64_t> words_;  ///< WORDS: each input's first head word, or EXHAUSTED
 };
 
 /**

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -182,6 +183,52 @@ TEST_F(Merge, NarrowedStringPrefixesLeaveTiesToTheFullStrings) {
     auto const expected =
       sort(whole, whole, orders, sort_stability::STABLE, default_stream(), input_);
     auto const merged = spillway::merge(views, key_columns, orders, default_stream(), mrs_);
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
+  }
+}
+
+TEST_F(ConcurrentMerge, HeadWordsAtTheExtremesTieWithRunOutInputsAndStillMerge) {
+  // The tree gives an input that ran out the word that sorts last (all ones forward, zero in
+  // reverse); INT64_MAX ascending and INT64_MIN ascending (read from the back) encode to those
+  // very words, so these rows tie with run-out inputs and go to the full comparison.
+  std::size_t const rows = 40000;
+  std::mt19937 engine{21};
+  std::vector<std::int64_t> first(rows);
+  std::vector<std::int32_t> second(rows);
+  constexpr std::array<std::int64_t, 3> EXTREMES{
+    std::numeric_limits<std::int64_t>::min(), 0, std::numeric_limits<std::int64_t>::max()};
+  for (std::size_t row = 0; row < rows; ++row) {
+    first[row]  = EXTREMES[engine() % 3];
+    second[row] = static_cast<std::int32_t>(engine() % 5);
+  }
+  auto const a = testing::make_fixed_column<std::int64_t>(type_id::INT64, first, {}, input_);
+  auto const b = testing::make_fixed_column<std::int32_t>(type_id::INT32, second, {}, input_);
+  table_view const whole{a->view(), b->view()};
+  std::vector<std::size_t> const key_columns{0, 1};
+  for (auto const& orders :
+       {sort_order{{order::ASCENDING, null_order::AFTER}, {order::ASCENDING, null_order::AFTER}},
+        sort_order{{order::DESCENDING, null_order::AFTER},
+                   {order::DESCENDING, null_order::AFTER}}}) {
+    std::vector<std::unique_ptr<table>> pieces;
+    std::vector<table_view> views;
+    // Inputs of very different lengths, so that some run out long before the others.
+    for (auto const& [begin, end] : {std::pair{0, 100},
+                                     std::pair{100, 30000},
+                                     std::pair{30000, 30001},
+                                     std::pair{30001, 40000}}) {
+      table_view const part =
+        slice(whole, static_cast<std::size_t>(begin), static_cast<std::size_t>(end));
+      pieces.push_back(sort(part, part, orders, sort_stability::STABLE, default_stream(), input_));
+      views.push_back(pieces.back()->view());
+    }
+    auto const concatenated = concatenate(views, default_stream(), input_);
+    auto const expected     = sort(concatenated->view(),
+                               concatenated->view(),
+                               orders,
+                               sort_stability::STABLE,
+                               default_stream(),
+                               input_);
+    auto const merged       = spillway::merge(views, key_columns, orders, default_stream(), mrs_);
     SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
   }
 }
