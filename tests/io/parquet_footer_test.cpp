@@ -1,12 +1,17 @@
 // Moving a Parquet file's row groups: the footer's offsets move by the given delta, page index
 // locations are replaced, the offset index's pages move, and a footer that is not one fails.
+// And the writer that moves them: a row group that fails to encode voids its file.
 #include "io/io_test_support.hpp"
 
 #if defined(SPILLWAY_IO_TEST_HAS_ARROW)
 #include "io/arrow/parquet_footer.hpp"
+#include "io/io_detail.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
 #include <spillway/io/parquet.hpp>
+#include <spillway/memory/limiting_resource_adaptor.hpp>
+#include <spillway/table/copy.hpp>
 
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
@@ -156,6 +161,32 @@ TEST_F(ParquetFooterTest, WhatIsNotAFooterFailsAsCorruption) {
   std::vector<std::uint8_t> right_type{0x49, 0x1C, 0x56, 0x10, 0x00, 0x00};
   EXPECT_EQ(detail::rebase_parquet_footer(right_type, 4, 0),
             (std::vector<std::uint8_t>{0x49, 0x1C, 0x56, 0x18, 0x00, 0x00}));
+}
+
+TEST_F(ParquetFooterTest, ARowGroupThatFailsToEncodeVoidsTheFile) {
+  // Encoding scratch capped just above the file stream's own buffer: the first row group encoded
+  // on the pool runs out of memory there, and the writer reports it and takes nothing more.
+  auto const input = every_type_table(3000, 11, {data_type{type_id::INT64}});
+  std::shared_ptr<table const> const owned =
+    copy(input->view(), default_stream(), resource_ref{host_});
+  limiting_resource_adaptor limited{host_, 4_MiB + 256_KiB};
+  parquet_write_options options;
+  options.encode_threads = 2;
+  options.row_group_rows = 1000;
+  auto writer            = detail::make_parquet_writer(path("void.parquet"),
+                                            {{"a", data_type{type_id::INT64}}},
+                                            options,
+                                            default_stream(),
+                                            memory_resources{limited});
+  EXPECT_THROW(
+    {
+      writer->write(owned->view(), owned);
+      writer->close();
+    },
+    out_of_memory);
+  // Whatever was taken off the pool is gone from the file: it cannot be finished, nor written.
+  EXPECT_THROW(writer->close(), io_error);
+  EXPECT_THROW(writer->write(owned->view(), owned), io_error);
 }
 
 #endif

@@ -454,6 +454,8 @@ class parquet_file_writer final : public format_writer {
     if (rows == 0) {
       return;
     }
+    throw_if_failed();
+    failure_guard const guard{failed_};
     double const row_bytes = std::max(estimate_row_size(input), 1.0);
     try {
       if (!properties_) {
@@ -461,6 +463,7 @@ class parquet_file_writer final : public format_writer {
       }
       if (parallel()) {
         write_in_groups(input, owner, row_bytes);
+        guard.succeeded();
         return;
       }
       if (!writer_) {
@@ -481,6 +484,7 @@ class parquet_file_writer final : public format_writer {
         add_to_group(take, row_bytes);
         begin += take;
       }
+      guard.succeeded();
     } catch (parquet::ParquetException const& error) {
       SPILLWAY_FAIL("cannot write Parquet file '" + path_ + "': " + error.what(), io_error);
     }
@@ -502,6 +506,8 @@ class parquet_file_writer final : public format_writer {
   }
 
   void close() override {
+    throw_if_failed();
+    failure_guard const guard{failed_};
     try {
       if (!properties_) {
         make_properties(nullptr);
@@ -522,12 +528,38 @@ class parquet_file_writer final : public format_writer {
         check_arrow(writer_->Close(), "cannot finish Parquet file '" + path_ + "'");
       }
       check_arrow(sink_->Close(), "cannot close Parquet file '" + path_ + "'");
+      guard.succeeded();
     } catch (parquet::ParquetException const& error) {
       SPILLWAY_FAIL("cannot finish Parquet file '" + path_ + "': " + error.what(), io_error);
     }
   }
 
  private:
+  /// Marks the writer failed unless `succeeded()` is called: a row group may be lost by then
+  /// (taken off the encodings, not appended), so nothing may be written or closed after it.
+  class failure_guard {
+   public:
+    explicit failure_guard(bool& failed) noexcept : failed_(failed) {}
+    ~failure_guard() {
+      if (!done_) {
+        failed_ = true;
+      }
+    }
+    failure_guard(failure_guard const&)            = delete;
+    failure_guard& operator=(failure_guard const&) = delete;
+    void succeeded() const noexcept { done_ = true; }
+
+   private:
+    bool& failed_;
+    mutable bool done_ = false;
+  };
+
+  void throw_if_failed() const {
+    SPILLWAY_EXPECTS(!failed_,
+                     "cannot write Parquet file '" + path_ + "': an earlier write to it failed",
+                     io_error);
+  }
+
   /// A row group being encoded on the pool into a Parquet file of its own.
   struct encoding_group {
     arrow::Future<std::shared_ptr<arrow::Buffer>> encoded;
@@ -557,28 +589,59 @@ class parquet_file_writer final : public format_writer {
       std::min(row_group_bytes_, static_cast<std::size_t>(static_cast<double>(rows) * row_bytes));
   }
 
+  /**
+   * Cuts `input` into the row groups being filled. Rows without an owner are borrowed: full
+   * groups are encoded from them and appended before this returns, and only the rows left
+   * waiting for the next write (less than a row group) are copied.
+   */
   void write_in_groups(table_view const& input,
-                       std::shared_ptr<void const> owner,
+                       std::shared_ptr<void const> const& owner,
                        double row_bytes) {
-    table_view rows_of = input;
-    if (!owner) {
-      // The rows wait for their row group beyond this call: a copy of them does.
-      std::shared_ptr<table const> copied = spillway::copy(input, stream_, mrs_.temporary());
-      rows_of                             = copied->view();
-      owner                               = std::move(copied);
+    try {
+      fill_groups(input, owner, row_bytes);
+    } catch (...) {
+      if (!owner) {
+        // Encodings may still read the borrowed rows: they finish before the caller frees them.
+        for (auto& group : encoding_) {
+          group.encoded.Wait();
+        }
+      }
+      throw;
     }
-    std::size_t const rows = rows_of.num_rows();
+  }
+
+  void fill_groups(table_view const& input,
+                   std::shared_ptr<void const> const& owner,
+                   double row_bytes) {
+    std::size_t const rows = input.num_rows();
     std::size_t begin      = 0;
     while (begin < rows) {
       std::size_t const take = rows_to_take(rows - begin, row_bytes);
-      group_batches_.push_back(
-        to_arrow_batch(slice(rows_of, begin, begin + take), schema_, pool_.get()));
-      group_owners_.push_back(owner);
+      table_view const part  = slice(input, begin, begin + take);
       add_to_group(take, row_bytes);
       begin += take;
+      if (owner || group_full(row_bytes)) {
+        group_batches_.push_back(to_arrow_batch(part, schema_, pool_.get()));
+        group_owners_.push_back(owner);
+      } else {
+        // The last rows of a borrowed input wait for the next write: a copy of them does.
+        std::shared_ptr<table const> copied = spillway::copy(part, stream_, mrs_.temporary());
+        group_batches_.push_back(to_arrow_batch(copied->view(), schema_, pool_.get()));
+        group_owners_.push_back(std::move(copied));
+      }
       if (group_full(row_bytes)) {
         encode_group();
       }
+    }
+    if (!owner) {
+      while (!encoding_.empty()) {
+        append_oldest();  // the borrowed rows are encoded before the caller may free them
+      }
+    }
+    // Row groups done meanwhile go into the file now: their tables are freed, and the file's
+    // size (for the next file's cut) is learned early.
+    while (!encoding_.empty() && encoding_.front().encoded.is_finished()) {
+      append_oldest();
     }
   }
 
@@ -606,8 +669,12 @@ class parquet_file_writer final : public format_writer {
         }
         ARROW_RETURN_NOT_OK(writer->Close());
         return sink->Finish();
-      } catch (parquet::ParquetException const& error) {
+      } catch (std::bad_alloc const&) {
+        return arrow::Status::OutOfMemory("out of memory encoding a Parquet row group");
+      } catch (std::exception const& error) {  // parquet::ParquetException and the like
         return arrow::Status::IOError(error.what());
+      } catch (...) {
+        return arrow::Status::UnknownError("encoding a Parquet row group failed");
       }
     };
     encoding_.push_back(
@@ -788,7 +855,8 @@ class parquet_file_writer final : public format_writer {
   std::vector<std::shared_ptr<void const>> group_owners_;
   std::deque<encoding_group> encoding_;
   std::shared_ptr<parquet::FileMetaData> metadata_;
-  std::size_t row_groups_ = 0;  ///< appended to the file
+  std::size_t row_groups_ = 0;      ///< appended to the file
+  bool failed_            = false;  ///< a write or close threw: the file is void
 };
 
 class ipc_file_writer final : public format_writer {
