@@ -31,14 +31,19 @@ using detail::block_cache;
                     "not cached";                                                         \
   }
 
+/// Checks that the first byte of every page of `bytes` bytes of `block` is `value`.
+void check_pages(void const* block, std::size_t bytes, unsigned char value) {
+  auto const* bytes_of = static_cast<unsigned char const*>(block);
+  for (std::size_t at = 0; at < bytes; at += 4096) {
+    ASSERT_EQ(bytes_of[at], value) << "page at " << at;
+  }
+}
+
 /// Writes `bytes` of `value` to `block` and checks every page of them reads back.
 void fill_and_check(void* block, std::size_t bytes, unsigned char value) {
   std::memset(block, value, bytes);
-  auto const* bytes_of = static_cast<unsigned char const*>(block);
-  for (std::size_t at = 0; at < bytes; at += 4096) {
-    ASSERT_EQ(bytes_of[at], value) << at;
-  }
-  ASSERT_EQ(bytes_of[bytes - 1], value);
+  check_pages(block, bytes, value);
+  ASSERT_EQ(static_cast<unsigned char const*>(block)[bytes - 1], value);
 }
 
 TEST(BlockCache, AFreedBlockIsHandedOutAgain) {
@@ -76,10 +81,7 @@ TEST(BlockCache, ASomewhatLargerBlockIsCutDownToTheRequestAMuchLargerOneIsNot) {
   void* grown = cache.allocate(8_MiB, 64);
   EXPECT_EQ(cache.cached_bytes(), 0U);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(grown) % detail::LARGE_BLOCK_ALIGNMENT, 0U);
-  auto const* kept = static_cast<unsigned char const*>(grown);
-  for (std::size_t at = 0; at < 7_MiB; at += 4096) {
-    ASSERT_EQ(kept[at], 3) << "page at " << at << " of the grown block is not the cached one";
-  }
+  check_pages(grown, 7_MiB, 3);  // the cached block's bytes
   fill_and_check(grown, 8_MiB, 4);
   cache.deallocate(grown, 8_MiB, 64);
   cache.deallocate(small, 2_MiB, 64);
@@ -98,10 +100,7 @@ TEST(BlockCache, TheLargestSmallerBlockGrowsToARequestNoneFits) {
   // 12 MiB: neither fits; the 5 MiB block grows (its bytes are still there), the 2 MiB stays.
   void* grown = cache.allocate(12_MiB, 64);
   EXPECT_EQ(cache.cached_bytes(), 2_MiB);
-  auto const* kept = static_cast<unsigned char const*>(grown);
-  for (std::size_t at = 0; at < 5_MiB; at += 4096) {
-    ASSERT_EQ(kept[at], 11) << at;
-  }
+  check_pages(grown, 5_MiB, 11);
   fill_and_check(grown, 12_MiB, 12);
   // The 2 MiB block still serves a request of its size.
   EXPECT_EQ(cache.allocate(2_MiB - 100, 64), a);

@@ -48,10 +48,29 @@ class Merge : public testing::ops_fixture {
     }
     cuts.push_back(rows);
     std::sort(cuts.begin(), cuts.end());
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
+    for (std::size_t piece = 0; piece < pieces; ++piece) {
+      ranges.emplace_back(cuts[piece], cuts[piece + 1]);
+    }
+    auto const merged = expect_merge_of_sorted_ranges(whole, ranges, key_columns, orders);
+    expect_resources(merged->allocated_bytes());
+    EXPECT_GT(temporary_.statistics().total_count, 0U);
+  }
+
+  /**
+   * Sorts each range `[first, second)` of `whole` stably by `key_columns`, merges the sorted
+   * ranges, and checks the merge against a stable sort of them one after the other.
+   * @return the merge
+   */
+  std::unique_ptr<table> expect_merge_of_sorted_ranges(
+    table_view const& whole,
+    std::vector<std::pair<std::size_t, std::size_t>> const& ranges,
+    std::vector<std::size_t> const& key_columns,
+    sort_order const& orders) {
     std::vector<std::unique_ptr<table>> sorted_pieces;
     std::vector<table_view> views;
-    for (std::size_t piece = 0; piece < pieces; ++piece) {
-      table_view const part = slice(whole, cuts[piece], cuts[piece + 1]);
+    for (auto const& [begin, end] : ranges) {
+      table_view const part = slice(whole, begin, end);
       sorted_pieces.push_back(sort(
         part, part.select(key_columns), orders, sort_stability::STABLE, default_stream(), input_));
       views.push_back(sorted_pieces.back()->view());
@@ -63,11 +82,9 @@ class Merge : public testing::ops_fixture {
                                sort_stability::STABLE,
                                default_stream(),
                                input_);
-
-    auto const merged = spillway::merge(views, key_columns, orders, default_stream(), mrs_);
-    expect_resources(merged->allocated_bytes());
-    EXPECT_GT(temporary_.statistics().total_count, 0U);
+    auto merged             = spillway::merge(views, key_columns, orders, default_stream(), mrs_);
     SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
+    return merged;
   }
 };
 
@@ -116,27 +133,11 @@ TEST_F(Merge, SingleNullFreeKeyOfEveryFixedWidthTypeInBothDirections) {
       table_view const whole{keys->view(), payload->view()};
       std::vector<std::size_t> const key_columns{0};
       sort_order const orders{{direction, null_order::BEFORE}};
-      std::vector<std::unique_ptr<table>> sorted_pieces;
-      std::vector<table_view> views;
+      std::vector<std::pair<std::size_t, std::size_t>> ranges;
       for (std::size_t piece = 0; piece < 5; ++piece) {
-        table_view const part = slice(whole, piece * 180, (piece + 1) * 180);
-        sorted_pieces.push_back(sort(part,
-                                     part.select(key_columns),
-                                     orders,
-                                     sort_stability::STABLE,
-                                     default_stream(),
-                                     input_));
-        views.push_back(sorted_pieces.back()->view());
+        ranges.emplace_back(piece * 180, (piece + 1) * 180);
       }
-      auto const concatenated = concatenate(views, default_stream(), input_);
-      auto const expected     = sort(concatenated->view(),
-                                 concatenated->view().select(key_columns),
-                                 orders,
-                                 sort_stability::STABLE,
-                                 default_stream(),
-                                 input_);
-      auto const merged       = spillway::merge(views, key_columns, orders, default_stream(), mrs_);
-      SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
+      (void)expect_merge_of_sorted_ranges(whole, ranges, key_columns, orders);
     }
   }
 }
@@ -209,27 +210,9 @@ TEST_F(ConcurrentMerge, HeadWordsAtTheExtremesTieWithRunOutInputsAndStillMerge) 
        {sort_order{{order::ASCENDING, null_order::AFTER}, {order::ASCENDING, null_order::AFTER}},
         sort_order{{order::DESCENDING, null_order::AFTER},
                    {order::DESCENDING, null_order::AFTER}}}) {
-    std::vector<std::unique_ptr<table>> pieces;
-    std::vector<table_view> views;
     // Inputs of very different lengths, so that some run out long before the others.
-    for (auto const& [begin, end] : {std::pair{0, 100},
-                                     std::pair{100, 30000},
-                                     std::pair{30000, 30001},
-                                     std::pair{30001, 40000}}) {
-      table_view const part =
-        slice(whole, static_cast<std::size_t>(begin), static_cast<std::size_t>(end));
-      pieces.push_back(sort(part, part, orders, sort_stability::STABLE, default_stream(), input_));
-      views.push_back(pieces.back()->view());
-    }
-    auto const concatenated = concatenate(views, default_stream(), input_);
-    auto const expected     = sort(concatenated->view(),
-                               concatenated->view(),
-                               orders,
-                               sort_stability::STABLE,
-                               default_stream(),
-                               input_);
-    auto const merged       = spillway::merge(views, key_columns, orders, default_stream(), mrs_);
-    SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
+    (void)expect_merge_of_sorted_ranges(
+      whole, {{0, 100}, {100, 30000}, {30000, 30001}, {30001, 40000}}, key_columns, orders);
   }
 }
 
@@ -249,27 +232,11 @@ TEST_F(ConcurrentMerge, SingleKeysOnTwoThreadsEncodedAndNullable) {
       table_view const whole{keys->view(), payload->view()};
       std::vector<std::size_t> const key_columns{0};
       sort_order const orders{{direction, null_order::AFTER}};
-      std::vector<std::unique_ptr<table>> sorted_pieces;
-      std::vector<table_view> views;
+      std::vector<std::pair<std::size_t, std::size_t>> ranges;
       for (std::size_t piece = 0; piece < 3; ++piece) {
-        table_view const part = slice(whole, piece * ROWS / 3, (piece + 1) * ROWS / 3);
-        sorted_pieces.push_back(sort(part,
-                                     part.select(key_columns),
-                                     orders,
-                                     sort_stability::STABLE,
-                                     default_stream(),
-                                     input_));
-        views.push_back(sorted_pieces.back()->view());
+        ranges.emplace_back(piece * ROWS / 3, (piece + 1) * ROWS / 3);
       }
-      auto const concatenated = concatenate(views, default_stream(), input_);
-      auto const expected     = sort(concatenated->view(),
-                                 concatenated->view().select(key_columns),
-                                 orders,
-                                 sort_stability::STABLE,
-                                 default_stream(),
-                                 input_);
-      auto const merged       = spillway::merge(views, key_columns, orders, default_stream(), mrs_);
-      SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
+      (void)expect_merge_of_sorted_ranges(whole, ranges, key_columns, orders);
     }
   }
 }

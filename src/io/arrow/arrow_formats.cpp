@@ -403,11 +403,11 @@ constexpr std::size_t PARQUET_MAX_ROW_GROUPS = 32767;  ///< a row group's ordina
  * With one encoding thread, writes go into one buffered row group of Arrow's writer, encoded on
  * the calling thread. With more (`encode_threads`), every row group is encoded as a Parquet file
  * of its own in memory, up to `encode_threads` of them at once on a pool of this writer's own,
- * while the caller goes on: its bytes are then appended to the file in order and its footer,
- * with the offsets moved to where the bytes landed (`rebase_parquet_footer`), merged into the
- * file's. The file is the one Arrow's writer would have made, the row groups encoded in
- * parallel: a sorted string column, one column chunk per row group, is otherwise encoded and
- * compressed on one thread.
+ * while the caller goes on: its bytes are then appended to the file in order, its page indexes
+ * right after its column chunks, and its footer, with the offsets moved to where the bytes landed
+ * (`rebase_parquet_footer`), merged into the file's. The row groups, statistics and page
+ * indexes are those Arrow's writer makes on one thread, where a sorted string column, one column
+ * chunk per row group, would be encoded and compressed on one core.
  */
 class parquet_file_writer final : public format_writer {
  public:
@@ -455,7 +455,7 @@ class parquet_file_writer final : public format_writer {
       return;
     }
     throw_if_failed();
-    failure_guard const guard{failed_};
+    failure_guard guard{failed_};
     double const row_bytes = std::max(estimate_row_size(input), 1.0);
     try {
       if (!properties_) {
@@ -507,7 +507,7 @@ class parquet_file_writer final : public format_writer {
 
   void close() override {
     throw_if_failed();
-    failure_guard const guard{failed_};
+    failure_guard guard{failed_};
     try {
       if (!properties_) {
         make_properties(nullptr);
@@ -547,12 +547,22 @@ class parquet_file_writer final : public format_writer {
     }
     failure_guard(failure_guard const&)            = delete;
     failure_guard& operator=(failure_guard const&) = delete;
-    void succeeded() const noexcept { done_ = true; }
+    void succeeded() noexcept { done_ = true; }
 
    private:
     bool& failed_;
-    mutable bool done_ = false;
+    bool done_ = false;
   };
+
+  /// The file's size so far.
+  [[nodiscard]] int64_t position() const {
+    return value_or_throw(sink_->Tell(), "cannot write Parquet file '" + path_ + "'");
+  }
+  /// Appends `bytes` bytes of `data` to the file.
+  void put(void const* data, std::size_t bytes) {
+    check_arrow(sink_->Write(data, static_cast<int64_t>(bytes)),
+                "cannot write Parquet file '" + path_ + "'");
+  }
 
   void throw_if_failed() const {
     SPILLWAY_EXPECTS(!failed_,
@@ -740,23 +750,18 @@ class parquet_file_writer final : public format_writer {
                        "': a row group's file holds more than column chunks and page indexes",
                      io_error);
     if (row_groups_ == 0) {
-      check_arrow(sink_->Write(PARQUET_MAGIC.data(), PARQUET_MAGIC.size()),
-                  "cannot write Parquet file '" + path_ + "'");
+      put(PARQUET_MAGIC.data(), PARQUET_MAGIC.size());
     }
-    auto const base  = value_or_throw(sink_->Tell(), "cannot write Parquet file '" + path_ + "'");
+    auto const base  = position();
     auto const delta = base - static_cast<std::int64_t>(PARQUET_MAGIC.size());
     // The column chunks at `base`, then the page indexes, their page offsets moved too.
-    check_arrow(sink_->Write(bytes + PARQUET_MAGIC.size(),
-                             static_cast<int64_t>(data_end - PARQUET_MAGIC.size())),
-                "cannot write Parquet file '" + path_ + "'");
+    put(bytes + PARQUET_MAGIC.size(), data_end - PARQUET_MAGIC.size());
     std::vector<page_index_location> moved(num_columns);
     for (std::size_t column = 0; column < num_columns; ++column) {
       if (auto const& location = column_indexes[column]) {
-        moved[column].column_index_offset =
-          value_or_throw(sink_->Tell(), "cannot write Parquet file '" + path_ + "'");
+        moved[column].column_index_offset = position();
         moved[column].column_index_length = location->length;
-        check_arrow(sink_->Write(bytes + location->offset, location->length),
-                    "cannot write Parquet file '" + path_ + "'");
+        put(bytes + location->offset, static_cast<std::size_t>(location->length));
       }
     }
     for (std::size_t column = 0; column < num_columns; ++column) {
@@ -765,11 +770,9 @@ class parquet_file_writer final : public format_writer {
           std::span<std::uint8_t const>(bytes + location->offset,
                                         static_cast<std::size_t>(location->length)),
           delta);
-        moved[column].offset_index_offset =
-          value_or_throw(sink_->Tell(), "cannot write Parquet file '" + path_ + "'");
+        moved[column].offset_index_offset = position();
         moved[column].offset_index_length = static_cast<std::int32_t>(rebased.size());
-        check_arrow(sink_->Write(rebased.data(), static_cast<int64_t>(rebased.size())),
-                    "cannot write Parquet file '" + path_ + "'");
+        put(rebased.data(), rebased.size());
       }
     }
     auto footer =
@@ -785,14 +788,11 @@ class parquet_file_writer final : public format_writer {
   }
 
   void write_footer() {
-    auto const start = value_or_throw(sink_->Tell(), "cannot finish Parquet file '" + path_ + "'");
+    auto const start = position();
     metadata_->WriteTo(sink_.get());
-    auto const end    = value_or_throw(sink_->Tell(), "cannot finish Parquet file '" + path_ + "'");
-    auto const length = static_cast<std::uint32_t>(end - start);
-    check_arrow(sink_->Write(&length, sizeof(length)),
-                "cannot finish Parquet file '" + path_ + "'");
-    check_arrow(sink_->Write(PARQUET_MAGIC.data(), PARQUET_MAGIC.size()),
-                "cannot finish Parquet file '" + path_ + "'");
+    auto const length = static_cast<std::uint32_t>(position() - start);
+    put(&length, sizeof(length));
+    put(PARQUET_MAGIC.data(), PARQUET_MAGIC.size());
   }
 
   /**

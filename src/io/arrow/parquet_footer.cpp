@@ -242,22 +242,18 @@ class rebaser {
         auto const element = static_cast<std::uint8_t>(header & 0x0FU);
         copy_from(start);
         for (std::uint64_t index = 0; index < size; ++index) {
-          if (element == BOOLEAN_TRUE || element == BOOLEAN_FALSE) {
-            std::size_t const at = at_;
-            skip(1);  // one byte each in a container
-            copy_from(at);
-          } else if (element == STRUCT) {
-            if (kind == node::ROW_GROUP) {
-              ordinal_ = next_ordinal_++;
-              ++row_group_;
-              chunk_ = static_cast<std::size_t>(-1);
-            } else if (kind == node::COLUMN_CHUNK) {
-              ++chunk_;
-            }
-            read_struct(kind, depth + 1);
-          } else {
-            value(element, node::OTHER, depth + 1);
+          if (element != STRUCT) {
+            element_of(element, depth);
+            continue;
           }
+          if (kind == node::ROW_GROUP) {
+            ordinal_ = next_ordinal_++;
+            ++row_group_;
+            chunk_ = static_cast<std::size_t>(-1);
+          } else if (kind == node::COLUMN_CHUNK) {
+            ++chunk_;
+          }
+          read_struct(kind, depth + 1);
         }
         return;
       }
@@ -283,10 +279,11 @@ class rebaser {
     copy_from(start);
   }
 
+  /// An element of a list, set or map (of no struct the rewrite looks into).
   void element_of(std::uint8_t type, int depth) {
     if (type == BOOLEAN_TRUE || type == BOOLEAN_FALSE) {
       std::size_t const at = at_;
-      skip(1);
+      skip(1);  // one byte each in a container
       copy_from(at);
       return;
     }
