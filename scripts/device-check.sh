@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# The CUDA backend's check on a GPU machine in one go: every test on the GPU, then the device
-# benchmark (copy and spill bandwidth, the device sort beside CUB's), then one summary.
+# The CUDA backend's check on a GPU machine in one go: every test on the GPU, the `spillway` tool
+# sorting on the GPU (`--backend cuda`, CSV in and out so that a build without Arrow runs it too),
+# then the device benchmark (copy and spill bandwidth, the device sort beside CUB's), then one
+# summary.
 #
 #   scripts/device-check.sh                  build here with the CUDA backend (needs cmake, ninja,
 #                                            nvcc and the packages of scripts/install-deps.sh),
 #                                            then run ctest and the benchmark
 #   scripts/device-check.sh --bundle FILE    on a machine like ours (no GPU needed): build the
-#                                            cuda-portable preset and pack its stripped test and
-#                                            benchmark binaries into FILE (.tar.gz)
+#                                            cuda-portable preset and pack its stripped test,
+#                                            tool and benchmark binaries into FILE (.tar.gz)
 #   scripts/device-check.sh --prebuilt FILE  run a bundle's binaries; the GPU machine needs only
 #                                            the CUDA driver
 #
-# --sort-bytes N and --copy-bytes N (default 1GiB each) go to the benchmark. Logs go to
+# --sort-bytes N and --copy-bytes N (default 1GiB each) go to the benchmark; --cli-rows N (default
+# 4000000) is the size of the tool's sort. Logs go to
 # $SPILLWAY_CHECK_LOGS (default: $OUT when set, else a temporary directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,11 +22,13 @@ cd "$(dirname "$0")/.."
 mode=build
 bundle=""
 bench_args=()
+cli_rows=4000000
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) mode=bundle; bundle="$2"; shift 2 ;;
     --prebuilt) mode=prebuilt; bundle="$2"; shift 2 ;;
     --sort-bytes|--copy-bytes|--repetitions) bench_args+=("$1" "$2"); shift 2 ;;
+    --cli-rows) cli_rows="$2"; shift 2 ;;
     *) echo "device-check: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -54,6 +59,7 @@ if [ "$mode" = bundle ]; then
   done
   strip -o "$staging/spillway-device/bin/spillway_device_bench" \
     build/cuda-portable/bench/cuda/spillway_device_bench
+  strip -o "$staging/spillway-device/bin/spillway" build/cuda-portable/apps/spillway
   # The newest glibc symbol version the binaries use: a machine with an older glibc cannot run them.
   objdump -T "$staging"/spillway-device/tests/* "$staging"/spillway-device/bin/* |
     grep -o 'GLIBC_[0-9.]*' | sort -u -V | tail -1 > "$staging/spillway-device/GLIBC"
@@ -101,6 +107,7 @@ if [ "$mode" = prebuilt ]; then
     run_tests "$binary"
   done
   bench="$root/bin/spillway_device_bench"
+  cli="$root/bin/spillway"
 else
   echo "=== build"
   cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPILLWAY_ENABLE_CUDA=ON \
@@ -111,7 +118,22 @@ else
     run_tests "$binary"
   done
   bench=build/device/bench/cuda/spillway_device_bench
+  cli=build/device/apps/spillway
 fi
+
+# The tool on the GPU: generate, sort on the device under a budget that makes it spill, verify.
+echo "=== spillway sort --backend cuda"
+cli_status=0
+cli_work=$(mktemp -d)
+{
+  "$cli" gen uniform --rows "$cli_rows" --files 4 --format csv -o "$cli_work/in" &&
+    "$cli" sort "$cli_work/in" -o "$cli_work/out" --by key:desc --backend cuda \
+      --output-format csv --device-memory 64MiB --host-memory 256MiB --spill-dir "$cli_work" \
+      --json > "$logs/cli.json" &&
+    "$cli" verify "$cli_work/out" --by key:desc --against "$cli_work/in"
+} > "$logs/cli.log" 2>&1 || cli_status=$?
+tail -3 "$logs/cli.log"
+rm -rf "$cli_work"
 
 echo "=== benchmark"
 bench_status=0
@@ -129,9 +151,17 @@ echo "tests: $passed passed, $failed failed, $skipped skipped (skipped tests nee
 if [ ${#failures[@]} -gt 0 ]; then
   echo "binaries with failures: ${failures[*]} (logs in $logs)"
 fi
+if [ "$cli_status" -eq 0 ]; then
+  field() { grep -o "\"$1\":[^,}]*" "$logs/cli.json" | head -1 | cut -d: -f2 | tr -d '"'; }
+  echo "cli: sorted $(field rows) rows on $(field backend) in $(field seconds) s, device peak" \
+    "$(field device_peak) of $(field device_memory) bytes, verified"
+else
+  echo "cli: failed (status $cli_status, log in $logs/cli.log)"
+fi
 grep '^summary ' "$logs/bench.log" || echo "benchmark: failed (status $bench_status)"
 if [ -n "$gpu_unusable" ]; then
   echo "nvidia-smi sees a GPU but the tests could not use it: $gpu_unusable"
 fi
 echo "seconds: $(( $(date +%s) - start ))"
-[ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ] && [ "$bench_status" -eq 0 ] && [ -z "$gpu_unusable" ]
+[ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ] && [ "$bench_status" -eq 0 ] && [ "$cli_status" -eq 0 ] &&
+  [ -z "$gpu_unusable" ]

@@ -156,6 +156,10 @@ sort_strategy parse_strategy(std::string_view name) {
   return name == "sample" ? sort_strategy::SAMPLE : sort_strategy::AUTO;
 }
 
+file_format parse_output_format(std::string_view name) {
+  return name == "csv" ? file_format::CSV : file_format::PARQUET;
+}
+
 parquet_compression parse_compression(std::string_view name) {
   if (name == "none") {
     return parquet_compression::NONE;

@@ -82,6 +82,13 @@ inline constexpr std::size_t PARQUET_ENCODE_THREADS = 2;
 /// and 8.6-8.9 s, with it 1.0M and 7.8 s (docs/BENCHMARKS.md, "Eighth run").
 inline constexpr std::size_t IO_SCRATCH_CACHE_BYTES = std::size_t{512} << 20;
 
+/// The formats a command writes (`--output-format` of sort, `--format` of gen): Parquet, or CSV
+/// (which a build without Arrow writes too).
+inline constexpr std::array<char const*, 2> OUTPUT_FORMAT_NAMES{"parquet", "csv"};
+
+/** @return the output format named by one of OUTPUT_FORMAT_NAMES ("csv"; anything else: PARQUET) */
+file_format parse_output_format(std::string_view name);
+
 /** @return the compression named by `--compression` ("none", "zstd"; anything else: SNAPPY) */
 parquet_compression parse_compression(std::string_view name);
 

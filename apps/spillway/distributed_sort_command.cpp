@@ -92,6 +92,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
       std::snprintf(prefix, sizeof(prefix), "part-%05d", comm.rank());
       writer_options.file_prefix         = prefix;
       writer_options.parquet.compression = parse_compression(request.compression);
+      writer_options.format              = parse_output_format(request.output_format);
       batch_writer writer(writer_options, names, default_stream(), memory_resources{io_scratch});
       auto const stats = distributed_sort(
         comm,
@@ -117,7 +118,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
                         spills.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes +
                           spills.between(spill_tier::HOST, spill_tier::DISK).raw_bytes});
       auto const peaks = max_over_ranks(comm,
-                                        {environment.raw_device().peak_bytes(),
+                                        {environment.device_peak_bytes(),
                                          environment.host_tier().statistics().peak_bytes,
                                          stats.output_rows,
                                          static_cast<std::uint64_t>(stats.sample_time.count()),

@@ -58,6 +58,7 @@ struct gen_arguments {
   std::size_t files          = 0;
   std::string file_size      = "256MiB";
   std::string time_unit_name = "ns";
+  std::string format         = "parquet";
   bool overwrite             = false;
 };
 
@@ -226,7 +227,7 @@ int run_gen(gen_arguments const& args) {
   for (std::size_t file = 0; file < files; ++file) {
     batch_writer_options options;
     options.directory = args.output;
-    options.format    = file_format::PARQUET;
+    options.format    = parse_output_format(args.format);
     if (args.files == 0) {
       options.target_file_bytes = parse_size_flag("--file-size", args.file_size);
     } else {
@@ -273,7 +274,7 @@ command add_gen_command(CLI::App& parent) {
   auto args = std::make_shared<gen_arguments>();
   auto* app = parent.add_subcommand(
     "gen",
-    "Generate a deterministic Parquet dataset. timeseries: timestamp, id (int64, about "
+    "Generate a deterministic Parquet (or CSV) dataset. timeseries: timestamp, id (int64, about "
     "Poisson(1000)), name (one of 26 names), x and y (float64 in [-1, 1)), like "
     "dask.datasets.timeseries; uniform: int64 key and payload; skewed: 90% of keys are 0; "
     "strings: a 10-30 letter string key and an int64 payload.");
@@ -296,6 +297,9 @@ command add_gen_command(CLI::App& parent) {
     ->capture_default_str();
   app->add_option("--time-unit", args->time_unit_name, "timeseries: unit of the timestamps")
     ->check(CLI::IsMember({"ns", "ms"}))
+    ->capture_default_str();
+  app->add_option("--format", args->format, "Format of the files")
+    ->check(CLI::IsMember(OUTPUT_FORMAT_NAMES))
     ->capture_default_str();
   app->add_flag("--overwrite", args->overwrite, "Replace the files of an existing dataset");
   return command{app, [args, rows, size] {

@@ -166,11 +166,12 @@ struct distributed_sort_request {
   std::string file_size;
   std::string strategy;
   std::string format;
-  std::string mode = "push";  ///< the range shuffle: pull or push
-  std::string compression;    ///< of the output's Parquet pages (see parse_compression)
-  int ranks      = 1;         ///< in-process ranks (1 under mpirun)
-  bool json      = false;
-  bool overwrite = false;
+  std::string mode = "push";              ///< the range shuffle: pull or push
+  std::string compression;                ///< of the output's Parquet pages (see parse_compression)
+  std::string output_format = "parquet";  ///< see parse_output_format
+  int ranks                 = 1;          ///< in-process ranks (1 under mpirun)
+  bool json                 = false;
+  bool overwrite            = false;
 };
 
 /**

@@ -332,8 +332,7 @@ int run_shuffle(shuffle_arguments const& args) {
                                          totals.spilled_disk,
                                          totals.resumed});
       auto const peaks = max_over_ranks(
-        comm,
-        {environment.raw_device().peak_bytes(), environment.host_tier().statistics().peak_bytes});
+        comm, {environment.device_peak_bytes(), environment.host_tier().statistics().peak_bytes});
       auto all_files          = gather_names(comm, mine);
       std::size_t rows_mapped = 0;  // by every rank's map tasks, read now or resumed
       for (std::size_t partition = 0; partition < args.partitions; ++partition) {

@@ -1,6 +1,7 @@
 /**
- * `spillway sort`: reads a dataset, sorts it with `external_sorter` on an emulated device of
- * `--device-memory` that spills through a spill store (host budget `--host-memory`, disk under
+ * `spillway sort`: reads a dataset, sorts it with `external_sorter` on a device of
+ * `--device-memory` (emulated, or a CUDA GPU's memory with `--backend cuda`) that spills through a
+ * spill store (host budget `--host-memory`, disk under
  * `--spill-dir`), and writes Parquet files that appear only once all of them are complete.
  *
  * On a terminal it redraws a progress line on stderr; `--report` records the run over time and
@@ -75,12 +76,14 @@ struct sort_arguments {
   std::string strategy   = "auto";
   std::string format;
   std::string report;
-  std::size_t threads      = 1;
-  int ranks                = 1;       ///< in-process ranks of a distributed sort
-  std::string shuffle_mode = "push";  ///< its range shuffle
-  std::string compression  = DEFAULT_COMPRESSION;
-  bool json                = false;
-  bool overwrite           = false;
+  std::size_t threads       = 1;
+  int ranks                 = 1;       ///< in-process ranks of a distributed sort
+  std::string shuffle_mode  = "push";  ///< its range shuffle
+  std::string compression   = DEFAULT_COMPRESSION;
+  std::string backend       = "cpu";
+  std::string output_format = "parquet";
+  bool json                 = false;
+  bool overwrite            = false;
 };
 
 /** @return a lower bound of the bytes of one row of `schema` on the device */
@@ -246,7 +249,13 @@ nlohmann::ordered_json transfer_json(spill_statistics const& spilled,
 }
 
 int run_sort(sort_arguments const& args) {
+  auto const backend = resolve_device_backend(args.backend);
   if (args.ranks > 1 || launched_by_mpirun()) {
+    if (backend == device_backend::CUDA) {
+      throw usage_error(
+        "--backend cuda sorts in one process; --ranks and mpirun use the CPU "
+        "backend");
+    }
     return run_distributed_sort({args.input,
                                  args.output,
                                  args.by,
@@ -259,6 +268,7 @@ int run_sort(sort_arguments const& args) {
                                  args.format,
                                  args.shuffle_mode,
                                  args.compression,
+                                 args.output_format,
                                  args.ranks,
                                  args.json,
                                  args.overwrite});
@@ -303,7 +313,7 @@ int run_sort(sort_arguments const& args) {
   std::optional<device_environment> environment;
   if (!args.report.empty()) {
     run_gauges gauges;
-    gauges.device_bytes = [&environment] { return environment->raw_device().used_bytes(); };
+    gauges.device_bytes = [&environment] { return environment->device_used_bytes(); };
     gauges.host_bytes = [&environment] { return environment->store().bytes_on(spill_tier::HOST); };
     gauges.disk_bytes = [&environment] { return environment->store().bytes_on(spill_tier::DISK); };
     gauges.rows_done  = [&progress] {
@@ -320,6 +330,7 @@ int run_sort(sort_arguments const& args) {
   // The sort is one task: it holds leases from the device's arbiter, and the device runs the OOM
   // protocol for it (spill, retry, roll back, split), all recorded for the run report.
   device_environment_options environment_options;
+  environment_options.backend       = backend;
   environment_options.device_memory = device_memory;
   environment_options.host_memory   = host_memory;
   environment_options.spill_root    = args.spill_dir;
@@ -330,7 +341,7 @@ int run_sort(sort_arguments const& args) {
   auto& store            = environment->store();
   auto& coordinator      = environment->coordinator();
   auto& arbiter          = environment->arbiter();
-  auto const& device     = environment->raw_device();
+  auto const stream      = environment->stream();
   auto const& host_tier  = environment->host_tier();
   auto device_with_spill = environment->device();
   recorder_stopper stop_recorder{recorder ? &*recorder : nullptr};
@@ -341,8 +352,8 @@ int run_sort(sort_arguments const& args) {
   if (::isatty(STDERR_FILENO) != 0) {
     // Decoded bytes measure CSV text roughly; Parquet and Arrow decode to far more than they hold.
     auto const measurable = format == file_format::CSV ? input_file_bytes(args.input) : 0;
-    bar.emplace(progress, measurable, [&device, &store](spill_tier tier) {
-      return tier == spill_tier::DEVICE ? device.used_bytes() : store.bytes_on(tier);
+    bar.emplace(progress, measurable, [&environment, &store](spill_tier tier) {
+      return tier == spill_tier::DEVICE ? environment->device_used_bytes() : store.bytes_on(tier);
     });
   }
 
@@ -376,12 +387,12 @@ int run_sort(sort_arguments const& args) {
   base_options.is_base = true;
   memory_lease const base_lease =
     task.request_lease(std::min(device_memory, BASE_LEASE_BATCHES * batch_bytes), base_options);
-  external_sorter sorter{store, options, default_stream(), device_with_spill, host};
+  external_sorter sorter{store, options, stream, device_with_spill, host};
 
   std::size_t input_batches = 0;
   explaining_spill_failures(store, [&] {
     while (auto decoded = reader->next()) {
-      auto batch = spillway::copy(decoded->view(), default_stream(), device_with_spill);
+      auto batch = spillway::copy(decoded->view(), stream, device_with_spill);
       decoded.reset();
       auto const rows  = batch->num_rows();
       auto const bytes = batch->allocated_bytes();
@@ -402,19 +413,19 @@ int run_sort(sort_arguments const& args) {
   }
   batch_writer_options writer_options;
   writer_options.directory              = args.output;
-  writer_options.format                 = file_format::PARQUET;
+  writer_options.format                 = parse_output_format(args.output_format);
   writer_options.target_file_bytes      = file_size;
   writer_options.parquet.compression    = parse_compression(args.compression);
   writer_options.parquet.encode_threads = PARQUET_ENCODE_THREADS;
   batch_writer writer{
-    writer_options, names, default_stream(), memory_resources{device_with_spill, io_scratch}};
+    writer_options, names, stream, memory_resources{device_with_spill, io_scratch}};
   explaining_spill_failures(store, [&] {
     while (auto batch = sorter.next()) {
       progress.rows_written += batch->num_rows();
       progress.bytes_written += batch->allocated_bytes();
       // Off the device at once, then encoded on the writer's thread while the next batch is
       // merged (a GPU's output is encoded from host memory too).
-      auto on_host = spillway::copy(batch->view(), default_stream(), io_scratch);
+      auto on_host = spillway::copy(batch->view(), stream, io_scratch);
       batch.reset();
       writer.write(std::move(on_host));
     }
@@ -438,7 +449,7 @@ int run_sort(sort_arguments const& args) {
                        spilled.between(spill_tier::HOST, spill_tier::DISK).raw_bytes;
   std::fprintf(stderr,
                "spillway sort: %zu rows (%s) in %.2f s (%.0f rows/s), strategy %s, %zu rounds, "
-               "%.2f copies/byte, device peak %s of %s, host peak %s of %s, spilled %s to host "
+               "%.2f copies/byte, %s device peak %s of %s, host peak %s of %s, spilled %s to host "
                "and %s to disk, %zu file(s) in %s\n",
                stats.output_rows,
                format_bytes(stats.input_bytes).c_str(),
@@ -447,7 +458,8 @@ int run_sort(sort_arguments const& args) {
                to_string(stats.strategy_used),
                stats.rounds,
                stats.copies_per_input_byte(),
-               format_bytes(device.peak_bytes()).c_str(),
+               to_string(backend).data(),
+               format_bytes(environment->device_peak_bytes()).c_str(),
                format_bytes(device_memory).c_str(),
                format_bytes(host_tier.statistics().peak_bytes).c_str(),
                format_bytes(host_memory).c_str(),
@@ -477,8 +489,9 @@ int run_sort(sort_arguments const& args) {
       {"strategy_requested", args.strategy},
       {"rounds", stats.rounds},
       {"copies_per_input_byte", stats.copies_per_input_byte()},
+      {"backend", std::string{to_string(backend)}},
       {"device_memory", device_memory},
-      {"device_peak", device.peak_bytes()},
+      {"device_peak", environment->device_peak_bytes()},
       {"host_memory", host_memory},
       {"host_peak", host_tier.statistics().peak_bytes},
       {"io_scratch_peak", io_scratch.statistics().peak_bytes},
@@ -504,8 +517,10 @@ command add_sort_command(CLI::App& parent) {
   auto args = std::make_shared<sort_arguments>();
   auto* app = parent.add_subcommand(
     "sort",
-    "Sort a dataset (a file, a directory or a glob; Parquet, CSV or Arrow IPC) into Parquet files "
-    "on an emulated device of --device-memory that spills to host (--host-memory) and disk "
+    "Sort a dataset (a file, a directory or a glob; Parquet, CSV or Arrow IPC) into Parquet (or "
+    "CSV) files "
+    "on a device of --device-memory (emulated, or a GPU's with --backend cuda) that spills to "
+    "host (--host-memory) and disk "
     "(--spill-dir). Output files appear only when all are complete.");
   app->add_option("input", args->input, "The dataset to sort")->required();
   app->add_option("-o,--output", args->output, "Output directory")->required();
@@ -515,7 +530,14 @@ command add_sort_command(CLI::App& parent) {
                  "Key columns: col[:asc|desc][:nulls_first|nulls_last],... (default asc, "
                  "nulls_first)")
     ->required();
-  app->add_option("--device-memory", args->device_memory, "Emulated device capacity")
+  app->add_option("--device-memory", args->device_memory, "Device capacity (on a GPU: a limit)")
+    ->capture_default_str();
+  app
+    ->add_option("--backend",
+                 args->backend,
+                 "cpu (an emulated device), cuda (the GPU; fails without one) or auto (the GPU "
+                 "when there is one)")
+    ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
     ->capture_default_str();
   app->add_option("--host-memory", args->host_memory, "Host budget of the spill store")
     ->capture_default_str();
@@ -549,6 +571,9 @@ command add_sort_command(CLI::App& parent) {
     ->capture_default_str();
   app->add_option("--shuffle-mode", args->shuffle_mode, "Across ranks: pull or push shuffle")
     ->check(CLI::IsMember({"pull", "push"}))
+    ->capture_default_str();
+  app->add_option("--output-format", args->output_format, "Format of the output files")
+    ->check(CLI::IsMember(OUTPUT_FORMAT_NAMES))
     ->capture_default_str();
   app->add_option("--compression", args->compression, "Parquet page compression of the output")
     ->check(CLI::IsMember(COMPRESSION_NAMES))

@@ -213,7 +213,7 @@ int run(arguments const& args) {
     stats.ranges_in_rounds,
     stats.rounds,
     stats.copies_per_input_byte(),
-    environment.raw_device().peak_bytes(),
+    environment.device_peak_bytes(),
     environment.host_tier().statistics().peak_bytes,
     spilled.between(spill_tier::HOST, spill_tier::DISK).raw_bytes +
       spilled.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes,

@@ -88,6 +88,7 @@ TEST_F(SpillwayCli, JsonSummaryHasEveryField) {
                             "strategy",
                             "rounds",
                             "copies_per_input_byte",
+                            "backend",
                             "device_peak",
                             "host_peak",
                             "spilled",
@@ -127,6 +128,51 @@ TEST_F(SpillwayCli, SortWritesEachCompressionOnOneRankAndOnTwo) {
   EXPECT_GT(sizes[0], sizes[2]);
   EXPECT_GT(sizes[2], sizes[4]);
   EXPECT_GT(sizes[1], sizes[5]);
+}
+
+TEST_F(SpillwayCli, BackendCudaSortsOnTheGpuOrSaysWhyNot) {
+  run_ok("gen strings --rows 200000 --seed 5 -o in");
+  auto const chosen = nlohmann::json::parse(
+    run_ok("sort in -o auto --by key --backend auto --json" + std::string{TIGHT_BUDGETS}).out);
+  run_ok("verify auto --by key --against in");
+  auto const backend = chosen.at("backend").get<std::string>();
+  auto const cuda    = run("sort in -o out --by key:desc --backend cuda --json --spill-dir spill" +
+                        std::string{TIGHT_BUDGETS});
+  if (backend == "cpu") {
+    // No GPU here (or no CUDA backend in this build): the tool says so and writes nothing.
+    expect_failure(cuda, 1, "CUDA", "out");
+    return;
+  }
+  ASSERT_EQ(backend, "cuda");
+  ASSERT_EQ(cuda.exit_code, 0) << cuda.err;
+  auto const summary = nlohmann::json::parse(cuda.out);
+  EXPECT_EQ(summary.at("backend").get<std::string>(), "cuda");
+  EXPECT_EQ(summary.at("rows").get<std::size_t>(), 200000U);
+  EXPECT_LE(summary.at("device_peak").get<std::size_t>(), std::size_t{4} << 20U);
+  EXPECT_GT(summary.at("spilled").at("device_to_host").at("bytes").get<std::size_t>(), 0U);
+  run_ok("verify out --by key:desc --against in");
+}
+
+TEST_F(SpillwayCli, CsvInCsvOutOnOneRankAndOnTwo) {
+  run_ok("gen strings --rows 30000 --files 2 --format csv -o in");
+  auto const inputs = files_in("in");
+  ASSERT_EQ(inputs.size(), 2U);
+  EXPECT_TRUE(inputs[0].ends_with(".csv")) << inputs[0];
+  for (auto const* ranks : {"1", "2"}) {
+    std::string const out = std::string{"out-"} + ranks;
+    run_ok("sort in -o " + out + " --by key:desc --output-format csv --ranks " + ranks +
+           TIGHT_BUDGETS);
+    auto const outputs = files_in(out);
+    ASSERT_FALSE(outputs.empty());
+    for (auto const& file : outputs) {
+      EXPECT_TRUE(file.ends_with(".csv")) << file;
+    }
+    run_ok("verify " + out + " --by key:desc --against in");
+  }
+  expect_failure(run("sort in -o bad --by key --output-format json" + std::string{TIGHT_BUDGETS}),
+                 2,
+                 "json",
+                 "bad");
 }
 
 TEST_F(SpillwayCli, GenIsDeterministicAcrossFileLayouts) {
@@ -177,6 +223,7 @@ TEST_F(SpillwayCli, UsageErrors) {
   expect_failure(run("sort in -o out --by key --device-memory lots"), 2, "lots", "out");
   expect_failure(run("sort in -o out --by key --strategy fastest"), 2, "fastest", "out");
   expect_failure(run("sort in -o out --by key --compression brotli"), 2, "brotli", "out");
+  expect_failure(run("sort in -o out --by key --backend gpu"), 2, "gpu", "out");
   expect_failure(run("sort in -o out --by key --no-such-flag"), 2, "no-such-flag", "out");
   expect_failure(run("sort in -o out"), 2, "--by", "out");
 }

@@ -1,8 +1,11 @@
 /**
- * Tests of `device_environment` and `device_task`: a full device spills the store's buffers to
- * make room, the host tier is counted, a task's leases come from the environment's arbiter and
- * its unpinned buffers spill through the arbiter's hook.
+ * Tests of `device_environment` and `device_task`, on the emulated device and (with a GPU) on
+ * CUDA: a full device spills the store's buffers to make room, the host tier is counted, a task's
+ * leases come from the environment's arbiter and its unpinned buffers spill through the arbiter's
+ * hook. Also the choice of backend by name.
  */
+#include "testing/cuda_testing.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/runtime/device_environment.hpp>
@@ -16,60 +19,133 @@
 namespace spillway {
 namespace {
 
-device_environment_options small_options() {
+device_environment_options small_options(device_backend backend) {
   device_environment_options options;
+  options.backend       = backend;
   options.device_memory = 1_MiB;
   options.host_memory   = 4_MiB;
   options.spill_root    = ::testing::TempDir();
   return options;
 }
 
-TEST(DeviceEnvironment, AFullDeviceSpillsTheStoreToMakeRoom) {
-  device_environment environment{small_options()};
+class DeviceEnvironment : public ::testing::TestWithParam<device_backend> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == device_backend::CUDA) {
+      SPILLWAY_REQUIRE_CUDA_DEVICE();
+    }
+  }
+  [[nodiscard]] device_environment_options options() const { return small_options(GetParam()); }
+};
+
+TEST_P(DeviceEnvironment, AFullDeviceSpillsTheStoreToMakeRoom) {
+  device_environment environment{options()};
+  auto const stream = environment.stream();
   std::vector<std::byte> pattern(600_KiB);
   for (std::size_t index = 0; index < pattern.size(); ++index) {
     pattern[index] = static_cast<std::byte>(index * 7);
   }
   auto spilled = environment.store().make_spillable(
-    buffer{
-      pattern.data(), memory_kind::HOST, pattern.size(), default_stream(), environment.device()},
-    0);
+    buffer{pattern.data(), memory_kind::HOST, pattern.size(), stream, environment.device()}, 0);
   EXPECT_EQ(spilled.tier(), spill_tier::DEVICE);
+  EXPECT_EQ(environment.device_used_bytes(), 600_KiB);
   // 600 KiB more does not fit next to the first 600 KiB: the store must spill it.
-  buffer second{600_KiB, default_stream(), environment.device()};
+  buffer second{600_KiB, stream, environment.device()};
   EXPECT_EQ(second.size(), 600_KiB);
   EXPECT_NE(spilled.tier(), spill_tier::DEVICE);
   EXPECT_GE(environment.host_tier().statistics().peak_bytes, 600_KiB);
-  EXPECT_LE(environment.raw_device().peak_bytes(), environment.device_memory());
+  EXPECT_LE(environment.device_peak_bytes(), environment.device_memory());
+  EXPECT_GE(environment.device_peak_bytes(), 600_KiB);
   second            = buffer{};
   auto const pinned = spilled.acquire();
   ASSERT_EQ(pinned.size(), pattern.size());
-  EXPECT_EQ(std::memcmp(pinned.data(), pattern.data(), pattern.size()), 0);
+  buffer const on_host{
+    pinned.data(), memory_kind::DEVICE, pinned.size(), stream, environment.host()};
+  stream.synchronize();
+  EXPECT_EQ(std::memcmp(on_host.data(), pattern.data(), pattern.size()), 0);
 }
 
-TEST(DeviceEnvironment, WithoutSpillableDataAnOversizedAllocationFails) {
-  device_environment environment{small_options()};
-  EXPECT_THROW((buffer{2_MiB, default_stream(), environment.device()}), out_of_memory);
+TEST_P(DeviceEnvironment, WithoutSpillableDataAnOversizedAllocationFails) {
+  device_environment environment{options()};
+  EXPECT_THROW((buffer{2_MiB, environment.stream(), environment.device()}), out_of_memory);
+  EXPECT_EQ(environment.device_used_bytes(), 0U);
 }
 
-TEST(DeviceEnvironment, RejectsAHostBudgetBelowTheStoreMinimum) {
-  auto options        = small_options();
-  options.host_memory = 1_KiB;
-  EXPECT_THROW(device_environment{options}, invalid_argument);
+TEST_P(DeviceEnvironment, RejectsAHostBudgetBelowTheStoreMinimum) {
+  auto too_small        = options();
+  too_small.host_memory = 1_KiB;
+  EXPECT_THROW(device_environment{too_small}, invalid_argument);
 }
 
-TEST(DeviceEnvironment, ATaskLeasesFromTheArbiterAndOwnsItsSpillableBuffers) {
-  device_environment environment{small_options()};
+TEST_P(DeviceEnvironment, ATaskLeasesFromTheArbiterAndOwnsItsSpillableBuffers) {
+  device_environment environment{options()};
   device_task task{environment, task_id{7}};
   EXPECT_EQ(task.context().id(), task_id{7});
   auto owned = environment.store().make_spillable(
-    buffer{512_KiB, default_stream(), environment.device()}, 0, task.context().id());
+    buffer{512_KiB, environment.stream(), environment.device()}, 0, task.context().id());
   auto const lease = task.context().request_lease(256_KiB);
   EXPECT_EQ(lease.bytes(), 256_KiB);
   EXPECT_EQ(environment.arbiter().total_statistics().grants, 1U);
   EXPECT_EQ(environment.store().spill_task(task.context().id(), 512_KiB), 512_KiB);
   EXPECT_NE(owned.tier(), spill_tier::DEVICE);
-  EXPECT_EQ(environment.raw_device().used_bytes(), 0U);
+  EXPECT_EQ(environment.device_used_bytes(), 0U);
+}
+
+TEST_P(DeviceEnvironment, TheDeviceAndTheHostTierAreOfTheBackendsKinds) {
+  device_environment environment{options()};
+  EXPECT_EQ(environment.backend(), GetParam());
+  EXPECT_EQ(environment.device().kind(), memory_kind::DEVICE);
+  bool const cuda = GetParam() == device_backend::CUDA;
+  EXPECT_EQ(environment.host_tier().kind(), cuda ? memory_kind::PINNED_HOST : memory_kind::HOST);
+  // The emulated device computes on the default stream; the GPU on a stream of its own.
+  EXPECT_EQ(environment.stream() == default_stream(), !cuda);
+  buffer const allocated{64_KiB, environment.stream(), environment.device()};
+  EXPECT_EQ(is_cuda_device_pointer(allocated.data()), cuda);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends,
+                         DeviceEnvironment,
+                         ::testing::Values(device_backend::EMULATED, device_backend::CUDA),
+                         [](auto const& test_info) {
+                           return std::string{to_string(test_info.param)};
+                         });
+
+TEST(DeviceBackend, NamesResolveAndAutoFollowsTheMachine) {
+  EXPECT_EQ(resolve_device_backend("cpu"), device_backend::EMULATED);
+  bool const gpu = cuda_device_count() > 0;
+  EXPECT_EQ(resolve_device_backend("auto"), gpu ? device_backend::CUDA : device_backend::EMULATED);
+  if (gpu) {
+    EXPECT_EQ(resolve_device_backend("cuda"), device_backend::CUDA);
+  } else {
+    EXPECT_THROW((void)resolve_device_backend("cuda"), not_supported);
+  }
+  EXPECT_THROW((void)resolve_device_backend("gpu"), invalid_argument);
+  EXPECT_EQ(to_string(device_backend::EMULATED), "cpu");
+  EXPECT_EQ(to_string(device_backend::CUDA), "cuda");
+}
+
+TEST(DeviceBackend, ACudaEnvironmentWithoutAGpuSaysWhy) {
+  if (cuda_device_count() > 0) {
+    GTEST_SKIP() << "a GPU is present";
+  }
+  try {
+    device_environment environment{small_options(device_backend::CUDA)};
+    FAIL() << "a CUDA environment was made without a GPU";
+  } catch (not_supported const& error) {
+    EXPECT_NE(std::string{error.what()}.find("CUDA"), std::string::npos) << error.what();
+  }
+}
+
+TEST(DeviceBackend, ACudaDeviceLargerThanTheGpusFreeMemoryIsRejected) {
+  SPILLWAY_REQUIRE_CUDA_DEVICE();
+  auto options          = small_options(device_backend::CUDA);
+  options.device_memory = cuda_device_memory().total_bytes + 1_MiB;
+  try {
+    device_environment environment{options};
+    FAIL() << "a device larger than the GPU was accepted";
+  } catch (invalid_argument const& error) {
+    EXPECT_NE(std::string{error.what()}.find("free of"), std::string::npos) << error.what();
+  }
 }
 
 }  // namespace

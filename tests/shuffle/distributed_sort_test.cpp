@@ -168,7 +168,7 @@ run_result run_and_check(communicator& comm, sort_case const& c, sort_settings c
   };
   auto const stats =
     distributed_sort(comm, env.store(), source, sink, options, default_stream(), mrs, host);
-  EXPECT_LE(env.raw_device().peak_bytes(), env_options.device_memory);
+  EXPECT_LE(env.device_peak_bytes(), env_options.device_memory);
   auto const spills = env.store().statistics();
   run_result result{stats,
                     spills.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes +

@@ -1,14 +1,16 @@
 /**
  * @file device_environment.hpp
- * @brief The wiring every command that computes on the device repeats, done once: an emulated
- * device of a fixed capacity whose allocation failures run the OOM protocol (spill, retry, roll
- * back, split), a lease arbiter for that capacity, and a spill store whose host tier is counted
- * against a budget; plus `device_task`, one task registered with all of them.
+ * @brief The wiring every command that computes on the device repeats, done once: a device of a
+ * fixed capacity (emulated in host memory, or a CUDA GPU's stream-ordered memory) whose allocation
+ * failures run the OOM protocol (spill, retry, roll back, split), a lease arbiter for that
+ * capacity, and a spill store whose host tier is counted against a budget; plus `device_task`,
+ * one task registered with all of them.
  */
 #pragma once
 
 #include <spillway/core/events.hpp>
 #include <spillway/core/ids.hpp>
+#include <spillway/core/stream_view.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/lease/lease_arbiter.hpp>
 #include <spillway/lease/task_context.hpp>
@@ -22,13 +24,33 @@
 #include <spillway/spill/spill_store.hpp>
 
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <string_view>
 
 namespace spillway {
 
+/** @brief Which device a `device_environment` computes on. */
+enum class device_backend {
+  EMULATED,  ///< host memory behind a hard capacity (the CPU backend; runs everywhere)
+  CUDA,      ///< the current CUDA device's memory, limited to the capacity
+};
+
+/** @return "cpu" or "cuda" */
+std::string_view to_string(device_backend backend) noexcept;
+
+/**
+ * @brief Reads a backend's name as the command line gives it: "cpu", "cuda", or "auto" (CUDA
+ * when this build has the backend and a device is visible, else the CPU).
+ * @throws spillway::invalid_argument for any other name
+ * @throws spillway::not_supported for "cuda" when CUDA cannot be used here, naming why
+ */
+device_backend resolve_device_backend(std::string_view name);
+
 /** @brief What a `device_environment` is made of. */
 struct device_environment_options {
-  std::size_t device_memory = 512_MiB;  ///< capacity of the emulated device
+  device_backend backend    = device_backend::EMULATED;  ///< what the device is
+  std::size_t device_memory = 512_MiB;  ///< the device's capacity (on CUDA: a limit)
   std::size_t host_memory   = 2_GiB;    ///< the spill store's host budget (at least 64 KiB)
   std::string spill_root;               ///< where spill files go; empty: $TMPDIR or /tmp
   codec disk_codec = codec::LZ4;        ///< how spilled blocks are stored on disk
@@ -37,18 +59,28 @@ struct device_environment_options {
 };
 
 /**
- * @brief An emulated device, its OOM protocol and lease arbiter, and a spill store over it.
+ * @brief A device, its OOM protocol and lease arbiter, and a spill store over it.
  *
  * `device()` is the resource to compute on: a failed allocation first asks the store to spill
  * device buffers, then runs the protocol of `coordinator()` for the allocating task. The store
  * keeps spilled buffers on `host_tier()` within `host_memory`, then on disk. `host()` is a plain
- * host resource for what the caller keeps outside the store (keys, I/O scratch).
+ * host resource for what the caller keeps outside the store (keys, I/O scratch). `stream()` is
+ * the stream to compute and copy on.
+ *
+ * On `device_backend::CUDA` the device is `cuda_async_memory_resource` behind a limit of
+ * `device_memory` bytes (which must not exceed the GPU's free memory), the host tier a pool of
+ * pinned memory that grows up to `host_memory`, and the store's copies and the computing stream
+ * one non-blocking stream of the environment's own.
  * @note Not copyable or movable: the parts refer to each other. Every `device_task` and every
  * buffer of `device()` must go before the environment does.
  */
 class device_environment {
  public:
-  /** @throws logic_error when `host_memory` is below the spill store's minimum */
+  /**
+   * @throws invalid_argument when `host_memory` is below the spill store's minimum, or when a
+   * CUDA device's capacity exceeds the GPU's free memory
+   * @throws not_supported for CUDA when CUDA cannot be used here, naming why
+   */
   explicit device_environment(device_environment_options const& options);
   ~device_environment();
   device_environment(device_environment const&)            = delete;
@@ -58,10 +90,14 @@ class device_environment {
 
   /** @return the device resource to allocate from (spills and runs the OOM protocol on failure) */
   [[nodiscard]] resource_ref device() noexcept { return device_with_spill_; }
-  /** @return the raw emulated device, for its used and peak bytes */
-  [[nodiscard]] emulated_device_memory_resource const& raw_device() const noexcept {
-    return device_;
-  }
+  /** @return what the device is */
+  [[nodiscard]] device_backend backend() const noexcept { return backend_; }
+  /** @return the stream to compute and copy on (the default stream on the emulated device) */
+  [[nodiscard]] stream_view stream() const noexcept { return stream_; }
+  /** @return bytes of device memory outstanding now */
+  [[nodiscard]] std::size_t device_used_bytes() const noexcept;
+  /** @return the most bytes of device memory ever outstanding at once */
+  [[nodiscard]] std::size_t device_peak_bytes() const noexcept;
   /** @return a plain host resource, not counted against the host budget */
   [[nodiscard]] resource_ref host() noexcept { return host_; }
   /** @return the host resource of the spill store's tier, counted (peak bytes) */
@@ -75,11 +111,19 @@ class device_environment {
   [[nodiscard]] std::size_t host_memory() const noexcept { return host_memory_; }
 
  private:
+  struct cuda_parts;  ///< the CUDA device's stream and resources
+  /// @return null unless `options` asks for CUDA
+  static std::unique_ptr<cuda_parts> make_cuda_parts(device_environment_options const& options);
+
+  device_backend backend_;
   std::size_t device_memory_;
   std::size_t host_memory_;
   host_memory_resource host_;
-  statistics_resource_adaptor host_tier_{host_};
-  emulated_device_memory_resource device_;
+  std::unique_ptr<cuda_parts> cuda_;                           ///< null on the emulated device
+  std::unique_ptr<emulated_device_memory_resource> emulated_;  ///< null on CUDA
+  stream_view stream_;
+  statistics_resource_adaptor host_tier_;
+  statistics_resource_adaptor device_;  ///< counts the raw device's bytes
   oom_coordinator coordinator_;
   retry_resource_adaptor device_with_spill_;
   lease_arbiter arbiter_;
