@@ -46,11 +46,12 @@ std::unique_ptr<device_environment::cuda_parts> device_environment::make_cuda_pa
   // Constructing the resources first names why CUDA cannot be used, if it cannot.
   auto parts =
     std::make_unique<device_environment::cuda_parts>(options.device_memory, options.host_memory);
-  auto const info = cuda_device_memory();
-  if (options.device_memory > info.free_bytes) {
+  auto const info      = cuda_device_memory();
+  auto const available = info.free_bytes + info.pool_idle_bytes;
+  if (options.device_memory > available) {
     throw invalid_argument("a CUDA device of " + format_bytes(options.device_memory) +
-                           " does not fit: the GPU has " + format_bytes(info.free_bytes) +
-                           " free of " + format_bytes(info.total_bytes));
+                           " does not fit: the GPU has " + format_bytes(available) + " free of " +
+                           format_bytes(info.total_bytes));
   }
   return parts;
 }

@@ -101,6 +101,23 @@ TEST(CudaDevice, DeviceMemoryInfoIsConsistent) {
   EXPECT_LE(info.free_bytes, info.total_bytes);
 }
 
+TEST(CudaDevice, FreedMemoryStaysInThePoolForTheNextAllocation) {
+  SPILLWAY_REQUIRE_CUDA_DEVICE();
+  cuda_stream stream;
+  cuda_async_memory_resource device;
+  std::size_t const bytes = 64_MiB;
+  void* first             = device.allocate(bytes, 256, stream.view());
+  device.deallocate(first, bytes, 256, stream.view());
+  stream.synchronize();  // where a pool with the default threshold gives its memory back
+  cuda_memory_info const info = cuda_device_memory();
+  EXPECT_GE(info.pool_idle_bytes, bytes);
+  EXPECT_LE(info.free_bytes + info.pool_idle_bytes, info.total_bytes);
+  void* second = device.allocate(bytes, 256, stream.view());
+  EXPECT_LT(cuda_device_memory().pool_idle_bytes, info.pool_idle_bytes);
+  device.deallocate(second, bytes, 256, stream.view());
+  stream.synchronize();
+}
+
 TEST(CudaBackend, HostAndEmulatedDeviceMemoryAreNotCudaDeviceMemory) {
   host_memory_resource host;
   emulated_device_memory_resource emulated{1_MiB};

@@ -63,6 +63,9 @@ bool cuda_fill_if_device(void* destination,
 struct cuda_memory_info {
   std::size_t free_bytes  = 0;
   std::size_t total_bytes = 0;
+  /// Bytes the device's default pool holds for reuse (freed by stream-ordered allocations and
+  /// kept, see `cuda_async_memory_resource`): not free to the driver, free to this process.
+  std::size_t pool_idle_bytes = 0;
 };
 
 /** @return the current device's memory, @throws not_supported without a usable device */
@@ -70,6 +73,8 @@ cuda_memory_info cuda_device_memory();
 
 /**
  * @brief Stream-ordered device memory (cudaMallocAsync / cudaFreeAsync on the given stream).
+ * Freed memory stays in the device's default pool for reuse (its release threshold is raised to
+ * the maximum): limits are the caller's, e.g. a `limiting_resource_adaptor`.
  * @note Thread-safe. An allocation that fails throws `out_of_memory` naming the requested bytes
  * and the device's free and total bytes.
  */

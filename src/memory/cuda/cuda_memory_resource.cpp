@@ -4,6 +4,7 @@
 #include <spillway/core/units.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
 
+#include <cstdint>
 #include <cuda_runtime_api.h>
 #include <string>
 #include <utility>
@@ -90,10 +91,33 @@ cuda_memory_info cuda_device_memory() {
   require_device();
   cuda_memory_info info;
   check(cudaMemGetInfo(&info.free_bytes, &info.total_bytes), "cudaMemGetInfo");
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  cudaMemPool_t pool{};
+  check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+  std::uint64_t reserved = 0;
+  std::uint64_t used     = 0;
+  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved),
+        "cudaMemPoolGetAttribute");
+  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used),
+        "cudaMemPoolGetAttribute");
+  info.pool_idle_bytes = reserved > used ? static_cast<std::size_t>(reserved - used) : 0;
   return info;
 }
 
-cuda_async_memory_resource::cuda_async_memory_resource() { require_device(); }
+cuda_async_memory_resource::cuda_async_memory_resource() {
+  require_device();
+  // The device's pool gives freed memory back to the driver at every synchronization unless told
+  // to keep it (its release threshold is 0 by default); an out-of-core sort frees and allocates
+  // batches all the time, so keep it, as RMM's async resource does. Limits are the caller's.
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  cudaMemPool_t pool{};
+  check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+  std::uint64_t keep_all = UINT64_MAX;
+  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
+        "cudaMemPoolSetAttribute");
+}
 
 void* cuda_async_memory_resource::do_allocate(std::size_t bytes,
                                               std::size_t alignment,
