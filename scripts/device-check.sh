@@ -65,7 +65,7 @@ if [ "$mode" = bundle ]; then
     grep -o 'GLIBC_[0-9.]*' | sort -u -V | tail -1 > "$staging/spillway-device/GLIBC"
   tar -C "$staging" -czf "$bundle" spillway-device
   rm -rf "$staging"
-  echo "device-check: $bundle ($(du -h "$bundle" | cut -f1)): $(tar -tzf "$bundle" | grep -c _tests) test binaries and the benchmark"
+  echo "device-check: $bundle ($(du -h "$bundle" | cut -f1)): $(tar -tzf "$bundle" | grep -c _tests) test binaries, the tool and the benchmark"
   exit 0
 fi
 
@@ -127,7 +127,8 @@ cli_status=0
 cli_work=$(mktemp -d)
 {
   "$cli" gen uniform --rows "$cli_rows" --files 4 --format csv -o "$cli_work/in" &&
-    "$cli" sort "$cli_work/in" -o "$cli_work/out" --by key:desc --backend cuda \
+    SPILLWAY_ERROR_ON_DEFAULT_RESOURCE=1 "$cli" sort "$cli_work/in" -o "$cli_work/out" \
+      --by key:desc --backend cuda \
       --output-format csv --device-memory 64MiB --host-memory 256MiB --spill-dir "$cli_work" \
       --json > "$logs/cli.json" &&
     "$cli" verify "$cli_work/out" --by key:desc --against "$cli_work/in"

@@ -2,7 +2,8 @@
  * `spillway sort`: reads a dataset, sorts it with `external_sorter` on a device of
  * `--device-memory` (emulated, or a CUDA GPU's memory with `--backend cuda`) that spills through a
  * spill store (host budget `--host-memory`, disk under
- * `--spill-dir`), and writes Parquet files that appear only once all of them are complete.
+ * `--spill-dir`), and writes Parquet (or CSV) files that appear only once all of them are
+ * complete.
  *
  * On a terminal it redraws a progress line on stderr; `--report` records the run over time and
  * writes an HTML report with charts and the same data as JSON beside it.
@@ -249,9 +250,9 @@ nlohmann::ordered_json transfer_json(spill_statistics const& spilled,
 }
 
 int run_sort(sort_arguments const& args) {
-  auto const backend = resolve_device_backend(args.backend);
   if (args.ranks > 1 || launched_by_mpirun()) {
-    if (backend == device_backend::CUDA) {
+    // Ranks exchange host memory, so they sort on the emulated device (`auto` too).
+    if (args.backend == "cuda") {
       throw usage_error(
         "--backend cuda sorts in one process; --ranks and mpirun use the CPU "
         "backend");
@@ -274,7 +275,8 @@ int run_sort(sort_arguments const& args) {
                                  args.overwrite});
   }
   install_spill_cleanup_on_signals();
-  auto const start = std::chrono::steady_clock::now();
+  auto const start   = std::chrono::steady_clock::now();
+  auto const backend = resolve_device_backend(args.backend);
 
   auto const keys          = parse_sort_keys(args.by);
   auto const device_memory = parse_size_flag("--device-memory", args.device_memory);
@@ -335,7 +337,12 @@ int run_sort(sort_arguments const& args) {
   environment_options.host_memory   = host_memory;
   environment_options.spill_root    = args.spill_dir;
   environment_options.events        = recorder ? &recorder->events() : nullptr;
-  environment.emplace(environment_options);
+  try {
+    environment.emplace(environment_options);
+  } catch (invalid_argument const& failure) {  // a GPU with less free memory than asked for
+    throw usage_error("--device-memory " + args.device_memory + ": " +
+                      user_message(failure.what()));
+  }
   device_task sort_task{*environment, task_id{1}};
   auto& task             = sort_task.context();
   auto& store            = environment->store();
@@ -536,7 +543,7 @@ command add_sort_command(CLI::App& parent) {
     ->add_option("--backend",
                  args->backend,
                  "cpu (an emulated device), cuda (the GPU; fails without one) or auto (the GPU "
-                 "when there is one)")
+                 "when there is one); --ranks and mpirun run on the CPU")
     ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
     ->capture_default_str();
   app->add_option("--host-memory", args->host_memory, "Host budget of the spill store")

@@ -368,7 +368,7 @@ external_sorter::run_outcome external_sorter::sort_run(std::vector<spillable_tab
       pins.push_back(batch.acquire());
       inputs.push_back(pins.back().view());
       keys.push_back(inputs.back().select(options_.key_columns));
-      presorted = presorted && is_sorted(keys.back(), options_.orders);
+      presorted = presorted && is_sorted(keys.back(), options_.orders, stream_);
     }
     if (presorted) {
       return;  // each batch is cut by copies into chunks that need no merge: see sort_batch
@@ -687,7 +687,7 @@ void external_sorter::sort_into_chunks(table_view const& batch,
   table_view const keys          = batch.select(options_.key_columns);
   std::size_t const rows         = batch.num_rows();
   std::size_t const pieces       = chunks_for(estimate_size(batch), rows);
-  if (order == batch_order::IN_ORDER || is_sorted(keys, options_.orders)) {
+  if (order == batch_order::IN_ORDER || is_sorted(keys, options_.orders, stream_)) {
     // A batch already in order (sorted input, all keys equal) is cut into chunks by plain copies.
     for (std::size_t piece = 0; piece < pieces; ++piece) {
       out.push_back(detail::copy(

@@ -1199,11 +1199,11 @@ std::unique_ptr<table> sort(table_view const& values,
 
 }  // namespace detail
 
-bool is_sorted(table_view const& keys, sort_order const& orders) {
+bool is_sorted(table_view const& keys, sort_order const& orders, stream_view stream) {
 #if SPILLWAY_HAS_CUDA
   if (detail::cuda::on_device(keys)) {
     return detail::cuda::is_sorted(
-      keys, detail::resolve_orders(orders, keys.num_columns()), default_stream());
+      keys, detail::resolve_orders(orders, keys.num_columns()), stream);
   }
 #endif
   return detail::keys_in_order(keys, detail::resolve_orders(orders, keys.num_columns()));

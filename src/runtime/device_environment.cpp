@@ -8,11 +8,12 @@
 
 namespace spillway {
 
-/// The CUDA device: its limit over stream-ordered memory, a pinned pool for the host tier, and
-/// the stream everything is ordered on.
+/// The CUDA device: its limit over stream-ordered memory, a pinned pool for the host tier (the
+/// store keeps it within the host budget; the pool's rounding and chunks need room beyond it),
+/// and the stream everything is ordered on.
 struct device_environment::cuda_parts {
-  cuda_parts(std::size_t device_memory, std::size_t host_memory)
-    : limited(device, device_memory), pinned_pool(pinned, 0, host_memory) {}
+  explicit cuda_parts(std::size_t device_memory)
+    : limited(device, device_memory), pinned_pool(pinned) {}
 
   cuda_stream stream;
   cuda_async_memory_resource device;
@@ -44,14 +45,12 @@ std::unique_ptr<device_environment::cuda_parts> device_environment::make_cuda_pa
     return nullptr;
   }
   // Constructing the resources first names why CUDA cannot be used, if it cannot.
-  auto parts =
-    std::make_unique<device_environment::cuda_parts>(options.device_memory, options.host_memory);
-  auto const info      = cuda_device_memory();
-  auto const available = info.free_bytes + info.pool_idle_bytes;
-  if (options.device_memory > available) {
+  auto parts      = std::make_unique<device_environment::cuda_parts>(options.device_memory);
+  auto const info = cuda_device_memory();
+  if (options.device_memory > info.free_bytes) {
     throw invalid_argument("a CUDA device of " + format_bytes(options.device_memory) +
-                           " does not fit: the GPU has " + format_bytes(available) + " free of " +
-                           format_bytes(info.total_bytes));
+                           " does not fit: the GPU has " + format_bytes(info.free_bytes) +
+                           " free of " + format_bytes(info.total_bytes));
   }
   return parts;
 }

@@ -63,18 +63,20 @@ bool cuda_fill_if_device(void* destination,
 struct cuda_memory_info {
   std::size_t free_bytes  = 0;
   std::size_t total_bytes = 0;
-  /// Bytes the device's default pool holds for reuse (freed by stream-ordered allocations and
-  /// kept, see `cuda_async_memory_resource`): not free to the driver, free to this process.
-  std::size_t pool_idle_bytes = 0;
 };
 
 /** @return the current device's memory, @throws not_supported without a usable device */
 cuda_memory_info cuda_device_memory();
 
 /**
- * @brief Stream-ordered device memory (cudaMallocAsync / cudaFreeAsync on the given stream).
- * Freed memory stays in the device's default pool for reuse (its release threshold is raised to
- * the maximum): limits are the caller's, e.g. a `limiting_resource_adaptor`.
+ * @brief Stream-ordered device memory (cudaMallocFromPoolAsync / cudaFreeAsync on the given
+ * stream) from a memory pool of its own on the current device.
+ *
+ * Freed memory stays in the pool for the next allocation (its release threshold is the maximum;
+ * a pool's default gives it back to the driver at every synchronization, and an out-of-core sort
+ * frees and allocates batches all the time), and goes back to the driver when the resource is
+ * destroyed, once every allocation from it is freed. Limits are the caller's, e.g. a
+ * `limiting_resource_adaptor`. The process's default pool is left alone.
  * @note Thread-safe. An allocation that fails throws `out_of_memory` naming the requested bytes
  * and the device's free and total bytes.
  */
@@ -82,6 +84,11 @@ class cuda_async_memory_resource final : public memory_resource {
  public:
   /** @throws not_supported when CUDA cannot be used here, naming why */
   cuda_async_memory_resource();
+  ~cuda_async_memory_resource() override;
+  cuda_async_memory_resource(cuda_async_memory_resource const&)            = delete;
+  cuda_async_memory_resource& operator=(cuda_async_memory_resource const&) = delete;
+  cuda_async_memory_resource(cuda_async_memory_resource&&)                 = delete;
+  cuda_async_memory_resource& operator=(cuda_async_memory_resource&&)      = delete;
 
  private:
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_view stream) override;
@@ -90,6 +97,8 @@ class cuda_async_memory_resource final : public memory_resource {
                      std::size_t alignment,
                      stream_view stream) noexcept override;
   [[nodiscard]] memory_kind do_kind() const noexcept override { return memory_kind::DEVICE; }
+
+  void* pool_ = nullptr;  ///< the cudaMemPool_t
 };
 
 /**

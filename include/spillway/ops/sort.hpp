@@ -83,10 +83,13 @@ std::unique_ptr<table> sort(table_view const& values,
  * single fixed-width key column without nulls is compared in blocks without branches.
  * @param keys the key columns, most significant first; every type is supported
  * @param orders one entry per column of `keys`, or empty for all ASCENDING, nulls BEFORE
+ * @param stream where keys on a CUDA device are checked (the CPU ignores it)
  * @throws spillway::invalid_argument when `orders` is neither empty nor one per key column
- * @note Allocates nothing.
+ * @note Allocates nothing on the CPU.
  */
-bool is_sorted(table_view const& keys, sort_order const& orders = {});
+bool is_sorted(table_view const& keys,
+               sort_order const& orders = {},
+               stream_view stream       = default_stream());
 
 namespace detail {
 /**

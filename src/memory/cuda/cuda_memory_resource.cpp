@@ -91,32 +91,33 @@ cuda_memory_info cuda_device_memory() {
   require_device();
   cuda_memory_info info;
   check(cudaMemGetInfo(&info.free_bytes, &info.total_bytes), "cudaMemGetInfo");
-  int device = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  cudaMemPool_t pool{};
-  check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
-  std::uint64_t reserved = 0;
-  std::uint64_t used     = 0;
-  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved),
-        "cudaMemPoolGetAttribute");
-  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used),
-        "cudaMemPoolGetAttribute");
-  info.pool_idle_bytes = reserved > used ? static_cast<std::size_t>(reserved - used) : 0;
   return info;
 }
 
 cuda_async_memory_resource::cuda_async_memory_resource() {
   require_device();
-  // The device's pool gives freed memory back to the driver at every synchronization unless told
-  // to keep it (its release threshold is 0 by default); an out-of-core sort frees and allocates
-  // batches all the time, so keep it, as RMM's async resource does. Limits are the caller's.
   int device = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
+  cudaMemPoolProps properties{};
+  properties.allocType     = cudaMemAllocationTypePinned;
+  properties.handleTypes   = cudaMemHandleTypeNone;
+  properties.location.type = cudaMemLocationTypeDevice;
+  properties.location.id   = device;
   cudaMemPool_t pool{};
-  check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+  check(cudaMemPoolCreate(&pool, &properties), "cudaMemPoolCreate");
   std::uint64_t keep_all = UINT64_MAX;
-  check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all),
-        "cudaMemPoolSetAttribute");
+  cudaError_t const status =
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
+  if (status != cudaSuccess) {
+    (void)cudaMemPoolDestroy(pool);
+    check(status, "cudaMemPoolSetAttribute");
+  }
+  pool_ = pool;
+}
+
+cuda_async_memory_resource::~cuda_async_memory_resource() {
+  // Returns at once; the pool's memory goes back once its last allocation is freed.
+  (void)cudaMemPoolDestroy(static_cast<cudaMemPool_t>(pool_));
 }
 
 void* cuda_async_memory_resource::do_allocate(std::size_t bytes,
@@ -129,8 +130,9 @@ void* cuda_async_memory_resource::do_allocate(std::size_t bytes,
   if (bytes == 0) {
     return nullptr;
   }
-  void* pointer            = nullptr;
-  cudaError_t const status = cudaMallocAsync(&pointer, bytes, native(stream));
+  void* pointer = nullptr;
+  cudaError_t const status =
+    cudaMallocFromPoolAsync(&pointer, bytes, static_cast<cudaMemPool_t>(pool_), native(stream));
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     std::size_t free_bytes  = 0;
@@ -144,7 +146,7 @@ void* cuda_async_memory_resource::do_allocate(std::size_t bytes,
                         free_bytes,
                         total_bytes);
   }
-  check(status, "cudaMallocAsync");
+  check(status, "cudaMallocFromPoolAsync");
   return pointer;
 }
 

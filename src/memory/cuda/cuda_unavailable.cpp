@@ -25,6 +25,7 @@ bool cuda_copy_if_device(void*, void const*, std::size_t, stream_view) { return 
 bool cuda_fill_if_device(void*, std::uint8_t, std::size_t, stream_view) { return false; }
 
 cuda_async_memory_resource::cuda_async_memory_resource() { throw_unavailable(); }
+cuda_async_memory_resource::~cuda_async_memory_resource() = default;
 void* cuda_async_memory_resource::do_allocate(std::size_t, std::size_t, stream_view) {
   throw_unavailable();
 }

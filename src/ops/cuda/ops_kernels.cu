@@ -312,7 +312,7 @@ partitioned_table range_partition(table_view const& input,
     splitters_copy = detail::copy(splitters, stream, scratch);
     splitter_view  = splitters_copy->view();
   }
-  SPILLWAY_EXPECTS(splitters.num_rows() == 0 || is_sorted(splitter_view, orders, stream),
+  SPILLWAY_EXPECTS(splitters.num_rows() == 0 || cuda::is_sorted(splitter_view, orders, stream),
                    "range_partition: the splitters are not sorted",
                    invalid_argument);
   auto ids = splitters.num_rows() == 0
