@@ -14,7 +14,8 @@
 #                                            the CUDA driver
 #
 # --sort-bytes N and --copy-bytes N (default 1GiB each) go to the benchmark; --cli-rows N (default
-# 4000000) is the size of the tool's sort. Logs go to
+# 4000000) is the size of the tool's sort; --test-timeout S (default 240) stops a test binary that
+# runs longer. Logs go to
 # $SPILLWAY_CHECK_LOGS (default: $OUT when set, else a temporary directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,12 +24,14 @@ mode=build
 bundle=""
 bench_args=()
 cli_rows=4000000
+test_timeout=240  # seconds per test binary: a hung kernel must not take the whole GPU session
 while [ $# -gt 0 ]; do
   case "$1" in
     --bundle) mode=bundle; bundle="$2"; shift 2 ;;
     --prebuilt) mode=prebuilt; bundle="$2"; shift 2 ;;
     --sort-bytes|--copy-bytes|--repetitions) bench_args+=("$1" "$2"); shift 2 ;;
     --cli-rows) cli_rows="$2"; shift 2 ;;
+    --test-timeout) test_timeout="$2"; shift 2 ;;
     *) echo "device-check: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -80,8 +83,15 @@ run_tests() {
   local binary=$1 name log
   name=$(basename "$binary")
   log="$logs/$name.log"
-  if SPILLWAY_ERROR_ON_DEFAULT_RESOURCE=1 "$binary" > "$log" 2>&1; then :; else
+  local status=0
+  SPILLWAY_ERROR_ON_DEFAULT_RESOURCE=1 timeout -k 10 "$test_timeout" "$binary" > "$log" 2>&1 ||
+    status=$?
+  if [ "$status" -ne 0 ]; then
     failures+=("$name")
+  fi
+  if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+    echo "$name: timed out after $test_timeout s (last test started: $(grep -E '^\[ RUN' "$log" |
+      tail -1 | cut -c14-))"
   fi
   local p f s
   p=$(grep -Eo '^\[  PASSED  \] [0-9]+' "$log" | grep -Eo '[0-9]+$' || echo 0)
@@ -127,7 +137,8 @@ cli_status=0
 cli_work=$(mktemp -d)
 {
   "$cli" gen uniform --rows "$cli_rows" --files 4 --format csv -o "$cli_work/in" &&
-    SPILLWAY_ERROR_ON_DEFAULT_RESOURCE=1 "$cli" sort "$cli_work/in" -o "$cli_work/out" \
+    SPILLWAY_ERROR_ON_DEFAULT_RESOURCE=1 timeout -k 10 "$test_timeout" "$cli" sort "$cli_work/in" \
+      -o "$cli_work/out" \
       --by key:desc --backend cuda \
       --output-format csv --device-memory 64MiB --host-memory 256MiB --spill-dir "$cli_work" \
       --json > "$logs/cli.json" &&
@@ -138,7 +149,8 @@ rm -rf "$cli_work"
 
 echo "=== benchmark"
 bench_status=0
-"$bench" ${bench_args[@]+"${bench_args[@]}"} | tee "$logs/bench.log" || bench_status=${PIPESTATUS[0]}
+timeout -k 10 420 "$bench" ${bench_args[@]+"${bench_args[@]}"} | tee "$logs/bench.log" ||
+  bench_status=${PIPESTATUS[0]}
 
 # A GPU that the tests could not use (a driver older than the CUDA runtime they carry, say) makes
 # every GPU test skip: that is a failure of the check, not a pass.
