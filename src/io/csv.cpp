@@ -792,7 +792,13 @@ std::unique_ptr<batch_reader> open_csv(std::string const& source,
                                        csv_read_options const& options,
                                        stream_view stream,
                                        memory_resources mrs) {
-  return std::make_unique<csv_reader>(expand_dataset(source), options, stream, mrs);
+  return detail::open_decoding_on_host(
+    [&](memory_resources decoding) {
+      return std::make_unique<csv_reader>(expand_dataset(source), options, stream, decoding);
+    },
+    stream,
+    mrs,
+    "open_csv('" + source + "')");
 }
 
 std::unique_ptr<table> read_csv(std::string const& source,
@@ -809,10 +815,13 @@ void write_csv(table_view const& input,
                csv_write_options const& options,
                stream_view stream,
                memory_resources mrs) {
-  auto const schema = detail::schema_of(input, names, "write_csv('" + path + "')");
-  detail::write_one_file(input, path, [&](std::string const& temporary) {
-    return detail::make_csv_writer(temporary, schema, options, stream, mrs);
-  });
+  std::string const what = "write_csv('" + path + "')";
+  auto const schema      = detail::schema_of(input, names, what);
+  auto const on_host     = detail::host_copy_if_on_device(input, stream, mrs, what);
+  detail::write_one_file(
+    on_host ? on_host->view() : input, path, [&](std::string const& temporary) {
+      return detail::make_csv_writer(temporary, schema, options, stream, mrs);
+    });
 }
 
 }  // namespace spillway

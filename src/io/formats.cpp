@@ -40,7 +40,13 @@ std::unique_ptr<batch_reader> open_parquet(std::string const& source,
                                            parquet_read_options const& options,
                                            stream_view stream,
                                            memory_resources mrs) {
-  return detail::open_parquet_files(expand_dataset(source), options, stream, mrs);
+  return detail::open_decoding_on_host(
+    [&](memory_resources decoding) {
+      return detail::open_parquet_files(expand_dataset(source), options, stream, decoding);
+    },
+    stream,
+    mrs,
+    "open_parquet('" + source + "')");
 }
 
 std::unique_ptr<table> read_parquet(std::string const& source,
@@ -57,10 +63,13 @@ void write_parquet(table_view const& input,
                    parquet_write_options const& options,
                    stream_view stream,
                    memory_resources mrs) {
-  auto const schema = detail::schema_of(input, names, "write_parquet('" + path + "')");
-  detail::write_one_file(input, path, [&](std::string const& temporary) {
-    return detail::make_parquet_writer(temporary, schema, options, stream, mrs);
-  });
+  std::string const what = "write_parquet('" + path + "')";
+  auto const schema      = detail::schema_of(input, names, what);
+  auto const on_host     = detail::host_copy_if_on_device(input, stream, mrs, what);
+  detail::write_one_file(
+    on_host ? on_host->view() : input, path, [&](std::string const& temporary) {
+      return detail::make_parquet_writer(temporary, schema, options, stream, mrs);
+    });
 }
 
 std::unique_ptr<batch_reader> open_arrow_ipc(std::string const& source,
@@ -69,7 +78,14 @@ std::unique_ptr<batch_reader> open_arrow_ipc(std::string const& source,
                                              stream_view stream,
                                              memory_resources mrs) {
   check_ipc_format(format, "open_arrow_ipc('" + source + "')");
-  return detail::open_arrow_ipc_files(expand_dataset(source), format, options, stream, mrs);
+  return detail::open_decoding_on_host(
+    [&](memory_resources decoding) {
+      return detail::open_arrow_ipc_files(
+        expand_dataset(source), format, options, stream, decoding);
+    },
+    stream,
+    mrs,
+    "open_arrow_ipc('" + source + "')");
 }
 
 std::unique_ptr<table> read_arrow_ipc(std::string const& source,
@@ -88,10 +104,13 @@ void write_arrow_ipc(table_view const& input,
                      stream_view stream,
                      memory_resources mrs) {
   check_ipc_format(format, "write_arrow_ipc('" + path + "')");
-  auto const schema = detail::schema_of(input, names, "write_arrow_ipc('" + path + "')");
-  detail::write_one_file(input, path, [&](std::string const& temporary) {
-    return detail::make_arrow_ipc_writer(temporary, schema, format, stream, mrs);
-  });
+  std::string const what = "write_arrow_ipc('" + path + "')";
+  auto const schema      = detail::schema_of(input, names, what);
+  auto const on_host     = detail::host_copy_if_on_device(input, stream, mrs, what);
+  detail::write_one_file(
+    on_host ? on_host->view() : input, path, [&](std::string const& temporary) {
+      return detail::make_arrow_ipc_writer(temporary, schema, format, stream, mrs);
+    });
 }
 
 /** @brief The state of a `batch_writer`. */
@@ -117,6 +136,11 @@ class batch_writer::impl {
       !error,
       "batch_writer: cannot create directory '" + options_.directory + "': " + error.message(),
       io_error);
+  }
+
+  /** @return `input` copied to host memory when it is on a CUDA device, else null */
+  [[nodiscard]] std::unique_ptr<table> host_copy_if_on_device(table_view const& input) const {
+    return detail::host_copy_if_on_device(input, stream_, mrs_, "batch_writer");
   }
 
   ~impl() {
@@ -336,13 +360,17 @@ void batch_writer::write(table_view const& input) {
   if (background_) {
     background_->drain();
   }
-  impl_->write(input, nullptr);
+  auto const on_host = impl_->host_copy_if_on_device(input);
+  impl_->write(on_host ? on_host->view() : input, nullptr);
 }
 
 void batch_writer::write(std::unique_ptr<table> input) {
   SPILLWAY_EXPECTS(impl_ != nullptr, std::string{"batch_writer: used after move"}, logic_error);
   SPILLWAY_EXPECTS(
     input != nullptr, std::string{"batch_writer: write of no table"}, invalid_argument);
+  if (auto on_host = impl_->host_copy_if_on_device(input->view())) {
+    input = std::move(on_host);
+  }
   if (!background_) {
     background_ = std::make_unique<background>(*impl_);
   }

@@ -3,12 +3,15 @@
  * @brief Schemas, temporary names, `read_all` and the dataset expansion.
  */
 #include "io/io_detail.hpp"
+#include "table/cuda/device_table.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/io/batch_reader.hpp>
 #include <spillway/io/dataset.hpp>
 #include <spillway/io/schema.hpp>
+#include <spillway/memory/cuda_memory_resource.hpp>
 #include <spillway/table/concatenate.hpp>
+#include <spillway/table/copy.hpp>
 
 #include <algorithm>
 #include <condition_variable>
@@ -190,6 +193,71 @@ std::vector<std::string> expand_dataset(std::string const& source) {
 }
 
 namespace detail {
+namespace {
+
+/// Decodes with a reader into host memory and copies each batch to the (CUDA) output.
+class copying_reader final : public batch_reader {
+ public:
+  copying_reader(std::unique_ptr<batch_reader> source, stream_view stream, resource_ref output)
+    : source_(std::move(source)), stream_(stream), output_(output) {}
+
+  [[nodiscard]] table_schema const& schema() const noexcept override { return source_->schema(); }
+
+  [[nodiscard]] std::unique_ptr<table> next() override {
+    auto decoded = source_->next();
+    return decoded == nullptr ? nullptr : spillway::copy(decoded->view(), stream_, output_);
+  }
+
+ private:
+  std::unique_ptr<batch_reader> source_;
+  stream_view stream_;
+  resource_ref output_;
+};
+
+void expect_host_temporary(memory_resources mrs, stream_view stream, std::string const& what) {
+  SPILLWAY_EXPECTS(!gives_cuda_memory(mrs.temporary(), stream),
+                   what +
+                     ": rows are decoded and encoded in host memory, and the temporary resource "
+                     "is a CUDA device's too; give memory_resources{device, host}",
+                   invalid_argument);
+}
+
+}  // namespace
+
+bool gives_cuda_memory(resource_ref resource, stream_view stream) {
+  if (cuda_device_count() == 0) {
+    return false;
+  }
+  constexpr std::size_t PROBE_BYTES = 256;
+  void* const probe                 = resource.allocate(PROBE_BYTES, stream);
+  bool const device                 = is_cuda_device_pointer(probe);
+  resource.deallocate(probe, PROBE_BYTES, stream);
+  return device;
+}
+
+std::unique_ptr<table> host_copy_if_on_device(table_view const& input,
+                                              stream_view stream,
+                                              memory_resources mrs,
+                                              std::string const& what) {
+  if (!cuda::on_device(input)) {
+    return nullptr;
+  }
+  expect_host_temporary(mrs, stream, what);
+  return spillway::copy(input, stream, mrs.temporary());
+}
+
+std::unique_ptr<batch_reader> open_decoding_on_host(
+  std::function<std::unique_ptr<batch_reader>(memory_resources)> const& open,
+  stream_view stream,
+  memory_resources mrs,
+  std::string const& what) {
+  if (!gives_cuda_memory(mrs.output(), stream)) {
+    return open(mrs);
+  }
+  expect_host_temporary(mrs, stream, what);
+  return std::make_unique<copying_reader>(
+    open(mrs.with_output(mrs.temporary())), stream, mrs.output());
+}
 
 std::string temporary_path_for(std::string const& path) {
   std::filesystem::path const final_path{path};

@@ -16,11 +16,43 @@
 #include <spillway/table/table_view.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace spillway::detail {
+
+/**
+ * @return whether `resource` hands out memory of a CUDA device, which the CPU cannot read or
+ * write (probed by one small allocation, and only when a GPU is visible: host and emulated device
+ * memory are written by the CPU)
+ */
+bool gives_cuda_memory(resource_ref resource, stream_view stream);
+
+/**
+ * @brief The formats decode and encode rows with the CPU: a table on a CUDA device is copied to
+ * host memory first.
+ * @return a copy of `input` in `mrs.temporary()` when `input` is on a CUDA device, else null
+ * @throws spillway::invalid_argument when it is and `mrs.temporary()` is device memory too
+ * (`what` names the caller)
+ */
+std::unique_ptr<table> host_copy_if_on_device(table_view const& input,
+                                              stream_view stream,
+                                              memory_resources mrs,
+                                              std::string const& what);
+
+/**
+ * @return `open(mrs)` when the CPU can write `mrs.output()`'s memory; else (a CUDA device) a
+ * reader that decodes with `open` into `mrs.temporary()` and copies each batch to the output
+ * @throws spillway::invalid_argument when the output is a CUDA device and the temporary resource
+ * is too (`what` names the caller)
+ */
+std::unique_ptr<batch_reader> open_decoding_on_host(
+  std::function<std::unique_ptr<batch_reader>(memory_resources)> const& open,
+  stream_view stream,
+  memory_resources mrs,
+  std::string const& what);
 
 /** @brief Writes tables into one file of one format; the file is complete after `close()`. */
 class format_writer {
