@@ -131,8 +131,9 @@ else
   cli=build/device/apps/spillway
 fi
 
-# The tool on the GPU: generate, sort on the device under a budget that makes it spill, verify.
-echo "=== spillway sort --backend cuda"
+# The tool on the GPU: generate, sort on the device under a budget that makes it spill, verify;
+# then shuffle and sort on two in-process ranks, each with a device of its own.
+echo "=== spillway sort, shuffle and sort --ranks 2 with --backend cuda"
 cli_status=0
 cli_work=$(mktemp -d)
 {
@@ -142,7 +143,15 @@ cli_work=$(mktemp -d)
       --by key:desc --backend cuda \
       --output-format csv --device-memory 64MiB --host-memory 256MiB --spill-dir "$cli_work" \
       --json > "$logs/cli.json" &&
-    "$cli" verify "$cli_work/out" --by key:desc --against "$cli_work/in"
+    "$cli" verify "$cli_work/out" --by key:desc --against "$cli_work/in" &&
+    SPILLWAY_ERROR_ON_DEFAULT_RESOURCE=1 timeout -k 10 "$test_timeout" "$cli" shuffle \
+      "$cli_work/in" -o "$cli_work/parts" --by key --partitions 16 --ranks 2 --backend cuda \
+      --output-format csv --device-memory 32MiB --host-memory 128MiB --spill-dir "$cli_work" &&
+    "$cli" verify "$cli_work/parts" --by key --partitions 16 --against "$cli_work/in" &&
+    SPILLWAY_ERROR_ON_DEFAULT_RESOURCE=1 timeout -k 10 "$test_timeout" "$cli" sort \
+      "$cli_work/in" -o "$cli_work/ranked" --by key --ranks 2 --backend cuda --output-format csv \
+      --device-memory 32MiB --host-memory 128MiB --spill-dir "$cli_work" &&
+    "$cli" verify "$cli_work/ranked" --by key --against "$cli_work/in"
 } > "$logs/cli.log" 2>&1 || cli_status=$?
 tail -3 "$logs/cli.log"
 rm -rf "$cli_work"
@@ -167,7 +176,8 @@ fi
 if [ "$cli_status" -eq 0 ]; then
   field() { grep -o "\"$1\":[^,}]*" "$logs/cli.json" | head -1 | cut -d: -f2 | tr -d '"'; }
   echo "cli: sorted $(field rows) rows on $(field backend) in $(field seconds) s, device peak" \
-    "$(field device_peak) of $(field device_memory) bytes, verified"
+    "$(field device_peak) of $(field device_memory) bytes, verified; shuffled and sorted on 2" \
+    "in-process ranks on the GPU, verified"
 else
   echo "cli: failed (status $cli_status, log in $logs/cli.log)"
 fi

@@ -50,6 +50,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
   auto const& files   = input.files;
   auto const& names   = input.names;
   auto const resolved = resolve_sort_keys(keys, input.schema, request.input);
+  auto const backend  = resolve_rank_backend(request.backend);
   std::size_t const batch_bytes =
     std::max<std::size_t>(1, std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH));
 
@@ -61,7 +62,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
 
   run_on_ranks(request.ranks, [&](communicator& comm) {
     output.open(comm);
-    rank_device rank(comm, device_memory, host_memory, request.spill_dir);
+    rank_device rank(comm, device_memory, host_memory, request.spill_dir, backend);
     explaining_spill_failures(rank.environment().store(), [&] {
       auto& environment = rank.environment();
       auto& rank_host   = rank.host();
@@ -93,7 +94,8 @@ int run_distributed_sort(distributed_sort_request const& request) {
       writer_options.file_prefix         = prefix;
       writer_options.parquet.compression = parse_compression(request.compression);
       writer_options.format              = parse_output_format(request.output_format);
-      batch_writer writer(writer_options, names, default_stream(), memory_resources{io_scratch});
+      batch_writer writer(
+        writer_options, names, environment.stream(), memory_resources{io_scratch});
       auto const stats = distributed_sort(
         comm,
         environment.store(),
@@ -102,7 +104,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
         },
         [&](table_view const& batch) { writer.write(batch); },
         options,
-        default_stream(),
+        environment.stream(),
         memory_resources{environment.device()},
         rank_host);
       auto const my_files = writer.close();
@@ -141,6 +143,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
                  {"by", request.by},
                  {"ranks", comm.size()},
                  {"transport", launched_by_mpirun() ? "mpi" : "in-process"},
+                 {"backend", std::string{to_string(backend)}},
                  {"shuffle_mode", request.mode},
                  {"rows", sums[0]},
                  {"bytes", sums[1]},

@@ -85,10 +85,25 @@ std::vector<std::string> shared_output::commit(std::vector<std::string> const& w
   return moved;
 }
 
+device_backend resolve_rank_backend(std::string const& name) {
+  if (!launched_by_mpirun()) {
+    return resolve_device_backend(name);
+  }
+  if (name == "cuda") {
+    throw usage_error(
+      "--backend cuda: ranks under mpirun exchange host memory; run in-process "
+      "ranks (--ranks N) on the GPU");
+  }
+  (void)resolve_device_backend(name);  // an unknown name is still refused
+  return device_backend::EMULATED;
+}
+
 device_environment_options rank_device::options(std::size_t device_memory,
                                                 std::size_t host_memory,
-                                                std::string const& spill_dir) {
+                                                std::string const& spill_dir,
+                                                device_backend backend) {
   device_environment_options result;
+  result.backend       = backend;
   result.device_memory = device_memory;
   result.host_memory   = host_memory;
   result.spill_root    = spill_dir;
@@ -98,8 +113,9 @@ device_environment_options rank_device::options(std::size_t device_memory,
 rank_device::rank_device(communicator const& comm,
                          std::size_t device_memory,
                          std::size_t host_memory,
-                         std::string const& spill_dir)
-  : environment_(options(device_memory, host_memory, spill_dir)),
+                         std::string const& spill_dir,
+                         device_backend backend)
+  : environment_(options(device_memory, host_memory, spill_dir, backend)),
     task_(environment_, task_id{static_cast<std::uint64_t>(comm.rank()) + 1}),
     bind_(task_.context()) {}
 

@@ -70,8 +70,15 @@ class shared_output {
 };
 
 /**
- * @brief One rank's emulated device (its OOM protocol, lease arbiter and spill store) and its
- * task, bound to the constructing thread, plus plain host memory for I/O scratch.
+ * @return the device ranks compute on, from `--backend`: under mpirun always the emulated device
+ * (ranks in processes exchange host memory; "cuda" is a usage error there), else as
+ * `resolve_device_backend` reads it
+ */
+device_backend resolve_rank_backend(std::string const& name);
+
+/**
+ * @brief One rank's device (emulated or CUDA; its OOM protocol, lease arbiter and spill store)
+ * and its task, bound to the constructing thread, plus plain host memory for I/O scratch.
  * @note Construct it on the rank's own thread.
  */
 class rank_device {
@@ -79,7 +86,8 @@ class rank_device {
   rank_device(communicator const& comm,
               std::size_t device_memory,
               std::size_t host_memory,
-              std::string const& spill_dir);
+              std::string const& spill_dir,
+              device_backend backend = device_backend::EMULATED);
 
   [[nodiscard]] device_environment& environment() noexcept { return environment_; }
   [[nodiscard]] task_context& task() noexcept { return task_.context(); }
@@ -91,7 +99,8 @@ class rank_device {
  private:
   static device_environment_options options(std::size_t device_memory,
                                             std::size_t host_memory,
-                                            std::string const& spill_dir);
+                                            std::string const& spill_dir,
+                                            device_backend backend);
 
   device_environment environment_;
   device_task task_;
@@ -169,6 +178,7 @@ struct distributed_sort_request {
   std::string mode = "push";              ///< the range shuffle: pull or push
   std::string compression;                ///< of the output's Parquet pages (see parse_compression)
   std::string output_format = "parquet";  ///< see parse_output_format
+  std::string backend       = "cpu";      ///< see resolve_rank_backend
   int ranks                 = 1;          ///< in-process ranks (1 under mpirun)
   bool json                 = false;
   bool overwrite            = false;

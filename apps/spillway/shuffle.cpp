@@ -58,10 +58,12 @@ struct shuffle_arguments {
   std::string inbox_budget = "64MiB";
   std::string format;
   std::string checkpoint_dir;
-  std::string compression = DEFAULT_COMPRESSION;
-  std::uint64_t seed      = 0;
-  bool json               = false;
-  bool overwrite          = false;
+  std::string compression   = DEFAULT_COMPRESSION;
+  std::string backend       = "cpu";
+  std::string output_format = "parquet";
+  std::uint64_t seed        = 0;
+  bool json                 = false;
+  bool overwrite            = false;
 };
 
 /** @brief One rank's counters, summed or maximised over the ranks for the summary. */
@@ -238,6 +240,7 @@ int run_shuffle(shuffle_arguments const& args) {
   auto const& files             = input.files;
   auto const& names             = input.names;
   auto const resolved           = resolve_sort_keys(keys, input.schema, args.input);
+  auto const backend            = resolve_rank_backend(args.backend);
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
 
   std::mutex summary_mutex;
@@ -248,7 +251,7 @@ int run_shuffle(shuffle_arguments const& args) {
 
   run_on_ranks(args.ranks, [&](communicator& comm) {
     output.open(comm);
-    rank_device rank(comm, device_memory, host_memory, args.spill_dir);
+    rank_device rank(comm, device_memory, host_memory, args.spill_dir, backend);
     explaining_spill_failures(rank.environment().store(), [&] {
       auto& environment = rank.environment();
       auto& rank_host   = rank.host();
@@ -269,7 +272,7 @@ int run_shuffle(shuffle_arguments const& args) {
                        comm,
                        environment.store(),
                        options,
-                       default_stream(),
+                       environment.stream(),
                        memory_resources{environment.device()});
       rank_totals totals;
       memory_resources const reader_resources{environment.device(), io_scratch};
@@ -295,7 +298,9 @@ int run_shuffle(shuffle_arguments const& args) {
         std::snprintf(prefix, sizeof(prefix), "partition-%05zu", partition);
         writer_options.file_prefix         = prefix;
         writer_options.parquet.compression = compression;
-        batch_writer writer(writer_options, names, default_stream(), memory_resources{io_scratch});
+        writer_options.format              = parse_output_format(args.output_format);
+        batch_writer writer(
+          writer_options, names, environment.stream(), memory_resources{io_scratch});
         shuffle.for_each_batch(partition, [&](table_view const& batch) {
           totals.rows_out += batch.num_rows();
           writer.write(batch);
@@ -353,6 +358,7 @@ int run_shuffle(shuffle_arguments const& args) {
                  {"output", args.output},
                  {"ranks", comm.size()},
                  {"transport", launched_by_mpirun() ? "mpi" : "in-process"},
+                 {"backend", std::string{to_string(backend)}},
                  {"mode", args.mode},
                  {"partitions", args.partitions},
                  {"rows", sums[2]},
@@ -417,6 +423,13 @@ command add_shuffle_command(CLI::App& parent) {
   app->add_option("--mode", args->mode, "pull or push (default push)");
   app->add_option("--ranks", args->ranks, "In-process ranks (default 1; under mpirun: 1)");
   app->add_option("--device-memory", args->device_memory, "Device budget per rank (512MiB)");
+  app
+    ->add_option("--backend",
+                 args->backend,
+                 "cpu (an emulated device per rank), cuda (the GPU, in-process ranks only) or "
+                 "auto (the GPU when there is one and the ranks are in-process)")
+    ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+    ->capture_default_str();
   app->add_option("--host-memory", args->host_memory, "Host spill budget per rank (2GiB)");
   app->add_option("--spill-dir", args->spill_dir, "Where spill files go (default $TMPDIR)");
   app->add_option("--batch-size", args->batch_size, "Target bytes of a read batch (64MiB)");
@@ -429,6 +442,9 @@ command add_shuffle_command(CLI::App& parent) {
                   "Persist every map task's shards here; a rerun with the same input, flags and "
                   "directory reads them back instead of reading and partitioning that input again "
                   "(remove the directory once the shuffle has succeeded)");
+  app->add_option("--output-format", args->output_format, "Format of the output files")
+    ->check(CLI::IsMember(OUTPUT_FORMAT_NAMES))
+    ->capture_default_str();
   app->add_option("--compression", args->compression, "Parquet page compression of the output")
     ->check(CLI::IsMember(COMPRESSION_NAMES))
     ->capture_default_str();

@@ -251,12 +251,6 @@ nlohmann::ordered_json transfer_json(spill_statistics const& spilled,
 
 int run_sort(sort_arguments const& args) {
   if (args.ranks > 1 || launched_by_mpirun()) {
-    // Ranks exchange host memory, so they sort on the emulated device (`auto` too).
-    if (args.backend == "cuda") {
-      throw usage_error(
-        "--backend cuda sorts in one process; --ranks and mpirun use the CPU "
-        "backend");
-    }
     return run_distributed_sort({args.input,
                                  args.output,
                                  args.by,
@@ -270,6 +264,7 @@ int run_sort(sort_arguments const& args) {
                                  args.shuffle_mode,
                                  args.compression,
                                  args.output_format,
+                                 args.backend,
                                  args.ranks,
                                  args.json,
                                  args.overwrite});
@@ -543,7 +538,7 @@ command add_sort_command(CLI::App& parent) {
     ->add_option("--backend",
                  args->backend,
                  "cpu (an emulated device), cuda (the GPU; fails without one) or auto (the GPU "
-                 "when there is one); --ranks and mpirun run on the CPU")
+                 "when there is one); ranks under mpirun run on the CPU")
     ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
     ->capture_default_str();
   app->add_option("--host-memory", args->host_memory, "Host budget of the spill store")

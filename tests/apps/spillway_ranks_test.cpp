@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 namespace {
@@ -153,6 +154,35 @@ TEST_F(SpillwayRanks, AJobThatFailsOnOneRankLeavesNoVisibleOutput) {
   run_ok("verify kept --by id --partitions 6 --against in");
 }
 
+TEST_F(SpillwayRanks, InProcessRanksRunOnTheGpuWhenAskedOrSayWhyNot) {
+  auto const automatic = run_ok(
+    "shuffle in -o auto --by id --partitions 16 --ranks 2 --backend "
+    "auto --json" +
+    std::string{RANK_BUDGETS});
+  run_ok("verify auto --by id --partitions 16 --against in");
+  auto const backend  = nlohmann::json::parse(automatic.out).at("backend").get<std::string>();
+  auto const shuffled = run(
+    "shuffle in -o gpu-shuffle --by id --partitions 16 --ranks 2 "
+    "--backend cuda --json" +
+    std::string{RANK_BUDGETS});
+  auto const sorted =
+    run("sort in -o gpu-sort --by x --ranks 2 --backend cuda --json" + std::string{RANK_BUDGETS});
+  if (backend == "cpu") {  // no GPU here: refused, nothing written
+    expect_failure(shuffled, 1, "CUDA", "gpu-shuffle");
+    expect_failure(sorted, 1, "CUDA", "gpu-sort");
+    return;
+  }
+  ASSERT_EQ(backend, "cuda");
+  ASSERT_EQ(shuffled.exit_code, 0) << shuffled.err;
+  ASSERT_EQ(sorted.exit_code, 0) << sorted.err;
+  EXPECT_EQ(nlohmann::json::parse(shuffled.out).at("backend").get<std::string>(), "cuda");
+  EXPECT_EQ(nlohmann::json::parse(sorted.out).at("backend").get<std::string>(), "cuda");
+  EXPECT_LE(nlohmann::json::parse(sorted.out).at("device_peak_max").get<std::size_t>(),
+            std::size_t{2} << 20U);
+  run_ok("verify gpu-shuffle --by id --partitions 16 --against in");
+  run_ok("verify gpu-sort --by x --against in");
+}
+
 TEST_F(SpillwayRanks, ShuffleAndSortUnderMpirun) {
   if (mpirun(2).empty()) {
     GTEST_SKIP() << "built without MPI: no mpirun to start ranks with";
@@ -170,6 +200,15 @@ TEST_F(SpillwayRanks, ShuffleAndSortUnderMpirun) {
     EXPECT_EQ(summary.at("transport").get<std::string>(), "mpi");
     run_ok("verify " + sorted + " --by x --against in");
   }
+  // Ranks in processes exchange host memory: the GPU is refused, whatever the machine.
+  auto const refused = run_launched(mpirun(2) + "'" + spillway_exe() +
+                                    "' shuffle in -o mpi-gpu --by id --partitions 16 --backend "
+                                    "cuda" +
+                                    RANK_BUDGETS);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("--backend cuda: ranks under mpirun"), std::string::npos)
+    << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(path("mpi-gpu")));
   EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
 }
 

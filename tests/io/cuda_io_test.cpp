@@ -53,7 +53,7 @@ TEST_F(CudaIo, CsvReadsIntoAndWritesFromGpuMemory) {
     schema.push_back({names(count)[index], expected->view().column(index).type()});
   }
   csv_read_options options;
-  options.schema = schema;
+  options.schema  = schema;
   auto const read = read_csv(path("t.csv"), options, stream, gpu_output);
   EXPECT_TRUE(detail::cuda::on_device(read->view()));
   SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), to_host(read->view(), parts, host_)->view());
