@@ -674,9 +674,10 @@ class parquet_file_writer final : public format_writer {
         ARROW_ASSIGN_OR_RAISE(auto sink, arrow::io::BufferOutputStream::Create(1 << 20, pool));
         ARROW_ASSIGN_OR_RAISE(
           auto writer, parquet::arrow::FileWriter::Open(*schema, pool, sink, properties, arrow));
-        for (auto const& batch : batches) {
-          ARROW_RETURN_NOT_OK(writer->WriteRecordBatch(*batch));
-        }
+        // One row group written column after column straight into the sink (a buffered row
+        // group would hold every column's pages and copy them out at its close).
+        ARROW_ASSIGN_OR_RAISE(auto group, arrow::Table::FromRecordBatches(schema, batches));
+        ARROW_RETURN_NOT_OK(writer->WriteTable(*group, std::max<int64_t>(group->num_rows(), 1)));
         ARROW_RETURN_NOT_OK(writer->Close());
         return sink->Finish();
       } catch (std::bad_alloc const&) {
