@@ -664,14 +664,20 @@ class parquet_file_writer final : public format_writer {
     auto owners  = std::move(group_owners_);
     group_batches_.clear();
     group_owners_.clear();
-    auto task = [batches    = std::move(batches),
-                 owners     = std::move(owners),
+    // The file of a row group is sized like the last one's (5% more), so that it seldom grows
+    // (each growth copies what is there); the first starts at 1 MiB.
+    int64_t const capacity =
+      last_encoded_bytes_ > 0 ? static_cast<int64_t>(last_encoded_bytes_ + last_encoded_bytes_ / 20)
+                              : int64_t{1} << 20;
+    auto task = [batches = std::move(batches),
+                 owners  = std::move(owners),
+                 capacity,
                  schema     = schema_,
                  properties = properties_,
                  arrow      = arrow_properties_,
                  pool       = pool_.get()]() -> arrow::Result<std::shared_ptr<arrow::Buffer>> {
       try {
-        ARROW_ASSIGN_OR_RAISE(auto sink, arrow::io::BufferOutputStream::Create(1 << 20, pool));
+        ARROW_ASSIGN_OR_RAISE(auto sink, arrow::io::BufferOutputStream::Create(capacity, pool));
         ARROW_ASSIGN_OR_RAISE(
           auto writer, parquet::arrow::FileWriter::Open(*schema, pool, sink, properties, arrow));
         // One row group written column after column straight into the sink (a buffered row
@@ -704,6 +710,7 @@ class parquet_file_writer final : public format_writer {
       value_or_throw(group.encoded.result(), "cannot write Parquet file '" + path_ + "'");
     auto const* bytes      = encoded->data();
     auto const size        = static_cast<std::size_t>(encoded->size());
+    last_encoded_bytes_    = size;
     std::size_t const tail = PARQUET_FOOTER_LENGTH + PARQUET_MAGIC.size();
     SPILLWAY_EXPECTS(size >= PARQUET_MAGIC.size() + tail &&
                        std::string_view(reinterpret_cast<char const*>(bytes), 4) == PARQUET_MAGIC,
@@ -842,9 +849,10 @@ class parquet_file_writer final : public format_writer {
   std::size_t row_group_bytes_;
   stream_view stream_;
   memory_resources mrs_;
-  std::size_t group_rows_    = 0;  ///< rows in the row group being filled
-  std::size_t group_bytes_   = 0;  ///< about their bytes in memory
-  std::size_t flushed_bytes_ = 0;  ///< about the in-memory bytes of the row groups in the file
+  std::size_t group_rows_         = 0;  ///< rows in the row group being filled
+  std::size_t group_bytes_        = 0;  ///< about their bytes in memory
+  std::size_t last_encoded_bytes_ = 0;  ///< the size of the last row group's own file
+  std::size_t flushed_bytes_      = 0;  ///< about the in-memory bytes of the row groups in the file
   std::shared_ptr<parquet::WriterProperties> properties_;
   std::shared_ptr<parquet::ArrowWriterProperties> arrow_properties_;
   /// Encoding threads (options.encode_threads > 1); they outlive the encodings that use them.
