@@ -18,6 +18,7 @@
 #include <spillway/core/units.hpp>
 #include <spillway/memory/emulated_device_memory_resource.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/spill/codec.hpp>
 #include <spillway/spill/spill_directory.hpp>
 #include <spillway/spill/spill_store.hpp>
 #include <spillway/table/column.hpp>
@@ -114,6 +115,18 @@ void memcpy_bandwidth(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(source.size()));
+}
+
+/// The checksum every spilled block gets on its way to disk and back.
+void checksum_bandwidth(benchmark::State& state) {
+  std::vector<std::byte> block(64_MiB);
+  for (std::size_t index = 0; index < block.size(); ++index) {
+    block[index] = static_cast<std::byte>(index * 131);
+  }
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(checksum64(block));
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(block.size()));
 }
 
 void raw_sequential_write(benchmark::State& state) {
@@ -228,6 +241,7 @@ void spill_among_many(benchmark::State& state) {
 }
 
 BENCHMARK(memcpy_bandwidth)->Unit(benchmark::kMillisecond);
+BENCHMARK(checksum_bandwidth)->Unit(benchmark::kMillisecond);
 BENCHMARK(raw_sequential_write)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 #define SPILLWAY_CODEC_BENCH(function, name, direction, value) \

@@ -145,7 +145,7 @@ void decompress(codec value, std::span<std::byte const> source, std::span<std::b
 }
 
 std::uint64_t checksum64(std::span<std::byte const> bytes) noexcept {
-  return XXH64(bytes.data(), bytes.size(), 0);
+  return XXH3_64bits(bytes.data(), bytes.size());
 }
 
 }  // namespace spillway

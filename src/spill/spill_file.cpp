@@ -137,7 +137,7 @@ buffer read_spill_block(file_system& files,
     std::span<std::byte const>(static_cast<std::byte const*>(payload.data()), payload.size()));
   SPILLWAY_EXPECTS(actual == header.checksum,
                    block_name(buffer_id, location.path, location.offset) +
-                     ": checksum mismatch (xxhash64 stored " + std::to_string(header.checksum) +
+                     ": checksum mismatch (XXH3 stored " + std::to_string(header.checksum) +
                      ", computed " + std::to_string(actual) + ")",
                    corruption_error);
   return payload;

@@ -1,6 +1,6 @@
 /**
  * @file codec.hpp
- * @brief Compression of spilled bytes (none, LZ4, Zstandard) and their 64-bit checksum (xxhash64).
+ * @brief Compression of spilled bytes (none, LZ4, Zstandard) and their 64-bit checksum (XXH3).
  */
 #pragma once
 
@@ -48,7 +48,7 @@ std::size_t compress(codec value,
  */
 void decompress(codec value, std::span<std::byte const> source, std::span<std::byte> destination);
 
-/** @return the xxhash64 (seed 0) of `bytes` */
+/** @return the XXH3 (64 bits, no seed) of `bytes`: twice XXH64's speed on large blocks */
 std::uint64_t checksum64(std::span<std::byte const> bytes) noexcept;
 
 }  // namespace spillway

@@ -14,8 +14,8 @@
  * | buffer_id     | 8     | the spill store's id of the buffer                         |
  * | raw_size      | 8     | bytes after decompression                                  |
  * | stored_size   | 8     | bytes of payload that follow the header                    |
- * | checksum      | 8     | xxhash64 of the payload                                    |
- * | header_check  | 8     | xxhash64 of the 40 bytes above                             |
+ * | checksum      | 8     | XXH3 (64 bits) of the payload                              |
+ * | header_check  | 8     | XXH3 (64 bits) of the 40 bytes above                       |
  *
  * Integers are little-endian (the native order of every supported machine). Files are written
  * sequentially to a target size and deleted when their last live block is released; they never
@@ -49,7 +49,7 @@ struct spill_block_header {
   std::uint64_t buffer_id   = 0;
   std::uint64_t raw_size    = 0;
   std::uint64_t stored_size = 0;
-  std::uint64_t checksum    = 0;  ///< xxhash64 of the stored payload
+  std::uint64_t checksum    = 0;  ///< XXH3 (64 bits) of the stored payload
 };
 
 /** @brief Where a block lives and what it must contain when read back. */
