@@ -170,23 +170,24 @@ parquet_compression parse_compression(std::string_view name) {
 std::unique_ptr<batch_reader> open_dataset(std::string const& source,
                                            file_format format,
                                            std::size_t target_batch_bytes,
-                                           memory_resources mrs) {
+                                           memory_resources mrs,
+                                           stream_view stream) {
   switch (format) {
     case file_format::PARQUET: {
       parquet_read_options options;
       options.target_batch_bytes = target_batch_bytes;
-      return open_parquet(source, options, default_stream(), mrs);
+      return open_parquet(source, options, stream, mrs);
     }
     case file_format::CSV: {
       csv_read_options options;
       options.target_batch_bytes = target_batch_bytes;
-      return open_csv(source, options, default_stream(), mrs);
+      return open_csv(source, options, stream, mrs);
     }
     case file_format::ARROW_IPC_FILE:
     case file_format::ARROW_IPC_STREAM: {
       arrow_ipc_read_options options;
       options.target_batch_bytes = target_batch_bytes;
-      return open_arrow_ipc(source, format, options, default_stream(), mrs);
+      return open_arrow_ipc(source, format, options, stream, mrs);
     }
   }
   throw usage_error("unknown input format");

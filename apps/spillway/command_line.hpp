@@ -130,12 +130,13 @@ file_format resolve_format(std::string const& source, std::string const& format_
 /**
  * @brief Opens `source` (a file, a directory or a glob) for streaming in batches of about
  * `target_batch_bytes`; batches come from `mrs.output()`, the readers' scratch from
- * `mrs.temporary()`.
+ * `mrs.temporary()`, copies to a device are ordered on `stream`.
  * @throws spillway::io_error, spillway::corruption_error (see the io readers)
  */
 std::unique_ptr<batch_reader> open_dataset(std::string const& source,
                                            file_format format,
                                            std::size_t target_batch_bytes,
-                                           memory_resources mrs);
+                                           memory_resources mrs,
+                                           stream_view stream = default_stream());
 
 }  // namespace spillway::cli

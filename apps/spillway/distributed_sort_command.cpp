@@ -51,6 +51,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
   auto const& names   = input.names;
   auto const resolved = resolve_sort_keys(keys, input.schema, request.input);
   auto const backend  = resolve_rank_backend(request.backend);
+  check_rank_devices_fit(backend, launched_by_mpirun() ? 1 : request.ranks, device_memory);
   std::size_t const batch_bytes =
     std::max<std::size_t>(1, std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH));
 
@@ -100,7 +101,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
         comm,
         environment.store(),
         [&](std::function<void(std::unique_ptr<table>)> const& consume) {
-          read_files(mine, format, batch_bytes, reader_resources, consume);
+          read_files(mine, format, batch_bytes, reader_resources, environment.stream(), consume);
         },
         [&](table_view const& batch) { writer.write(batch); },
         options,

@@ -2,7 +2,9 @@
 #include "ranks.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/core/units.hpp>
 #include <spillway/io/dataset.hpp>
+#include <spillway/memory/cuda_memory_resource.hpp>
 #include <spillway/shuffle/in_process_communicator.hpp>
 #include <spillway/shuffle/mpi_communicator.hpp>
 
@@ -98,6 +100,20 @@ device_backend resolve_rank_backend(std::string const& name) {
   return device_backend::EMULATED;
 }
 
+void check_rank_devices_fit(device_backend backend, int ranks, std::size_t device_memory) {
+  if (backend != device_backend::CUDA) {
+    return;
+  }
+  auto const wanted = static_cast<std::size_t>(std::max(ranks, 1)) * device_memory;
+  auto const gpu    = cuda_device_memory();
+  if (wanted > gpu.free_bytes) {
+    throw usage_error("--device-memory " + format_bytes(device_memory) + " for each of " +
+                      std::to_string(ranks) + " rank(s) is " + format_bytes(wanted) +
+                      ", more than the GPU's " + format_bytes(gpu.free_bytes) + " free of " +
+                      format_bytes(gpu.total_bytes));
+  }
+}
+
 device_environment_options rank_device::options(std::size_t device_memory,
                                                 std::size_t host_memory,
                                                 std::string const& spill_dir,
@@ -187,9 +203,10 @@ void read_files(std::vector<std::string> const& files,
                 file_format format,
                 std::size_t batch_bytes,
                 memory_resources mrs,
+                stream_view stream,
                 std::function<void(std::unique_ptr<table>)> const& consume) {
   for (auto const& file : files) {
-    auto reader = open_dataset(file, format, batch_bytes, mrs);
+    auto reader = open_dataset(file, format, batch_bytes, mrs, stream);
     while (auto batch = reader->next()) {
       consume(std::move(batch));
     }

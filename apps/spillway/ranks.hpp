@@ -77,6 +77,13 @@ class shared_output {
 device_backend resolve_rank_backend(std::string const& name);
 
 /**
+ * @brief On CUDA, checks that `ranks` devices of `device_memory` bytes each fit in the GPU's free
+ * memory together (in-process ranks share it).
+ * @throws usage_error naming --device-memory when they do not
+ */
+void check_rank_devices_fit(device_backend backend, int ranks, std::size_t device_memory);
+
+/**
  * @brief One rank's device (emulated or CUDA; its OOM protocol, lease arbiter and spill store)
  * and its task, bound to the constructing thread, plus plain host memory for I/O scratch.
  * @note Construct it on the rank's own thread.
@@ -142,12 +149,14 @@ std::vector<std::string> files_of_rank(std::vector<std::string> const& files, in
 
 /**
  * @brief Reads `files` one after another in batches of about `batch_bytes`, handing each batch to
- * `consume`; batches from `mrs.output()`, reader scratch from `mrs.temporary()`.
+ * `consume`; batches from `mrs.output()`, reader scratch from `mrs.temporary()`, copies to a
+ * device ordered on `stream`.
  */
 void read_files(std::vector<std::string> const& files,
                 file_format format,
                 std::size_t batch_bytes,
                 memory_resources mrs,
+                stream_view stream,
                 std::function<void(std::unique_ptr<table>)> const& consume);
 
 /** @return `values` summed element-wise over the ranks (every rank passes as many) */

@@ -101,8 +101,9 @@ std::unique_ptr<table> reread_batch(std::string const& file,
                                     file_format format,
                                     std::size_t batch_bytes,
                                     std::size_t index,
-                                    memory_resources mrs) {
-  auto reader = open_dataset(file, format, batch_bytes, mrs);
+                                    memory_resources mrs,
+                                    stream_view stream) {
+  auto reader = open_dataset(file, format, batch_bytes, mrs, stream);
   for (std::size_t k = 0;; ++k) {
     auto batch = reader->next();
     if (!batch) {
@@ -142,6 +143,7 @@ void add_file_maps(shuffler& shuffle,
                    file_format format,
                    std::size_t batch_bytes,
                    memory_resources mrs,
+                   stream_view read_stream,
                    int rank,
                    rank_totals& totals) {
   std::size_t added = 0;
@@ -150,9 +152,10 @@ void add_file_maps(shuffler& shuffle,
     // file was first read.
     auto const reader_scratch = mrs.temporary();
     auto const lineage        = [file, format, batch_bytes, reader_scratch](std::size_t index) {
-      return [file, format, batch_bytes, index, reader_scratch](stream_view, memory_resources out) {
+      return [file, format, batch_bytes, index, reader_scratch](stream_view stream,
+                                                                memory_resources out) {
         return reread_batch(
-          file, format, batch_bytes, index, memory_resources{out.output(), reader_scratch});
+          file, format, batch_bytes, index, memory_resources{out.output(), reader_scratch}, stream);
       };
     };
     bool const checkpointed = !directory.empty();
@@ -169,7 +172,7 @@ void add_file_maps(shuffler& shuffle,
       }
       continue;
     }
-    auto reader = open_dataset(file, format, batch_bytes, mrs);
+    auto reader = open_dataset(file, format, batch_bytes, mrs, read_stream);
     for (std::size_t index = 0;; ++index) {
       auto batch = reader->next();
       if (!batch) {
@@ -235,12 +238,13 @@ int run_shuffle(shuffle_arguments const& args) {
       throw usage_error("--by " + args.by + ": a shuffle hashes its keys; give column names only");
     }
   }
-  auto const input              = describe_input(args.input, args.format);
-  auto const& format            = input.format;
-  auto const& files             = input.files;
-  auto const& names             = input.names;
-  auto const resolved           = resolve_sort_keys(keys, input.schema, args.input);
-  auto const backend            = resolve_rank_backend(args.backend);
+  auto const input    = describe_input(args.input, args.format);
+  auto const& format  = input.format;
+  auto const& files   = input.files;
+  auto const& names   = input.names;
+  auto const resolved = resolve_sort_keys(keys, input.schema, args.input);
+  auto const backend  = resolve_rank_backend(args.backend);
+  check_rank_devices_fit(backend, launched_by_mpirun() ? 1 : args.ranks, device_memory);
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
 
   std::mutex summary_mutex;
@@ -283,6 +287,7 @@ int run_shuffle(shuffle_arguments const& args) {
                     format,
                     std::max<std::size_t>(batch_bytes, 1),
                     reader_resources,
+                    environment.stream(),
                     comm.rank(),
                     totals);
       shuffle.finish_maps();

@@ -805,8 +805,11 @@ std::unique_ptr<table> read_csv(std::string const& source,
                                 csv_read_options const& options,
                                 stream_view stream,
                                 memory_resources mrs) {
-  auto reader = open_csv(source, options, stream, mrs);
-  return read_all(*reader, stream, mrs);
+  return detail::read_whole(
+    [&](memory_resources reading) { return open_csv(source, options, stream, reading); },
+    stream,
+    mrs,
+    "read_csv('" + source + "')");
 }
 
 void write_csv(table_view const& input,

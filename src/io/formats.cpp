@@ -53,8 +53,11 @@ std::unique_ptr<table> read_parquet(std::string const& source,
                                     parquet_read_options const& options,
                                     stream_view stream,
                                     memory_resources mrs) {
-  auto reader = open_parquet(source, options, stream, mrs);
-  return read_all(*reader, stream, mrs);
+  return detail::read_whole(
+    [&](memory_resources reading) { return open_parquet(source, options, stream, reading); },
+    stream,
+    mrs,
+    "read_parquet('" + source + "')");
 }
 
 void write_parquet(table_view const& input,
@@ -93,8 +96,13 @@ std::unique_ptr<table> read_arrow_ipc(std::string const& source,
                                       arrow_ipc_read_options const& options,
                                       stream_view stream,
                                       memory_resources mrs) {
-  auto reader = open_arrow_ipc(source, format, options, stream, mrs);
-  return read_all(*reader, stream, mrs);
+  return detail::read_whole(
+    [&](memory_resources reading) {
+      return open_arrow_ipc(source, format, options, stream, reading);
+    },
+    stream,
+    mrs,
+    "read_arrow_ipc('" + source + "')");
 }
 
 void write_arrow_ipc(table_view const& input,
@@ -360,8 +368,11 @@ void batch_writer::write(table_view const& input) {
   if (background_) {
     background_->drain();
   }
-  auto const on_host = impl_->host_copy_if_on_device(input);
-  impl_->write(on_host ? on_host->view() : input, nullptr);
+  if (std::shared_ptr<table const> on_host = impl_->host_copy_if_on_device(input)) {
+    impl_->write(on_host->view(), on_host);  // the copy is the writer's to keep
+    return;
+  }
+  impl_->write(input, nullptr);
 }
 
 void batch_writer::write(std::unique_ptr<table> input) {

@@ -204,12 +204,21 @@ class copying_reader final : public batch_reader {
   [[nodiscard]] table_schema const& schema() const noexcept override { return source_->schema(); }
 
   [[nodiscard]] std::unique_ptr<table> next() override {
-    auto decoded = source_->next();
-    return decoded == nullptr ? nullptr : spillway::copy(decoded->view(), stream_, output_);
+    if (pending_ == nullptr) {
+      pending_ = source_->next();
+    }
+    if (pending_ == nullptr) {
+      return nullptr;
+    }
+    // A copy that fails (no device memory) leaves the batch here for the next call.
+    auto copied = spillway::copy(pending_->view(), stream_, output_);
+    pending_.reset();
+    return copied;
   }
 
  private:
   std::unique_ptr<batch_reader> source_;
+  std::unique_ptr<table> pending_;  ///< decoded, not yet copied
   stream_view stream_;
   resource_ref output_;
 };
@@ -225,7 +234,8 @@ void expect_host_temporary(memory_resources mrs, stream_view stream, std::string
 }  // namespace
 
 bool gives_cuda_memory(resource_ref resource, stream_view stream) {
-  if (cuda_device_count() == 0) {
+  // Host memory never is; only device memory (emulated or CUDA) needs the probe.
+  if (resource.kind() != memory_kind::DEVICE || cuda_device_count() == 0) {
     return false;
   }
   constexpr std::size_t PROBE_BYTES = 256;
@@ -257,6 +267,22 @@ std::unique_ptr<batch_reader> open_decoding_on_host(
   expect_host_temporary(mrs, stream, what);
   return std::make_unique<copying_reader>(
     open(mrs.with_output(mrs.temporary())), stream, mrs.output());
+}
+
+std::unique_ptr<table> read_whole(
+  std::function<std::unique_ptr<batch_reader>(memory_resources)> const& open,
+  stream_view stream,
+  memory_resources mrs,
+  std::string const& what) {
+  if (!gives_cuda_memory(mrs.output(), stream)) {
+    auto reader = open(mrs);
+    return read_all(*reader, stream, mrs);
+  }
+  expect_host_temporary(mrs, stream, what);
+  auto const on_host = mrs.with_output(mrs.temporary());
+  auto reader        = open(on_host);
+  auto const whole   = read_all(*reader, stream, on_host);
+  return spillway::copy(whole->view(), stream, mrs.output());
 }
 
 std::string temporary_path_for(std::string const& path) {

@@ -54,6 +54,17 @@ std::unique_ptr<batch_reader> open_decoding_on_host(
   memory_resources mrs,
   std::string const& what);
 
+/**
+ * @return the whole of what `open(resources)` reads, as one table on `mrs.output()`; for a CUDA
+ * output read and concatenated in `mrs.temporary()` and copied over once (the batches and the
+ * whole never share the device)
+ */
+std::unique_ptr<table> read_whole(
+  std::function<std::unique_ptr<batch_reader>(memory_resources)> const& open,
+  stream_view stream,
+  memory_resources mrs,
+  std::string const& what);
+
 /** @brief Writes tables into one file of one format; the file is complete after `close()`. */
 class format_writer {
  public:

@@ -158,11 +158,17 @@ TEST_F(SpillwayCli, CsvInCsvOutOnOneRankAndOnTwoWithAnyBackend) {
   auto const inputs = files_in("in");
   ASSERT_EQ(inputs.size(), 2U);
   EXPECT_TRUE(inputs[0].ends_with(".csv")) << inputs[0];
+  std::string chosen;
   for (auto const* ranks : {"1", "2"}) {
     std::string const out = std::string{"out-"} + ranks;
-    // auto: the GPU when there is one for one rank, the CPU for two.
-    run_ok("sort in -o " + out + " --by key:desc --output-format csv --backend auto --ranks " +
-           ranks + TIGHT_BUDGETS);
+    // auto: the GPU when there is one, for one rank and for two in-process ranks alike.
+    auto const sorted  = run_ok("sort in -o " + out +
+                               " --by key:desc --output-format csv --backend auto --json --ranks " +
+                               ranks + TIGHT_BUDGETS);
+    auto const backend = nlohmann::json::parse(sorted.out).at("backend").get<std::string>();
+    EXPECT_TRUE(backend == "cpu" || backend == "cuda") << backend;
+    EXPECT_TRUE(chosen.empty() || chosen == backend) << chosen << " then " << backend;
+    chosen             = backend;
     auto const outputs = files_in(out);
     ASSERT_FALSE(outputs.empty());
     for (auto const& file : outputs) {

@@ -28,9 +28,13 @@ class CudaIo : public io_test {};
 TEST_F(CudaIo, HostAndEmulatedDeviceMemoryAreWrittenByTheCpu) {
   emulated_device_memory_resource emulated{64_MiB};
   statistics_resource_adaptor counted{emulated};
-  // Without a GPU nothing is probed; with one, the probe's block is freed at once.
-  EXPECT_FALSE(detail::gives_cuda_memory(host_, default_stream()));
+  statistics_resource_adaptor counted_host{host_};
+  // Host memory is never probed; device memory only when a GPU could be behind it, and the
+  // probe's block is freed at once.
+  EXPECT_FALSE(detail::gives_cuda_memory(counted_host, default_stream()));
+  EXPECT_EQ(counted_host.statistics().total_count, 0U);
   EXPECT_FALSE(detail::gives_cuda_memory(counted, default_stream()));
+  EXPECT_EQ(counted.statistics().total_count, cuda_device_count() > 0 ? 1U : 0U);
   EXPECT_EQ(counted.statistics().current_bytes, 0U);
   auto const input = every_type_table(100, 3, {data_type{type_id::INT64}});
   EXPECT_EQ(detail::host_copy_if_on_device(

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -420,7 +421,8 @@ class parquet_file_writer final : public format_writer {
       pool_(std::make_unique<arrow_memory_pool>(mrs.temporary())),
       schema_(to_arrow_schema(schema)),
       options_(options),
-      row_group_rows_(std::max<std::size_t>(options.row_group_rows, 1)),
+      row_group_rows_(std::clamp<std::size_t>(
+        options.row_group_rows, 1, static_cast<std::size_t>(std::numeric_limits<int64_t>::max()))),
       row_group_bytes_(std::max<std::size_t>(options.row_group_bytes, 1)),
       stream_(stream),
       mrs_(mrs) {
@@ -664,11 +666,10 @@ class parquet_file_writer final : public format_writer {
     auto owners  = std::move(group_owners_);
     group_batches_.clear();
     group_owners_.clear();
-    // The file of a row group is sized like the last one's (5% more), so that it seldom grows
-    // (each growth copies what is there); the first starts at 1 MiB.
-    int64_t const capacity =
-      last_encoded_bytes_ > 0 ? static_cast<int64_t>(last_encoded_bytes_ + last_encoded_bytes_ / 20)
-                              : int64_t{1} << 20;
+    // The file of a row group is sized like the last one's (5% more, at least 1 MiB), so that it
+    // seldom grows (each growth copies what is there).
+    int64_t const capacity = std::max<int64_t>(
+      int64_t{1} << 20, static_cast<int64_t>(last_encoded_bytes_ + last_encoded_bytes_ / 20));
     auto task = [batches = std::move(batches),
                  owners  = std::move(owners),
                  capacity,
