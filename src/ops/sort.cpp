@@ -1199,7 +1199,9 @@ std::unique_ptr<table> sort(table_view const& values,
 
 }  // namespace detail
 
-bool is_sorted(table_view const& keys, sort_order const& orders, stream_view stream) {
+bool is_sorted(table_view const& keys,
+               sort_order const& orders,
+               [[maybe_unused]] stream_view stream) {
 #if SPILLWAY_HAS_CUDA
   if (detail::cuda::on_device(keys)) {
     return detail::cuda::is_sorted(
