@@ -50,8 +50,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
   auto const& files   = input.files;
   auto const& names   = input.names;
   auto const resolved = resolve_sort_keys(keys, input.schema, request.input);
-  auto const backend  = resolve_rank_backend(request.backend);
-  check_rank_devices_fit(backend, launched_by_mpirun() ? 1 : request.ranks, device_memory);
+  auto const backend  = resolve_rank_backend(request.backend, request.ranks, device_memory);
   std::size_t const batch_bytes =
     std::max<std::size_t>(1, std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH));
 

@@ -87,22 +87,19 @@ std::vector<std::string> shared_output::commit(std::vector<std::string> const& w
   return moved;
 }
 
-device_backend resolve_rank_backend(std::string const& name) {
-  if (!launched_by_mpirun()) {
-    return resolve_device_backend(name);
+device_backend resolve_rank_backend(std::string const& name, int ranks, std::size_t device_memory) {
+  if (launched_by_mpirun()) {
+    if (name == "cuda") {
+      throw usage_error(
+        "--backend cuda: ranks under mpirun exchange host memory; run in-process "
+        "ranks (--ranks N) on the GPU");
+    }
+    (void)resolve_device_backend(name);  // an unknown name is still refused
+    return device_backend::EMULATED;
   }
-  if (name == "cuda") {
-    throw usage_error(
-      "--backend cuda: ranks under mpirun exchange host memory; run in-process "
-      "ranks (--ranks N) on the GPU");
-  }
-  (void)resolve_device_backend(name);  // an unknown name is still refused
-  return device_backend::EMULATED;
-}
-
-void check_rank_devices_fit(device_backend backend, int ranks, std::size_t device_memory) {
+  auto const backend = resolve_device_backend(name);
   if (backend != device_backend::CUDA) {
-    return;
+    return backend;
   }
   auto const wanted = static_cast<std::size_t>(std::max(ranks, 1)) * device_memory;
   auto const gpu    = cuda_device_memory();
@@ -112,6 +109,7 @@ void check_rank_devices_fit(device_backend backend, int ranks, std::size_t devic
                       ", more than the GPU's " + format_bytes(gpu.free_bytes) + " free of " +
                       format_bytes(gpu.total_bytes));
   }
+  return backend;
 }
 
 device_environment_options rank_device::options(std::size_t device_memory,

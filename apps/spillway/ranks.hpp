@@ -73,15 +73,11 @@ class shared_output {
  * @return the device ranks compute on, from `--backend`: under mpirun always the emulated device
  * (ranks in processes exchange host memory; "cuda" is a usage error there), else as
  * `resolve_device_backend` reads it
+ * @param ranks in-process ranks, which share the GPU: on CUDA their `device_memory` bytes each
+ * must fit in its free memory together (under mpirun, one rank per process)
+ * @throws usage_error naming --backend or --device-memory
  */
-device_backend resolve_rank_backend(std::string const& name);
-
-/**
- * @brief On CUDA, checks that `ranks` devices of `device_memory` bytes each fit in the GPU's free
- * memory together (in-process ranks share it).
- * @throws usage_error naming --device-memory when they do not
- */
-void check_rank_devices_fit(device_backend backend, int ranks, std::size_t device_memory);
+device_backend resolve_rank_backend(std::string const& name, int ranks, std::size_t device_memory);
 
 /**
  * @brief One rank's device (emulated or CUDA; its OOM protocol, lease arbiter and spill store)

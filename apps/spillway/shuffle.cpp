@@ -238,13 +238,12 @@ int run_shuffle(shuffle_arguments const& args) {
       throw usage_error("--by " + args.by + ": a shuffle hashes its keys; give column names only");
     }
   }
-  auto const input    = describe_input(args.input, args.format);
-  auto const& format  = input.format;
-  auto const& files   = input.files;
-  auto const& names   = input.names;
-  auto const resolved = resolve_sort_keys(keys, input.schema, args.input);
-  auto const backend  = resolve_rank_backend(args.backend);
-  check_rank_devices_fit(backend, launched_by_mpirun() ? 1 : args.ranks, device_memory);
+  auto const input              = describe_input(args.input, args.format);
+  auto const& format            = input.format;
+  auto const& files             = input.files;
+  auto const& names             = input.names;
+  auto const resolved           = resolve_sort_keys(keys, input.schema, args.input);
+  auto const backend            = resolve_rank_backend(args.backend, args.ranks, device_memory);
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
 
   std::mutex summary_mutex;

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <glob.h>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -256,17 +257,32 @@ std::unique_ptr<table> host_copy_if_on_device(table_view const& input,
   return spillway::copy(input, stream, mrs.temporary());
 }
 
+namespace {
+
+/// @return the resources to decode with in host memory when `mrs.output()` is a CUDA device's
+/// (the result is then copied over), else nothing (decode straight into the output)
+std::optional<memory_resources> host_decoding(memory_resources mrs,
+                                              stream_view stream,
+                                              std::string const& what) {
+  if (!gives_cuda_memory(mrs.output(), stream)) {
+    return std::nullopt;
+  }
+  expect_host_temporary(mrs, stream, what);
+  return mrs.with_output(mrs.temporary());
+}
+
+}  // namespace
+
 std::unique_ptr<batch_reader> open_decoding_on_host(
   std::function<std::unique_ptr<batch_reader>(memory_resources)> const& open,
   stream_view stream,
   memory_resources mrs,
   std::string const& what) {
-  if (!gives_cuda_memory(mrs.output(), stream)) {
+  auto const on_host = host_decoding(mrs, stream, what);
+  if (!on_host) {
     return open(mrs);
   }
-  expect_host_temporary(mrs, stream, what);
-  return std::make_unique<copying_reader>(
-    open(mrs.with_output(mrs.temporary())), stream, mrs.output());
+  return std::make_unique<copying_reader>(open(*on_host), stream, mrs.output());
 }
 
 std::unique_ptr<table> read_whole(
@@ -274,15 +290,11 @@ std::unique_ptr<table> read_whole(
   stream_view stream,
   memory_resources mrs,
   std::string const& what) {
-  if (!gives_cuda_memory(mrs.output(), stream)) {
-    auto reader = open(mrs);
-    return read_all(*reader, stream, mrs);
-  }
-  expect_host_temporary(mrs, stream, what);
-  auto const on_host = mrs.with_output(mrs.temporary());
-  auto reader        = open(on_host);
-  auto const whole   = read_all(*reader, stream, on_host);
-  return spillway::copy(whole->view(), stream, mrs.output());
+  auto const on_host = host_decoding(mrs, stream, what);
+  auto const reading = on_host.value_or(mrs);
+  auto reader        = open(reading);
+  auto whole         = read_all(*reader, stream, reading);
+  return on_host ? spillway::copy(whole->view(), stream, mrs.output()) : std::move(whole);
 }
 
 std::string temporary_path_for(std::string const& path) {
