@@ -140,16 +140,51 @@ inline void copy_string(char* to, char const* from, std::size_t bytes) noexcept 
   }
 }
 
+/// Plain columns whose sources hold at most this many bytes are gathered in groups of about
+/// this size, a group at a time (see `plain_column_groups`).
+inline constexpr std::size_t GATHER_GROUP_BYTES = std::size_t{1} << 22;
+
+/**
+ * @brief The plain columns `columns` (with `bytes[i]` source bytes each) cut into groups that a
+ * gather copies together, row by row. Columns larger than `GATHER_GROUP_BYTES` form one group:
+ * their values miss the cache whatever the order, and one pass over the ids overlaps their
+ * misses. Smaller ones are packed into groups of at most that size: a group's sources stay in
+ * the cache while its rows are gathered, where 41 columns copied together (a batch of wide rows)
+ * missed on every value.
+ */
+inline std::vector<std::vector<std::size_t>> plain_column_groups(
+  std::span<std::size_t const> columns, std::span<std::size_t const> bytes) {
+  std::vector<std::vector<std::size_t>> groups;
+  std::vector<std::size_t> large;
+  std::size_t filled = 0;
+  for (std::size_t at = 0; at < columns.size(); ++at) {
+    if (bytes[at] > GATHER_GROUP_BYTES) {
+      large.push_back(columns[at]);
+      continue;
+    }
+    if (groups.empty() || filled + bytes[at] > GATHER_GROUP_BYTES) {
+      groups.emplace_back();
+      filled = 0;
+    }
+    groups.back().push_back(columns[at]);
+    filled += bytes[at];
+  }
+  if (!large.empty()) {
+    groups.push_back(std::move(large));
+  }
+  return groups;
+}
+
 /**
  * @brief Rows of several tables with the same column types gathered into pieces: piece `p` (a
  * new table from `mrs.output()`) holds the rows `ids[starts[p], starts[p + 1])`. An id is
  * `(input << row_bits) | row`. Every column is allocated on the calling thread (so that the OOM
  * protocol sees the caller's task); values, characters and null bits are filled by two threads
  * that split the rows of all pieces between them, so that many small pieces (a batch cut into
- * chunks) use both cores as one large one does. Fixed-width columns without nulls are copied
- * together row by row, with the sources of later rows prefetched (the ids of a full sort jump
- * across every input, so each value is a cache miss); the other columns one at a time. String
- * lengths are counted in `mrs.temporary()`.
+ * chunks) use both cores as one large one does. Fixed-width columns without nulls are copied in
+ * groups (`plain_column_groups`), each group row by row across every piece, with the sources of
+ * later rows prefetched (the ids of a full sort jump across every input); the other columns one
+ * at a time across every piece. String lengths are counted in `mrs.temporary()`.
  */
 inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
   std::span<table_view const> inputs,
@@ -279,8 +314,10 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
   }
   lengths.clear();  // (sources stay until the characters are copied)
 
-  // Plain columns: each input's first value, per column.
+  // Plain columns: each input's first value, per column, and the columns in groups copied
+  // together (see `plain_column_groups`).
   std::vector<std::size_t> plain;
+  std::vector<std::size_t> plain_bytes;
   std::vector<std::vector<std::byte const*>> bases(num_columns);
   for (std::size_t index = 0; index < num_columns; ++index) {
     if (kinds[index] != kind::PLAIN) {
@@ -288,31 +325,46 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
     }
     plain.push_back(index);
     std::size_t const width = widths[index];
+    std::size_t bytes       = 0;
     for (auto const& input : inputs) {
       column_view const& source = input.column(index);
       bases[index].push_back(static_cast<std::byte const*>(source.head()) +
                              source.offset() * width);
+      bytes += source.size() * width;
     }
+    plain_bytes.push_back(bytes);
   }
+  auto const groups = plain_column_groups(plain, plain_bytes);
   std::vector<std::array<std::size_t, 2>> nulls(num_columns * num_pieces, {0, 0});
+  // A group or a column at a time across every piece, so that its sources stay cached.
   parts.in_two_parts([&](std::size_t begin, std::size_t end) {
     std::size_t const part = parts.part_of(begin);
-    parts.for_each_piece(begin, end, [&](std::size_t piece, std::size_t first, std::size_t last) {
-      std::uint64_t const* from_id = ids + starts[piece];
-      // Plain columns together, row by row, the sources of later rows prefetched.
-      if (!plain.empty()) {
+    // Plain columns a group at a time, row by row, the sources of later rows prefetched.
+    for (auto const& group : groups) {
+      std::vector<std::byte*> targets(group.size());
+      std::vector<std::byte const* const*> froms(group.size());
+      std::vector<std::size_t> sizes(group.size());
+      for (std::size_t at = 0; at < group.size(); ++at) {
+        froms[at] = bases[group[at]].data();
+        sizes[at] = widths[group[at]];
+      }
+      parts.for_each_piece(begin, end, [&](std::size_t piece, std::size_t first, std::size_t last) {
+        std::uint64_t const* from_id = ids + starts[piece];
+        for (std::size_t at = 0; at < group.size(); ++at) {
+          targets[at] = columns[piece][group[at]]->template mutable_data<std::byte>();
+        }
         for (std::size_t row = first; row < last; ++row) {
           if (row + GATHER_PREFETCH_ROWS < last) {
             std::uint64_t const ahead = from_id[row + GATHER_PREFETCH_ROWS];
-            for (std::size_t const index : plain) {
-              __builtin_prefetch(bases[index][input_of(ahead)] + row_in(ahead) * widths[index]);
+            for (std::size_t at = 0; at < group.size(); ++at) {
+              __builtin_prefetch(froms[at][input_of(ahead)] + row_in(ahead) * sizes[at]);
             }
           }
           std::uint64_t const id = from_id[row];
-          for (std::size_t const index : plain) {
-            std::size_t const width = widths[index];
-            std::byte const* from   = bases[index][input_of(id)] + row_in(id) * width;
-            std::byte* to = columns[piece][index]->template mutable_data<std::byte>() + row * width;
+          for (std::size_t at = 0; at < group.size(); ++at) {
+            std::size_t const width = sizes[at];
+            std::byte const* from   = froms[at][input_of(id)] + row_in(id) * width;
+            std::byte* to           = targets[at] + row * width;
             switch (width) {
               case 8:
                 std::memcpy(to, from, 8);
@@ -326,9 +378,12 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
             }
           }
         }
-      }
-      for (std::size_t index = 0; index < num_columns; ++index) {
-        spillway::column& out = *columns[piece][index];
+      });
+    }
+    for (std::size_t index = 0; index < num_columns; ++index) {
+      parts.for_each_piece(begin, end, [&](std::size_t piece, std::size_t first, std::size_t last) {
+        std::uint64_t const* from_id = ids + starts[piece];
+        spillway::column& out        = *columns[piece][index];
         if (kinds[index] == kind::FIXED) {
           visit_fixed_width(out.type(), [&]<typename T>() {
             T* values = out.template mutable_data<T>();
@@ -362,8 +417,8 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
           }
           nulls[piece * num_columns + index][part] += count;
         }
-      }
-    });
+      });
+    }
   });
 
   std::vector<std::unique_ptr<table>> result;

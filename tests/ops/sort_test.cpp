@@ -7,12 +7,16 @@
 #include <spillway/core/error.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/ops/sort.hpp>
+#include <spillway/table/concatenate.hpp>
 #include <spillway/table/gather.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
@@ -24,6 +28,7 @@ namespace {
 using testing::make_fixed_column;
 using testing::make_string_column;
 using testing::random_column;
+using testing::random_table;
 using testing::reference_compare;
 using testing::reference_sorted_order;
 using testing::to_vector;
@@ -1064,6 +1069,74 @@ TEST(ConcurrentParallelGather, WideRowsBelowTheRowThresholdAreGatheredOnTwoThrea
                                                         detail::SOURCE_ROW_BITS,
                                                         default_stream(),
                                                         memory_resources{host});
+  ASSERT_EQ(pieces.size(), starts.size() - 1);
+  for (std::size_t piece = 0; piece + 1 < starts.size(); ++piece) {
+    SCOPED_TRACE("piece " + std::to_string(piece));
+    SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), starts[piece], starts[piece + 1]),
+                                 pieces[piece]->view());
+  }
+}
+
+TEST(ParallelGather, PlainColumnsAreGroupedByTheirSourceBytes) {
+  std::size_t const limit = detail::GATHER_GROUP_BYTES;
+  std::vector<std::size_t> const columns{2, 3, 5, 7, 8, 9};
+  // Large columns (over the limit) together at the end; the others packed up to the limit.
+  std::vector<std::size_t> const bytes{
+    limit * 3 / 4, limit + 1, limit / 4, limit / 2, 4 * limit, limit / 2};
+  auto const groups = detail::plain_column_groups(columns, bytes);
+  std::vector<std::vector<std::size_t>> const expected{{2, 5}, {7, 9}, {3, 8}};
+  EXPECT_EQ(groups, expected);
+  EXPECT_TRUE(detail::plain_column_groups({}, {}).empty());
+  std::vector<std::size_t> const one{4};
+  std::vector<std::size_t> const zero{0};
+  EXPECT_EQ(detail::plain_column_groups(one, zero), (std::vector<std::vector<std::size_t>>{{4}}));
+}
+
+TEST(ConcurrentParallelGather, ColumnGroupsFromSeveralInputsIntoPieces) {
+  // Two inputs whose INT64 and FLOAT64 columns are over GATHER_GROUP_BYTES together (gathered
+  // row by row as one group) and whose narrower ones are packed into groups, with a nullable
+  // column and a string column besides, gathered at random into pieces (one empty).
+  host_memory_resource host;
+  std::size_t const rows = detail::GATHER_GROUP_BYTES / 8 / 2 + 5000;
+  std::vector<data_type> const types{data_type{type_id::INT64},
+                                     data_type{type_id::INT32},
+                                     data_type{type_id::FLOAT64},
+                                     data_type{type_id::INT8},
+                                     data_type{type_id::INT16},
+                                     data_type{type_id::INT32},
+                                     data_type{type_id::STRING},
+                                     data_type{type_id::UINT32}};
+  auto const first      = random_table(types, rows, 21, 0.0, host);
+  auto const second     = random_table(types, rows - 1000, 22, 0.0, host);
+  auto const with_nulls = random_column(type_id::INT32, rows, 23, 0.2, host);
+  auto const more_nulls = random_column(type_id::INT32, rows - 1000, 24, 0.2, host);
+  auto const columns_of = [](table const& source, column const& extra) {
+    std::vector<column_view> views;
+    for (std::size_t index = 0; index < source.num_columns(); ++index) {
+      views.push_back(source.view().column(index));
+    }
+    views.push_back(extra.view());
+    return table_view{views};
+  };
+  std::array<table_view, 2> const inputs{columns_of(*first, *with_nulls),
+                                         columns_of(*second, *more_nulls)};
+  auto const both = concatenate(inputs, default_stream(), memory_resources{host});
+  // Every row of both inputs in a random order, as ids and as rows of the concatenation.
+  std::size_t const total = inputs[0].num_rows() + inputs[1].num_rows();
+  std::vector<std::uint64_t> rows_of_both(total);
+  std::iota(rows_of_both.begin(), rows_of_both.end(), std::uint64_t{0});
+  std::shuffle(rows_of_both.begin(), rows_of_both.end(), std::mt19937_64{25});
+  std::vector<std::uint64_t> ids(total);
+  for (std::size_t row = 0; row < total; ++row) {
+    std::uint64_t const at = rows_of_both[row];
+    ids[row] = at < rows ? at : (std::uint64_t{1} << detail::SOURCE_ROW_BITS) | (at - rows);
+  }
+  auto const map = make_fixed_column<std::uint64_t>(type_id::UINT64, rows_of_both, {}, host);
+  auto const expected =
+    gather(both->view(), map->view(), out_of_bounds_policy::FAIL, default_stream(), host);
+  std::vector<std::size_t> const starts{0, 1000, 1000, total / 2 + 7, total};
+  auto const pieces = detail::gather_pieces_in_parallel(
+    inputs, ids.data(), starts, detail::SOURCE_ROW_BITS, default_stream(), memory_resources{host});
   ASSERT_EQ(pieces.size(), starts.size() - 1);
   for (std::size_t piece = 0; piece + 1 < starts.size(); ++piece) {
     SCOPED_TRACE("piece " + std::to_string(piece));

@@ -1,0 +1,139 @@
+/**
+ * Gathers of rows by a random order, in bytes moved per second: what the out-of-core sort does
+ * to every input batch (its rows by sorted order, cut into chunks) and to every merge round.
+ *
+ * - wide: 125K rows of 50 columns as the wide sort benchmark's (an INT64 key, 8 strings of 96
+ *   characters, 41 INT64/FLOAT64/INT32 values), about one 128 MiB batch, gathered into 1 or 64
+ *   pieces;
+ * - narrow: 10M rows of two INT64 columns (the 100M-row sort's batches), into 1 or 64 pieces.
+ *
+ * The order is a random permutation. Outputs come from a pool over the host resource, so that
+ * the time is the gather's and not the kernel's first touch of fresh pages.
+ */
+#include "ops/parallel_gather.hpp"
+
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/pool_memory_resource.hpp>
+#include <spillway/ops/sort.hpp>
+#include <spillway/table/table.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+constexpr std::size_t WIDE_ROWS       = 125'000;
+constexpr std::size_t NARROW_ROWS     = 10'000'000;
+constexpr std::size_t STRING_COLUMNS  = 8;
+constexpr std::size_t NUMBER_COLUMNS  = 41;
+constexpr std::size_t STRING_CHARS    = 96;
+
+pool_memory_resource& pool() {
+  static host_memory_resource host;
+  static pool_memory_resource resource{host};
+  return resource;
+}
+
+std::unique_ptr<column> random_fixed(type_id id, std::size_t rows, std::mt19937_64& engine) {
+  auto result = make_fixed_width_column(
+    data_type{id}, rows, mask_state::UNALLOCATED, default_stream(), pool());
+  auto* bytes = result->mutable_data<std::byte>();
+  std::size_t const width = size_of(data_type{id});
+  for (std::size_t row = 0; row < rows; ++row) {
+    std::uint64_t const value = engine();
+    std::memcpy(bytes + row * width, &value, width);
+  }
+  return result;
+}
+
+std::unique_ptr<column> random_strings(std::size_t rows, std::mt19937_64& engine) {
+  auto result = make_strings_column(
+    rows, rows * STRING_CHARS, mask_state::UNALLOCATED, default_stream(), pool());
+  std::int64_t* offsets = result->mutable_offsets();
+  char* chars           = result->mutable_chars();
+  for (std::size_t row = 0; row <= rows; ++row) {
+    offsets[row] = static_cast<std::int64_t>(row * STRING_CHARS);
+  }
+  for (std::size_t index = 0; index < rows * STRING_CHARS; ++index) {
+    chars[index] = static_cast<char>('a' + engine() % 26);
+  }
+  return result;
+}
+
+table const& wide_table() {
+  static std::unique_ptr<table> result;
+  if (!result) {
+    std::mt19937_64 engine{5};
+    std::vector<std::unique_ptr<column>> columns;
+    columns.push_back(random_fixed(type_id::INT64, WIDE_ROWS, engine));
+    for (std::size_t index = 0; index < STRING_COLUMNS; ++index) {
+      columns.push_back(random_strings(WIDE_ROWS, engine));
+    }
+    type_id const numbers[] = {type_id::INT64, type_id::FLOAT64, type_id::INT32};
+    for (std::size_t index = 0; index < NUMBER_COLUMNS; ++index) {
+      columns.push_back(random_fixed(numbers[index % 3], WIDE_ROWS, engine));
+    }
+    result = std::make_unique<table>(std::move(columns));
+  }
+  return *result;
+}
+
+table const& narrow_table() {
+  static std::unique_ptr<table> result;
+  if (!result) {
+    std::mt19937_64 engine{6};
+    std::vector<std::unique_ptr<column>> columns;
+    columns.push_back(random_fixed(type_id::INT64, NARROW_ROWS, engine));
+    columns.push_back(random_fixed(type_id::INT64, NARROW_ROWS, engine));
+    result = std::make_unique<table>(std::move(columns));
+  }
+  return *result;
+}
+
+std::vector<std::uint64_t> random_order(std::size_t rows) {
+  std::vector<std::uint64_t> ids(rows);
+  std::iota(ids.begin(), ids.end(), std::uint64_t{0});
+  std::shuffle(ids.begin(), ids.end(), std::mt19937_64{7});
+  return ids;
+}
+
+void run_gather(benchmark::State& state, table const& source) {
+  table_view const view = source.view();
+  std::size_t const rows   = view.num_rows();
+  std::size_t const pieces = static_cast<std::size_t>(state.range(0));
+  auto const ids           = random_order(rows);
+  std::vector<std::size_t> starts(pieces + 1);
+  for (std::size_t piece = 0; piece <= pieces; ++piece) {
+    starts[piece] = piece * rows / pieces;
+  }
+  memory_resources const mrs{pool()};
+  for (auto _ : state) {
+    auto out = detail::gather_pieces_in_parallel(std::span<table_view const>{&view, 1},
+                                                 ids.data(),
+                                                 starts,
+                                                 detail::SOURCE_ROW_BITS,
+                                                 default_stream(),
+                                                 mrs);
+    benchmark::DoNotOptimize(out);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(source.allocated_bytes()));
+}
+
+void gather_wide(benchmark::State& state) { run_gather(state, wide_table()); }
+void gather_narrow(benchmark::State& state) { run_gather(state, narrow_table()); }
+
+BENCHMARK(gather_wide)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(gather_narrow)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace spillway
+
+BENCHMARK_MAIN();
