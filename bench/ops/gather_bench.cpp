@@ -30,11 +30,11 @@
 namespace spillway {
 namespace {
 
-constexpr std::size_t WIDE_ROWS       = 125'000;
-constexpr std::size_t NARROW_ROWS     = 10'000'000;
-constexpr std::size_t STRING_COLUMNS  = 8;
-constexpr std::size_t NUMBER_COLUMNS  = 41;
-constexpr std::size_t STRING_CHARS    = 96;
+constexpr std::size_t WIDE_ROWS      = 125'000;
+constexpr std::size_t NARROW_ROWS    = 10'000'000;
+constexpr std::size_t STRING_COLUMNS = 8;
+constexpr std::size_t NUMBER_COLUMNS = 41;
+constexpr std::size_t STRING_CHARS   = 96;
 
 pool_memory_resource& pool() {
   static host_memory_resource host;
@@ -43,9 +43,9 @@ pool_memory_resource& pool() {
 }
 
 std::unique_ptr<column> random_fixed(type_id id, std::size_t rows, std::mt19937_64& engine) {
-  auto result = make_fixed_width_column(
-    data_type{id}, rows, mask_state::UNALLOCATED, default_stream(), pool());
-  auto* bytes = result->mutable_data<std::byte>();
+  auto result =
+    make_fixed_width_column(data_type{id}, rows, mask_state::UNALLOCATED, default_stream(), pool());
+  auto* bytes             = result->mutable_data<std::byte>();
   std::size_t const width = size_of(data_type{id});
   for (std::size_t row = 0; row < rows; ++row) {
     std::uint64_t const value = engine();
@@ -106,7 +106,7 @@ std::vector<std::uint64_t> random_order(std::size_t rows) {
 }
 
 void run_gather(benchmark::State& state, table const& source) {
-  table_view const view = source.view();
+  table_view const view    = source.view();
   std::size_t const rows   = view.num_rows();
   std::size_t const pieces = static_cast<std::size_t>(state.range(0));
   auto const ids           = random_order(rows);

@@ -6,6 +6,8 @@
 #include <spillway/io/csv.hpp>
 #include <spillway/io/file_format.hpp>
 #include <spillway/io/parquet.hpp>
+#include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/table/concatenate.hpp>
 #include <spillway/table/copy.hpp>
 #include <spillway/table/size_estimate.hpp>
 #include <spillway/table/table_view.hpp>
@@ -269,6 +271,42 @@ std::vector<file_format> writable_formats() {
     formats.push_back(file_format::PARQUET);
   }
   return formats;
+}
+
+TEST_F(RoundTripTest, ConcurrentParquetColumnsDecodedAtOnceGiveTheSameBatches) {
+  SPILLWAY_SKIP_WITHOUT_ARROW();
+  auto const input = every_type_table(20000, 9, parquet_types());
+  auto const names = this->names(input->num_columns());
+  parquet_write_options write_options;
+  write_options.row_group_rows = 3000;
+  write_parquet(*input, names, path("t.parquet"), write_options, default_stream(), host_);
+  std::vector<std::size_t> batch_rows[2];
+  for (bool const parallel : {false, true}) {
+    SCOPED_TRACE(parallel ? "columns at once" : "one column after another");
+    statistics_resource_adaptor arrow_side{host_};
+    parquet_read_options options;
+    options.target_batch_bytes = 64_KiB;
+    options.parallel_columns   = parallel;
+    {
+      auto reader = open_parquet(
+        path("t.parquet"), options, default_stream(), memory_resources{host_, arrow_side});
+      std::vector<std::unique_ptr<table>> batches;
+      while (auto batch = reader->next()) {
+        batch_rows[parallel ? 1 : 0].push_back(batch->num_rows());
+        batches.push_back(std::move(batch));
+      }
+      ASSERT_GT(batches.size(), 7U);
+      std::vector<table_view> views;
+      for (auto const& batch : batches) {
+        views.push_back(batch->view());
+      }
+      SPILLWAY_EXPECT_TABLES_EQUAL(input->view(),
+                                   concatenate(views, default_stream(), host_)->view());
+      EXPECT_GT(arrow_side.statistics().peak_bytes, 0U) << "Arrow decodes into the temporary";
+    }
+    EXPECT_EQ(arrow_side.statistics().current_bytes, 0U) << "all of it freed with the reader";
+  }
+  EXPECT_EQ(batch_rows[0], batch_rows[1]);
 }
 
 TEST_F(RoundTripTest, ConcurrentOwnedWritesAreEncodedInOrderOnTheWritersThread) {

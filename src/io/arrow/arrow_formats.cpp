@@ -76,15 +76,19 @@ class file_batches {
 
 class parquet_batches final : public file_batches {
  public:
-  parquet_batches(std::string const& path, std::size_t target_bytes, arrow::MemoryPool* pool)
+  parquet_batches(std::string const& path,
+                  std::size_t target_bytes,
+                  bool parallel_columns,
+                  arrow::MemoryPool* pool)
     : path_(path) {
     try {
       auto input = value_or_throw(open_mapped(path), "cannot open Parquet file '" + path + "'");
       parquet::ReaderProperties properties(pool);
       parquet::ArrowReaderProperties arrow_properties;
-      arrow_properties.set_use_threads(false);
+      // Columns decoded at once: `next()` returns only when every column's task has ended.
+      arrow_properties.set_use_threads(parallel_columns);
       // No background reads: an asynchronous read still in flight when the reader goes would free
-      // into a pool that is gone, and all I/O stays on the calling thread.
+      // into a pool that is gone.
       arrow_properties.set_pre_buffer(false);
       parquet::arrow::FileReaderBuilder builder;
       check_arrow(builder.Open(std::move(input), properties),
@@ -949,12 +953,13 @@ std::unique_ptr<batch_reader> open_parquet_files(std::vector<std::string> files,
                                                  stream_view stream,
                                                  memory_resources mrs) {
   std::size_t const target = options.target_batch_bytes;
+  bool const parallel      = options.parallel_columns;
   return std::make_unique<arrow_batch_reader>(
     std::move(files),
     options.columns,
     target,
-    [target](std::string const& path, arrow::MemoryPool* pool) {
-      return std::make_unique<parquet_batches>(path, target, pool);
+    [target, parallel](std::string const& path, arrow::MemoryPool* pool) {
+      return std::make_unique<parquet_batches>(path, target, parallel, pool);
     },
     stream,
     mrs);
