@@ -51,6 +51,18 @@ arrow::Status arrow_memory_pool::Reallocate(int64_t old_size,
                                             int64_t new_size,
                                             int64_t alignment,
                                             uint8_t** pointer) {
+  if (*pointer != zero_size_area && old_size > 0 && new_size > 0) {
+    int64_t const size = allocated_size(*pointer, old_size);
+    if (new_size <= size && new_size >= size / 2) {
+      if (size != old_size || new_size != size) {
+        std::scoped_lock const lock(kept_mutex_);
+        if (kept_.emplace(*pointer, size).second) {
+          kept_count_.fetch_add(1);
+        }
+      }
+      return arrow::Status::OK();
+    }
+  }
   uint8_t* fresh = nullptr;
   ARROW_RETURN_NOT_OK(Allocate(new_size, alignment, &fresh));
   if (old_size > 0 && new_size > 0) {
@@ -65,8 +77,33 @@ void arrow_memory_pool::Free(uint8_t* buffer, int64_t size, int64_t alignment) {
   if (buffer == zero_size_area || size == 0) {
     return;
   }
-  resource_.deallocate(buffer, static_cast<std::size_t>(size), alignment_of(alignment));
-  bytes_allocated_.fetch_sub(size);
+  int64_t const allocated = take_allocated_size(buffer, size);
+  resource_.deallocate(buffer, static_cast<std::size_t>(allocated), alignment_of(alignment));
+  bytes_allocated_.fetch_sub(allocated);
+}
+
+int64_t arrow_memory_pool::allocated_size(uint8_t* block, int64_t size) {
+  if (kept_count_.load() == 0) {
+    return size;
+  }
+  std::scoped_lock const lock(kept_mutex_);
+  auto const found = kept_.find(block);
+  return found == kept_.end() ? size : found->second;
+}
+
+int64_t arrow_memory_pool::take_allocated_size(uint8_t* block, int64_t size) {
+  if (kept_count_.load() == 0) {
+    return size;
+  }
+  std::scoped_lock const lock(kept_mutex_);
+  auto const found = kept_.find(block);
+  if (found == kept_.end()) {
+    return size;
+  }
+  int64_t const allocated = found->second;
+  kept_.erase(found);
+  kept_count_.fetch_sub(1);
+  return allocated;
 }
 
 }  // namespace spillway::detail

@@ -11,13 +11,20 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 namespace spillway::detail {
 
 /**
  * @brief Serves Arrow's allocations from `resource`; an allocation the resource refuses is an
  * `arrow::Status::OutOfMemory` naming the size.
+ *
+ * A reallocation to at least half of a block's size stays in the block: Arrow shrinks every
+ * builder's buffer to fit when it finishes (each encoded page, each decoded string column), and
+ * moving it copied the whole buffer into fresh memory. The block's size is kept aside until it is
+ * freed (Arrow then passes the smaller size), and it counts as allocated in full.
  * @note Thread-safe when the resource is. Must outlive everything Arrow allocated from it.
  */
 class arrow_memory_pool final : public arrow::MemoryPool {
@@ -38,7 +45,15 @@ class arrow_memory_pool final : public arrow::MemoryPool {
   [[nodiscard]] std::string backend_name() const override { return "spillway"; }
 
  private:
+  /// The size `block` was allocated with (`size` unless it was reallocated in place).
+  [[nodiscard]] int64_t allocated_size(uint8_t* block, int64_t size);
+  /// Forgets `block`'s size kept aside and returns the size it was allocated with.
+  int64_t take_allocated_size(uint8_t* block, int64_t size);
+
   resource_ref resource_;
+  std::mutex kept_mutex_;
+  std::unordered_map<uint8_t*, int64_t> kept_;  ///< block reallocated in place -> its size
+  std::atomic<std::size_t> kept_count_{0};      ///< kept_.size(), read without the lock
   std::atomic<int64_t> bytes_allocated_{0};
   std::atomic<int64_t> max_memory_{0};
   std::atomic<int64_t> total_bytes_{0};
