@@ -69,6 +69,7 @@ std::unique_ptr<column> random_strings(std::size_t rows, std::mt19937_64& engine
 }
 
 table const& wide_table() {
+  pool();  // built first, so that it outlives the table
   static std::unique_ptr<table> result;
   if (!result) {
     std::mt19937_64 engine{5};
@@ -87,6 +88,7 @@ table const& wide_table() {
 }
 
 table const& narrow_table() {
+  pool();  // built first, so that it outlives the table
   static std::unique_ptr<table> result;
   if (!result) {
     std::mt19937_64 engine{6};

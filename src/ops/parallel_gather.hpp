@@ -381,6 +381,9 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
       });
     }
     for (std::size_t index = 0; index < num_columns; ++index) {
+      if (kinds[index] == kind::PLAIN) {
+        continue;  // (copied with their group above)
+      }
       parts.for_each_piece(begin, end, [&](std::size_t piece, std::size_t first, std::size_t last) {
         std::uint64_t const* from_id = ids + starts[piece];
         spillway::column& out        = *columns[piece][index];

@@ -1,14 +1,11 @@
 // The Parquet writer's output stream: bytes come back exactly, whatever the write sizes and
-// whether the file system takes direct writes or not. And the Arrow memory pool under it.
+// whether the file system takes direct writes or not.
 #include "io/io_test_support.hpp"
 
 #if defined(SPILLWAY_IO_TEST_HAS_ARROW)
 #include "io/arrow/arrow_memory_pool.hpp"
 #include "io/arrow/direct_output_stream.hpp"
 #endif
-
-#include <spillway/memory/host_memory_resource.hpp>
-#include <spillway/memory/statistics_resource_adaptor.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -125,54 +122,6 @@ TEST_F(DirectOutputStreamTest, AFullDiskIsAnErrorAndNothingIsWrittenAfterIt) {
   EXPECT_FALSE((*stream)->Flush().ok());
   EXPECT_FALSE((*stream)->Close().ok());
   EXPECT_TRUE((*stream)->closed());
-}
-
-TEST(ArrowMemoryPool, ReallocationsToAtLeastHalfStayInTheirBlockAndFreeItWhole) {
-  host_memory_resource host;
-  statistics_resource_adaptor counted{host};
-  detail::arrow_memory_pool pool{counted};
-  std::uint8_t* block = nullptr;
-  ASSERT_TRUE(pool.Allocate(4096, 64, &block).ok());
-  for (int index = 0; index < 4096; ++index) {
-    block[index] = static_cast<std::uint8_t>(index * 7);
-  }
-  // Shrunk to fit (a builder's finish), then grown again within the block: it stays.
-  std::uint8_t* moved = block;
-  ASSERT_TRUE(pool.Reallocate(4096, 3000, 64, &moved).ok());
-  EXPECT_EQ(moved, block);
-  ASSERT_TRUE(pool.Reallocate(3000, 2500, 64, &moved).ok());
-  ASSERT_TRUE(pool.Reallocate(2500, 4000, 64, &moved).ok());
-  EXPECT_EQ(moved, block);
-  EXPECT_EQ(counted.statistics().current_bytes, 4096U) << "the whole block stays allocated";
-  EXPECT_EQ(pool.bytes_allocated(), 4096);
-  // Arrow frees it with the size it knows last; the resource gets the whole block back.
-  pool.Free(moved, 4000, 64);
-  EXPECT_EQ(counted.statistics().current_bytes, 0U);
-  EXPECT_EQ(pool.bytes_allocated(), 0);
-
-  // Below half the block, or past its end, the bytes move to a block of the new size.
-  ASSERT_TRUE(pool.Allocate(4096, 64, &block).ok());
-  for (int index = 0; index < 4096; ++index) {
-    block[index] = static_cast<std::uint8_t>(index * 5);
-  }
-  moved = block;
-  ASSERT_TRUE(pool.Reallocate(4096, 3072, 64, &moved).ok());
-  ASSERT_EQ(moved, block);
-  ASSERT_TRUE(pool.Reallocate(3072, 8192, 64, &moved).ok());  // past the block: moves
-  EXPECT_EQ(counted.statistics().current_bytes, 8192U) << "the old block went back whole";
-  for (int index = 0; index < 3072; ++index) {
-    ASSERT_EQ(moved[index], static_cast<std::uint8_t>(index * 5)) << index;
-  }
-  std::uint8_t* small = moved;
-  ASSERT_TRUE(pool.Reallocate(8192, 1000, 64, &small).ok());  // under half: moves
-  EXPECT_NE(small, moved);
-  EXPECT_EQ(counted.statistics().current_bytes, 1000U);
-  for (int index = 0; index < 1000; ++index) {
-    ASSERT_EQ(small[index], static_cast<std::uint8_t>(index * 5)) << index;
-  }
-  pool.Free(small, 1000, 64);
-  EXPECT_EQ(counted.statistics().current_bytes, 0U);
-  EXPECT_EQ(pool.bytes_allocated(), 0);
 }
 
 #endif

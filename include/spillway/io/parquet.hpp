@@ -28,8 +28,12 @@ namespace spillway {
 struct parquet_read_options {
   std::vector<std::string> columns;         ///< columns to read, in this order; empty: all
   std::size_t target_batch_bytes = 64_MiB;  ///< about the size of each batch `next()` returns
-  /// Decode the columns of a batch at once on Arrow's CPU thread pool (their allocations then
-  /// come from `mrs.temporary()` on those threads); the call still returns the whole batch. A
+  /// Decode the columns of a batch at once on Arrow's CPU thread pool; `next()` still returns
+  /// the whole batch. Arrow's allocations then come from `mrs.temporary()` on those threads,
+  /// outside the caller's task: a temporary resource under the OOM protocol (a
+  /// `retry_resource_adaptor`) neither charges them to the task nor blocks or retries them (a
+  /// refusal is an `out_of_memory` after one spill). Set false to keep every allocation on the
+  /// calling thread. The batches (`mrs.output()`) are always allocated on the calling thread. A
   /// Parquet file of 50 columns decoded on one thread was the critical path of its sort.
   bool parallel_columns = true;
 };

@@ -85,7 +85,8 @@ class parquet_batches final : public file_batches {
       auto input = value_or_throw(open_mapped(path), "cannot open Parquet file '" + path + "'");
       parquet::ReaderProperties properties(pool);
       parquet::ArrowReaderProperties arrow_properties;
-      // Columns decoded at once: `next()` returns only when every column's task has ended.
+      // Columns decoded at once: `next()` returns when every column's task has ended (Arrow's
+      // ParallelFor waits for each one it submitted).
       arrow_properties.set_use_threads(parallel_columns);
       // No background reads: an asynchronous read still in flight when the reader goes would free
       // into a pool that is gone.

@@ -52,15 +52,20 @@ arrow::Status arrow_memory_pool::Reallocate(int64_t old_size,
                                             int64_t alignment,
                                             uint8_t** pointer) {
   if (*pointer != zero_size_area && old_size > 0 && new_size > 0) {
-    int64_t const size = allocated_size(*pointer, old_size);
-    if (new_size <= size && new_size >= size / 2) {
-      if (size != old_size || new_size != size) {
-        std::scoped_lock const lock(kept_mutex_);
-        if (kept_.emplace(*pointer, size).second) {
-          kept_count_.fetch_add(1);
+    try {
+      int64_t const size = allocated_size(*pointer, old_size);
+      if (new_size <= size && new_size >= size / 2) {
+        if (size != old_size || new_size != size) {
+          std::scoped_lock const lock(kept_mutex_);
+          if (kept_.emplace(*pointer, size).second) {
+            kept_count_.fetch_add(1);
+          }
         }
+        return arrow::Status::OK();
       }
-      return arrow::Status::OK();
+    } catch (std::exception const&) {
+      // No room to keep the size aside (Arrow expects a status, never an exception): the bytes
+      // move instead. An entry already kept for the block stays until it is freed.
     }
   }
   uint8_t* fresh = nullptr;
@@ -91,11 +96,11 @@ int64_t arrow_memory_pool::allocated_size(uint8_t* block, int64_t size) {
   return found == kept_.end() ? size : found->second;
 }
 
-int64_t arrow_memory_pool::take_allocated_size(uint8_t* block, int64_t size) {
+int64_t arrow_memory_pool::take_allocated_size(uint8_t* block, int64_t size) noexcept {
   if (kept_count_.load() == 0) {
     return size;
   }
-  std::scoped_lock const lock(kept_mutex_);
+  std::scoped_lock const lock(kept_mutex_);  // (std::mutex::lock throws only on misuse)
   auto const found = kept_.find(block);
   if (found == kept_.end()) {
     return size;

@@ -21,10 +21,11 @@ namespace spillway::detail {
  * @brief Serves Arrow's allocations from `resource`; an allocation the resource refuses is an
  * `arrow::Status::OutOfMemory` naming the size.
  *
- * A reallocation to at least half of a block's size stays in the block: Arrow shrinks every
- * builder's buffer to fit when it finishes (each encoded page, each decoded string column), and
- * moving it copied the whole buffer into fresh memory. The block's size is kept aside until it is
- * freed (Arrow then passes the smaller size), and it counts as allocated in full.
+ * A reallocation to a size between half the block's allocated size and all of it stays in the
+ * block: Arrow shrinks every builder's buffer to fit when it finishes (each encoded page, each
+ * decoded string column), and moving it copied the whole buffer into fresh memory. The block's
+ * size is kept aside until it is freed (Arrow then passes the smaller size), and it counts as
+ * allocated in full: a buffer shrunk in place holds up to twice its bytes until it goes.
  * @note Thread-safe when the resource is. Must outlive everything Arrow allocated from it.
  */
 class arrow_memory_pool final : public arrow::MemoryPool {
@@ -48,7 +49,7 @@ class arrow_memory_pool final : public arrow::MemoryPool {
   /// The size `block` was allocated with (`size` unless it was reallocated in place).
   [[nodiscard]] int64_t allocated_size(uint8_t* block, int64_t size);
   /// Forgets `block`'s size kept aside and returns the size it was allocated with.
-  int64_t take_allocated_size(uint8_t* block, int64_t size);
+  int64_t take_allocated_size(uint8_t* block, int64_t size) noexcept;
 
   resource_ref resource_;
   std::mutex kept_mutex_;

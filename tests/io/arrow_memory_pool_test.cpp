@@ -1,0 +1,128 @@
+// The Arrow memory pool over a spillway resource: what Arrow allocates, reallocates and frees
+// reaches the resource with the sizes it was allocated with.
+#include "io/io_test_support.hpp"
+
+#if defined(SPILLWAY_IO_TEST_HAS_ARROW)
+#include "io/arrow/arrow_memory_pool.hpp"
+#endif
+
+#include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/statistics_resource_adaptor.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+#if defined(SPILLWAY_IO_TEST_HAS_ARROW)
+
+/// Fills `bytes` bytes with a pattern of `seed`.
+void fill(std::uint8_t* block, int bytes, int seed) {
+  for (int index = 0; index < bytes; ++index) {
+    block[index] = static_cast<std::uint8_t>(index * seed);
+  }
+}
+
+/// Whether the first `bytes` bytes hold the pattern of `seed`.
+bool holds(std::uint8_t const* block, int bytes, int seed) {
+  for (int index = 0; index < bytes; ++index) {
+    if (block[index] != static_cast<std::uint8_t>(index * seed)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST(ArrowMemoryPool, ReallocationsToAtLeastHalfStayInTheirBlockAndFreeItWhole) {
+  host_memory_resource host;
+  statistics_resource_adaptor counted{host};
+  detail::arrow_memory_pool pool{counted};
+  std::uint8_t* block = nullptr;
+  ASSERT_TRUE(pool.Allocate(4096, 64, &block).ok());
+  fill(block, 4096, 7);
+  // Shrunk to fit (a builder's finish), shrunk again, then grown within the block: it stays.
+  std::uint8_t* moved = block;
+  ASSERT_TRUE(pool.Reallocate(4096, 3000, 64, &moved).ok());
+  EXPECT_EQ(moved, block);
+  ASSERT_TRUE(pool.Reallocate(3000, 2500, 64, &moved).ok());
+  EXPECT_EQ(moved, block);
+  ASSERT_TRUE(pool.Reallocate(2500, 4000, 64, &moved).ok());
+  EXPECT_EQ(moved, block);
+  EXPECT_TRUE(holds(moved, 2500, 7));
+  EXPECT_EQ(counted.statistics().current_bytes, 4096U) << "the whole block stays allocated";
+  EXPECT_EQ(pool.bytes_allocated(), 4096);
+  // Arrow frees it with the size it knows last; the resource gets the whole block back.
+  pool.Free(moved, 4000, 64);
+  EXPECT_EQ(counted.statistics().current_bytes, 0U);
+  EXPECT_EQ(pool.bytes_allocated(), 0);
+}
+
+TEST(ArrowMemoryPool, ReallocationsBelowHalfOrPastTheBlockMoveTheBytes) {
+  host_memory_resource host;
+  statistics_resource_adaptor counted{host};
+  detail::arrow_memory_pool pool{counted};
+  std::uint8_t* block = nullptr;
+  ASSERT_TRUE(pool.Allocate(4096, 64, &block).ok());
+  fill(block, 4096, 5);
+  std::uint8_t* moved = block;
+  ASSERT_TRUE(pool.Reallocate(4096, 3072, 64, &moved).ok());
+  ASSERT_EQ(moved, block);
+  ASSERT_TRUE(pool.Reallocate(3072, 8192, 64, &moved).ok());  // past the block: moves
+  EXPECT_EQ(counted.statistics().current_bytes, 8192U) << "the old block went back whole";
+  EXPECT_TRUE(holds(moved, 3072, 5));
+  std::uint8_t* small = moved;
+  ASSERT_TRUE(pool.Reallocate(8192, 1000, 64, &small).ok());  // under half: moves
+  EXPECT_NE(small, moved);
+  EXPECT_EQ(counted.statistics().current_bytes, 1000U);
+  EXPECT_TRUE(holds(small, 1000, 5));
+  // Shrunk in place, then to nothing: the whole block goes back.
+  ASSERT_TRUE(pool.Reallocate(1000, 600, 64, &small).ok());
+  ASSERT_TRUE(pool.Reallocate(600, 0, 64, &small).ok());
+  EXPECT_EQ(counted.statistics().current_bytes, 0U);
+  EXPECT_EQ(pool.bytes_allocated(), 0);
+  // From nothing (Arrow's zero-size area) to a block, and back.
+  std::uint8_t* empty = nullptr;
+  ASSERT_TRUE(pool.Allocate(0, 64, &empty).ok());
+  ASSERT_TRUE(pool.Reallocate(0, 256, 64, &empty).ok());
+  EXPECT_EQ(counted.statistics().current_bytes, 256U);
+  fill(empty, 256, 3);
+  pool.Free(empty, 256, 64);
+  EXPECT_EQ(counted.statistics().current_bytes, 0U);
+}
+
+TEST(ArrowMemoryPool, ConcurrentReallocationsKeepEveryBlocksSize) {
+  // Arrow's decoding threads shrink and free their own buffers at once.
+  host_memory_resource host;
+  statistics_resource_adaptor counted{host};
+  detail::arrow_memory_pool pool{counted};
+  std::vector<std::thread> threads;
+  for (int thread = 0; thread < 4; ++thread) {
+    threads.emplace_back([&pool, thread] {
+      for (int round = 0; round < 2000; ++round) {
+        int const size = 64 * (1 + (round + thread) % 64);
+        std::uint8_t* block = nullptr;
+        ASSERT_TRUE(pool.Allocate(size, 64, &block).ok());
+        fill(block, size, thread + 1);
+        ASSERT_TRUE(pool.Reallocate(size, size * 3 / 4, 64, &block).ok());
+        ASSERT_TRUE(holds(block, size * 3 / 4, thread + 1));
+        ASSERT_TRUE(pool.Reallocate(size * 3 / 4, size * 2, 64, &block).ok());
+        ASSERT_TRUE(holds(block, size * 3 / 4, thread + 1));
+        pool.Free(block, size * 2, 64);
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  EXPECT_EQ(counted.statistics().current_bytes, 0U);
+  EXPECT_EQ(pool.bytes_allocated(), 0);
+}
+
+#endif
+
+}  // namespace
+}  // namespace spillway
