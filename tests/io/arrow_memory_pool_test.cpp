@@ -103,7 +103,7 @@ TEST(ArrowMemoryPool, ConcurrentReallocationsKeepEveryBlocksSize) {
   for (int thread = 0; thread < 4; ++thread) {
     threads.emplace_back([&pool, thread] {
       for (int round = 0; round < 2000; ++round) {
-        int const size = 64 * (1 + (round + thread) % 64);
+        int const size      = 64 * (1 + (round + thread) % 64);
         std::uint8_t* block = nullptr;
         ASSERT_TRUE(pool.Allocate(size, 64, &block).ok());
         fill(block, size, thread + 1);
