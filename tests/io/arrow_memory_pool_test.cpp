@@ -37,89 +37,96 @@ bool holds(std::uint8_t const* block, int bytes, int seed) {
   return true;
 }
 
-TEST(ArrowMemoryPool, ReallocationsToAtLeastHalfStayInTheirBlockAndFreeItWhole) {
-  host_memory_resource host;
-  statistics_resource_adaptor counted{host};
-  detail::arrow_memory_pool pool{counted};
-  std::uint8_t* block = nullptr;
-  ASSERT_TRUE(pool.Allocate(4096, 64, &block).ok());
-  fill(block, 4096, 7);
+/// A pool over a counted host resource, and a block of 4 KiB from it holding a pattern.
+class ArrowMemoryPool : public ::testing::Test {
+ protected:
+  std::uint8_t* filled_block(int seed) {
+    std::uint8_t* block = nullptr;
+    if (!pool_.Allocate(4096, 64, &block).ok()) {
+      ADD_FAILURE() << "the pool refused 4 KiB";
+      return nullptr;
+    }
+    fill(block, 4096, seed);
+    return block;
+  }
+
+  host_memory_resource host_;
+  statistics_resource_adaptor counted_{host_};
+  detail::arrow_memory_pool pool_{counted_};
+};
+
+TEST_F(ArrowMemoryPool, ReallocationsToAtLeastHalfStayInTheirBlockAndFreeItWhole) {
+  std::uint8_t* const block = filled_block(7);
+  ASSERT_NE(block, nullptr);
   // Shrunk to fit (a builder's finish), shrunk again, then grown within the block: it stays.
   std::uint8_t* moved = block;
-  ASSERT_TRUE(pool.Reallocate(4096, 3000, 64, &moved).ok());
+  ASSERT_TRUE(pool_.Reallocate(4096, 3000, 64, &moved).ok());
   EXPECT_EQ(moved, block);
-  ASSERT_TRUE(pool.Reallocate(3000, 2500, 64, &moved).ok());
+  ASSERT_TRUE(pool_.Reallocate(3000, 2500, 64, &moved).ok());
   EXPECT_EQ(moved, block);
-  ASSERT_TRUE(pool.Reallocate(2500, 4000, 64, &moved).ok());
+  ASSERT_TRUE(pool_.Reallocate(2500, 4000, 64, &moved).ok());
   EXPECT_EQ(moved, block);
   EXPECT_TRUE(holds(moved, 2500, 7));
-  EXPECT_EQ(counted.statistics().current_bytes, 4096U) << "the whole block stays allocated";
-  EXPECT_EQ(pool.bytes_allocated(), 4096);
+  EXPECT_EQ(counted_.statistics().current_bytes, 4096U) << "the whole block stays allocated";
+  EXPECT_EQ(pool_.bytes_allocated(), 4096);
   // Arrow frees it with the size it knows last; the resource gets the whole block back.
-  pool.Free(moved, 4000, 64);
-  EXPECT_EQ(counted.statistics().current_bytes, 0U);
-  EXPECT_EQ(pool.bytes_allocated(), 0);
+  pool_.Free(moved, 4000, 64);
+  EXPECT_EQ(counted_.statistics().current_bytes, 0U);
+  EXPECT_EQ(pool_.bytes_allocated(), 0);
 }
 
-TEST(ArrowMemoryPool, ReallocationsBelowHalfOrPastTheBlockMoveTheBytes) {
-  host_memory_resource host;
-  statistics_resource_adaptor counted{host};
-  detail::arrow_memory_pool pool{counted};
-  std::uint8_t* block = nullptr;
-  ASSERT_TRUE(pool.Allocate(4096, 64, &block).ok());
-  fill(block, 4096, 5);
+TEST_F(ArrowMemoryPool, ReallocationsBelowHalfOrPastTheBlockMoveTheBytes) {
+  std::uint8_t* const block = filled_block(5);
+  ASSERT_NE(block, nullptr);
   std::uint8_t* moved = block;
-  ASSERT_TRUE(pool.Reallocate(4096, 3072, 64, &moved).ok());
+  ASSERT_TRUE(pool_.Reallocate(4096, 3072, 64, &moved).ok());
   ASSERT_EQ(moved, block);
-  ASSERT_TRUE(pool.Reallocate(3072, 8192, 64, &moved).ok());  // past the block: moves
-  EXPECT_EQ(counted.statistics().current_bytes, 8192U) << "the old block went back whole";
+  ASSERT_TRUE(pool_.Reallocate(3072, 8192, 64, &moved).ok());  // past the block: moves
+  EXPECT_EQ(counted_.statistics().current_bytes, 8192U) << "the old block went back whole";
   EXPECT_TRUE(holds(moved, 3072, 5));
   std::uint8_t* small = moved;
-  ASSERT_TRUE(pool.Reallocate(8192, 1000, 64, &small).ok());  // under half: moves
+  ASSERT_TRUE(pool_.Reallocate(8192, 1000, 64, &small).ok());  // under half: moves
   EXPECT_NE(small, moved);
-  EXPECT_EQ(counted.statistics().current_bytes, 1000U);
+  EXPECT_EQ(counted_.statistics().current_bytes, 1000U);
   EXPECT_TRUE(holds(small, 1000, 5));
   // Shrunk in place, then to nothing: the whole block goes back.
-  ASSERT_TRUE(pool.Reallocate(1000, 600, 64, &small).ok());
-  ASSERT_TRUE(pool.Reallocate(600, 0, 64, &small).ok());
-  EXPECT_EQ(counted.statistics().current_bytes, 0U);
-  EXPECT_EQ(pool.bytes_allocated(), 0);
+  ASSERT_TRUE(pool_.Reallocate(1000, 600, 64, &small).ok());
+  ASSERT_TRUE(pool_.Reallocate(600, 0, 64, &small).ok());
+  EXPECT_EQ(counted_.statistics().current_bytes, 0U);
+  EXPECT_EQ(pool_.bytes_allocated(), 0);
   // From nothing (Arrow's zero-size area) to a block, and back.
   std::uint8_t* empty = nullptr;
-  ASSERT_TRUE(pool.Allocate(0, 64, &empty).ok());
-  ASSERT_TRUE(pool.Reallocate(0, 256, 64, &empty).ok());
-  EXPECT_EQ(counted.statistics().current_bytes, 256U);
+  ASSERT_TRUE(pool_.Allocate(0, 64, &empty).ok());
+  ASSERT_TRUE(pool_.Reallocate(0, 256, 64, &empty).ok());
+  EXPECT_EQ(counted_.statistics().current_bytes, 256U);
   fill(empty, 256, 3);
-  pool.Free(empty, 256, 64);
-  EXPECT_EQ(counted.statistics().current_bytes, 0U);
+  pool_.Free(empty, 256, 64);
+  EXPECT_EQ(counted_.statistics().current_bytes, 0U);
 }
 
-TEST(ArrowMemoryPool, ConcurrentReallocationsKeepEveryBlocksSize) {
+TEST_F(ArrowMemoryPool, ConcurrentReallocationsKeepEveryBlocksSize) {
   // Arrow's decoding threads shrink and free their own buffers at once.
-  host_memory_resource host;
-  statistics_resource_adaptor counted{host};
-  detail::arrow_memory_pool pool{counted};
   std::vector<std::thread> threads;
   for (int thread = 0; thread < 4; ++thread) {
-    threads.emplace_back([&pool, thread] {
+    threads.emplace_back([this, thread] {
       for (int round = 0; round < 2000; ++round) {
         int const size      = 64 * (1 + (round + thread) % 64);
         std::uint8_t* block = nullptr;
-        ASSERT_TRUE(pool.Allocate(size, 64, &block).ok());
+        ASSERT_TRUE(pool_.Allocate(size, 64, &block).ok());
         fill(block, size, thread + 1);
-        ASSERT_TRUE(pool.Reallocate(size, size * 3 / 4, 64, &block).ok());
+        ASSERT_TRUE(pool_.Reallocate(size, size * 3 / 4, 64, &block).ok());
         ASSERT_TRUE(holds(block, size * 3 / 4, thread + 1));
-        ASSERT_TRUE(pool.Reallocate(size * 3 / 4, size * 2, 64, &block).ok());
+        ASSERT_TRUE(pool_.Reallocate(size * 3 / 4, size * 2, 64, &block).ok());
         ASSERT_TRUE(holds(block, size * 3 / 4, thread + 1));
-        pool.Free(block, size * 2, 64);
+        pool_.Free(block, size * 2, 64);
       }
     });
   }
   for (auto& thread : threads) {
     thread.join();
   }
-  EXPECT_EQ(counted.statistics().current_bytes, 0U);
-  EXPECT_EQ(pool.bytes_allocated(), 0);
+  EXPECT_EQ(counted_.statistics().current_bytes, 0U);
+  EXPECT_EQ(pool_.bytes_allocated(), 0);
 }
 
 #endif
