@@ -10,14 +10,13 @@ namespace {
 
 std::array<std::array<std::atomic<std::size_t>, 4>, 4> counters{};
 
-}  // namespace
-
-void copy_bytes(void* destination,
-                memory_kind destination_kind,
-                void const* source,
-                memory_kind source_kind,
-                std::size_t bytes,
-                stream_view stream) {
+void copy_between(void* destination,
+                  memory_kind destination_kind,
+                  void const* source,
+                  memory_kind source_kind,
+                  std::size_t bytes,
+                  stream_view stream,
+                  bool wait) {
   SPILLWAY_EXPECTS(destination_kind != memory_kind::DISK && source_kind != memory_kind::DISK,
                    "copy_bytes: disk is not addressable memory; use the spill store's file I/O",
                    invalid_argument);
@@ -27,12 +26,33 @@ void copy_bytes(void* destination,
   // Emulated device memory is host memory: only real device memory needs the CUDA copy.
   bool const device_involved =
     (destination_kind == memory_kind::DEVICE || source_kind == memory_kind::DEVICE) &&
-    cuda_copy_if_device(destination, source, bytes, stream);
+    (wait ? cuda_copy_if_device(destination, source, bytes, stream)
+          : cuda_copy_async_if_device(destination, source, bytes, stream));
   if (!device_involved) {
     std::memcpy(destination, source, bytes);
   }
   counters[static_cast<std::size_t>(source_kind)][static_cast<std::size_t>(destination_kind)]
     .fetch_add(bytes, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void copy_bytes(void* destination,
+                memory_kind destination_kind,
+                void const* source,
+                memory_kind source_kind,
+                std::size_t bytes,
+                stream_view stream) {
+  copy_between(destination, destination_kind, source, source_kind, bytes, stream, true);
+}
+
+void copy_bytes_async(void* destination,
+                      memory_kind destination_kind,
+                      void const* source,
+                      memory_kind source_kind,
+                      std::size_t bytes,
+                      stream_view stream) {
+  copy_between(destination, destination_kind, source, source_kind, bytes, stream, false);
 }
 
 void fill_bytes(

@@ -7,10 +7,13 @@
 #include <spillway/spill/spill_store.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <span>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 namespace spillway {
 namespace detail {
@@ -77,6 +80,104 @@ std::size_t encoded_bound(codec value, std::size_t raw, std::size_t piece) {
   std::size_t const full = raw / piece;
   std::size_t const rest = raw % piece;
   return full * compress_bound(value, piece) + (rest > 0 ? compress_bound(value, rest) : 0);
+}
+
+/// Host staging buffers for `raw` bytes moved in pieces of `piece`: two when there is more than
+/// one piece, so that one is filled or emptied on the CPU while the other's copy is in flight.
+std::size_t staging_windows(std::size_t raw, std::size_t piece) noexcept {
+  return raw > piece ? 2 : 1;
+}
+
+/// Waits for a stream when it goes: staging buffers declared before it are no longer copied from
+/// or into when they are freed, even when an exception leaves early.
+class stream_drain {
+ public:
+  explicit stream_drain(stream_view stream) noexcept : stream_(stream) {}
+  ~stream_drain() {
+    try {
+      stream_.synchronize();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): a failed stream has nothing left to wait for
+    }
+  }
+  stream_drain(stream_drain const&)            = delete;
+  stream_drain& operator=(stream_drain const&) = delete;
+  stream_drain(stream_drain&&)                 = delete;
+  stream_drain& operator=(stream_drain&&)      = delete;
+
+ private:
+  stream_view stream_;
+};
+
+/**
+ * @brief Hands `consume(bytes, size)` the `raw` bytes of device memory at `source` a piece at a
+ * time, each in one of the host `windows` (one, or two of `piece` bytes each): while `consume`
+ * works on a piece, the copy of the next one into the other window is in flight.
+ */
+template <typename Consume>
+void stream_from_device(void const* source,
+                        std::size_t raw,
+                        std::size_t piece,
+                        std::span<buffer> windows,
+                        stream_view stream,
+                        Consume&& consume) {
+  std::array<stream_fence, 2> fences;
+  stream_drain const drain(stream);
+  auto const issue = [&](std::size_t offset, std::size_t slot) {
+    copy_bytes_async(windows[slot].data(),
+                     windows[slot].kind(),
+                     at(source, offset),
+                     memory_kind::DEVICE,
+                     std::min(piece, raw - offset),
+                     stream);
+    fences[slot].record(stream);
+  };
+  if (raw > 0) {
+    issue(0, 0);
+  }
+  for (std::size_t offset = 0, slot = 0; offset < raw; offset += piece) {
+    fences[slot].wait();
+    std::size_t const next  = offset + piece;
+    std::size_t const other = (slot + 1) % windows.size();
+    bool const ahead        = next < raw && other != slot;
+    if (ahead) {
+      issue(next, other);
+    }
+    consume(static_cast<std::byte const*>(windows[slot].data()), std::min(piece, raw - offset));
+    if (next < raw && !ahead) {
+      issue(next, slot);
+    }
+    slot = other;
+  }
+}
+
+/// Host bytes of one piece on their way to the device.
+struct host_bytes {
+  void const* data = nullptr;
+  memory_kind kind = memory_kind::HOST;
+  std::size_t size = 0;
+};
+
+/**
+ * @brief Copies `count` pieces into consecutive device memory at `destination`, up to two copies
+ * in flight: `produce(index, slot)` returns piece `index`'s host bytes, held in memory of its
+ * own for `slot` (0 or 1) until it is asked for that slot again, when the copy from it is
+ * complete. Returns when every copy is.
+ */
+template <typename Produce>
+void stream_to_device(void* destination, std::size_t count, stream_view stream, Produce&& produce) {
+  std::array<stream_fence, 2> fences;
+  stream_drain const drain(stream);
+  std::size_t offset = 0;
+  for (std::size_t index = 0; index < count; ++index) {
+    std::size_t const slot = index % 2;
+    fences[slot].wait();
+    host_bytes const piece = produce(index, slot);
+    copy_bytes_async(
+      at(destination, offset), memory_kind::DEVICE, piece.data, piece.kind, piece.size, stream);
+    fences[slot].record(stream);
+    offset += piece.size;
+  }
+  stream.synchronize();
 }
 
 /// Releases a general host reservation when it goes (after the buffers declared after it).
@@ -436,8 +537,10 @@ void spill_store_impl::unspill_to_device(spill_entry& entry, scoped_lock& lock) 
   buffer device;
   try {
     // Allocating may spill other buffers through the device's failure callback: no lock held.
-    device                    = buffer(raw, options_.stream, options_.device);
-    std::size_t const scratch = host_codec == codec::NONE ? 0 : piece_size_;
+    device = buffer(raw, options_.stream, options_.device);
+    std::size_t const windows =
+      host_codec == codec::NONE ? 0 : std::min<std::size_t>(2, pieces->size());
+    std::size_t const scratch = windows * piece_size_;
     if (scratch > 0) {
       scoped_lock relock(mutex_);
       if (!reserve_host(relock, scratch, true)) {
@@ -448,24 +551,22 @@ void spill_store_impl::unspill_to_device(spill_entry& entry, scoped_lock& lock) 
       }
     }
     reservation_guard guard([this](std::size_t bytes) { release_host_now(bytes); }, scratch);
-    buffer decoded(scratch, options_.stream, options_.host);
-    std::size_t offset = 0;
-    for (auto const& piece : *pieces) {
-      void const* source = piece.data.data();
-      if (host_codec != codec::NONE) {
+    std::array<buffer, 2> decoded;
+    for (std::size_t slot = 0; slot < windows; ++slot) {
+      decoded[slot] = buffer(piece_size_, options_.stream, options_.host);
+    }
+    // Pieces stored raw are copied from where they are, all queued at once.
+    stream_to_device(
+      device.data(), pieces->size(), options_.stream, [&](std::size_t index, std::size_t slot) {
+        auto const& piece = (*pieces)[index];
+        if (host_codec == codec::NONE) {
+          return host_bytes{piece.data.data(), piece.data.kind(), piece.raw};
+        }
         decompress(host_codec,
                    bytes_of(piece.data, piece.data.size()),
-                   std::span<std::byte>(static_cast<std::byte*>(decoded.data()), piece.raw));
-        source = decoded.data();
-      }
-      copy_bytes(at(device.data(), offset),
-                 memory_kind::DEVICE,
-                 source,
-                 memory_kind::HOST,
-                 piece.raw,
-                 options_.stream);
-      offset += piece.raw;
-    }
+                   std::span<std::byte>(static_cast<std::byte*>(decoded[slot].data()), piece.raw));
+        return host_bytes{decoded[slot].data(), decoded[slot].kind(), piece.raw};
+      });
   } catch (...) {
     lock.lock();
     entry.state = entry_state::STABLE;
@@ -503,7 +604,9 @@ void spill_store_impl::stream_disk_to_device(spill_entry& entry, scoped_lock& lo
       compressed |= block.location.header.payload_codec != codec::NONE;
       stored += block.location.header.stored_size;
     }
-    std::size_t const scratch = largest + (compressed ? piece_size_ : 0);
+    // Per slot (two when there are two blocks or more): a block as read, and its decoding.
+    std::size_t const slots   = std::min<std::size_t>(2, blocks.size());
+    std::size_t const scratch = slots * (largest + (compressed ? piece_size_ : 0));
     {
       scoped_lock relock(mutex_);
       if (!reserve_host(relock, scratch, true)) {
@@ -514,30 +617,31 @@ void spill_store_impl::stream_disk_to_device(spill_entry& entry, scoped_lock& lo
       }
     }
     reservation_guard guard([this](std::size_t bytes) { release_host_now(bytes); }, scratch);
-    buffer decoded(compressed ? piece_size_ : 0, options_.stream, options_.host);
-    std::size_t offset = 0;
-    for (auto const& block : blocks) {
-      auto const& header    = block.location.header;
-      auto const read_start = clock_type::now();
-      buffer const payload  = read_spill_block(files_, block.location, id, options_.host);
-      codec_advisor_.read(header.stored_size, since(read_start));
-      void const* source = payload.data();
-      if (header.payload_codec != codec::NONE) {
-        auto const decode_start = clock_type::now();
-        decompress(header.payload_codec,
-                   bytes_of(payload, payload.size()),
-                   std::span<std::byte>(static_cast<std::byte*>(decoded.data()), header.raw_size));
-        codec_advisor_.decompressed(header.raw_size, since(decode_start));
-        source = decoded.data();
-      }
-      copy_bytes(at(device.data(), offset),
-                 memory_kind::DEVICE,
-                 source,
-                 memory_kind::HOST,
-                 header.raw_size,
-                 options_.stream);
-      offset += header.raw_size;
+    std::array<buffer, 2> decoded;
+    std::array<buffer, 2> payloads;
+    for (std::size_t slot = 0; compressed && slot < slots; ++slot) {
+      decoded[slot] = buffer(piece_size_, options_.stream, options_.host);
     }
+    // The next block is read and decoded while the last one's copy to the device is in flight.
+    stream_to_device(
+      device.data(), blocks.size(), options_.stream, [&](std::size_t index, std::size_t slot) {
+        auto const& header    = blocks[index].location.header;
+        auto const read_start = clock_type::now();
+        payloads[slot]        = buffer{};
+        payloads[slot]        = read_spill_block(files_, blocks[index].location, id, options_.host);
+        codec_advisor_.read(header.stored_size, since(read_start));
+        if (header.payload_codec == codec::NONE) {
+          return host_bytes{payloads[slot].data(), payloads[slot].kind(), header.raw_size};
+        }
+        auto const decode_start = clock_type::now();
+        decompress(
+          header.payload_codec,
+          bytes_of(payloads[slot], payloads[slot].size()),
+          std::span<std::byte>(static_cast<std::byte*>(decoded[slot].data()), header.raw_size));
+        codec_advisor_.decompressed(header.raw_size, since(decode_start));
+        payloads[slot] = buffer{};
+        return host_bytes{decoded[slot].data(), decoded[slot].kind(), header.raw_size};
+      });
   } catch (out_of_memory const&) {
     lock.lock();
     entry.state = entry_state::STABLE;
@@ -772,26 +876,24 @@ std::vector<host_piece> spill_store_impl::copy_to_host(spill_entry& entry,
     return pieces;
   }
   std::size_t const first = std::min(piece_size_, raw);
-  buffer window(packed.data() == nullptr ? first : 0, options_.stream, options_.host);
   buffer bound(compress_bound(host_codec, first), options_.stream, options_.host);
-  for (std::size_t offset = 0; offset < raw; offset += piece_size_) {
-    std::size_t const size  = std::min(piece_size_, raw - offset);
-    std::byte const* source = nullptr;
-    if (packed.data() != nullptr) {
-      source = at(packed.data(), offset);
-    } else {
-      copy_bytes(window.data(),
-                 memory_kind::HOST,
-                 at(entry.device_data.data(), offset),
-                 memory_kind::DEVICE,
-                 size,
-                 options_.stream);
-      source = static_cast<std::byte const*>(window.data());
-    }
+  auto const encode = [&](std::byte const* source, std::size_t size) {
     std::size_t const stored = compress(host_codec, {source, size}, bytes_of(bound));
     buffer exact(bound.data(), memory_kind::HOST, stored, options_.stream, options_.host);
     pieces.push_back(host_piece{std::move(exact), size});
+  };
+  if (packed.data() != nullptr) {
+    for (std::size_t offset = 0; offset < raw; offset += piece_size_) {
+      encode(at(packed.data(), offset), std::min(piece_size_, raw - offset));
+    }
+    return pieces;
   }
+  // Device bytes through staging windows: a piece is compressed while the next one is copied.
+  std::vector<buffer> windows;
+  for (std::size_t slot = 0; slot < staging_windows(raw, piece_size_); ++slot) {
+    windows.emplace_back(first, options_.stream, options_.host);
+  }
+  stream_from_device(entry.device_data.data(), raw, piece_size_, windows, options_.stream, encode);
   return pieces;
 }
 
@@ -814,7 +916,8 @@ std::vector<disk_block> spill_store_impl::write_device_to_disk(
     metadata         = std::move(table_bytes.metadata);
     packed           = std::move(table_bytes.data);
   }
-  std::size_t const reserve = (pack_on_host ? raw : first) + compressed_scratch;
+  std::size_t const windows = pack_on_host ? 0 : staging_windows(raw, piece_size_);
+  std::size_t const reserve = (pack_on_host ? raw : windows * first) + compressed_scratch;
   {
     scoped_lock lock(mutex_);
     if (!reserve_host(lock, reserve, true)) {
@@ -834,21 +937,24 @@ std::vector<disk_block> spill_store_impl::write_device_to_disk(
   void const* const source_data = pack_on_host               ? packed_on_host.data()
                                   : packed.data() != nullptr ? packed.data()
                                                              : entry.device_data.data();
-  bool const source_on_host     = pack_on_host;
-  buffer window(source_on_host ? 0 : first, options_.stream, options_.host);
+  std::vector<buffer> staging;
+  for (std::size_t slot = 0; slot < windows; ++slot) {
+    staging.emplace_back(first, options_.stream, options_.host);
+  }
   buffer encoded(compressed_scratch, options_.stream, options_.host);
   std::vector<disk_block> blocks;
+  auto const write = [&](std::byte const* source, std::size_t size) {
+    auto const [block_codec, payload] = encode_block({source, size}, bytes_of(encoded));
+    blocks.push_back(append_block(entry.id, block_codec, size, payload));
+  };
   try {
-    for (std::size_t offset = 0; offset < raw; offset += piece_size_) {
-      std::size_t const size  = std::min(piece_size_, raw - offset);
-      std::byte const* source = at(source_data, offset);
-      if (!source_on_host) {
-        copy_bytes(
-          window.data(), memory_kind::HOST, source, memory_kind::DEVICE, size, options_.stream);
-        source = static_cast<std::byte const*>(window.data());
+    if (pack_on_host) {
+      for (std::size_t offset = 0; offset < raw; offset += piece_size_) {
+        write(at(source_data, offset), std::min(piece_size_, raw - offset));
       }
-      auto const [block_codec, payload] = encode_block({source, size}, bytes_of(encoded));
-      blocks.push_back(append_block(entry.id, block_codec, size, payload));
+    } else {
+      // A block is encoded and written while the next one is copied from the device.
+      stream_from_device(source_data, raw, piece_size_, staging, options_.stream, write);
     }
   } catch (...) {
     std::vector<std::string> dead_files;
@@ -874,8 +980,9 @@ std::size_t spill_store_impl::spill_device_entry(spill_entry& entry) {
   std::size_t to_host_bytes = raw;
   if (host_codec != codec::NONE) {
     std::size_t const first = std::min(piece_size_, raw);
-    to_host_bytes           = (entry.device_table != nullptr ? raw : first) +
-                    compress_bound(host_codec, first) + encoded_bound(host_codec, raw, piece_size_);
+    to_host_bytes =
+      (entry.device_table != nullptr ? raw : staging_windows(raw, piece_size_) * first) +
+      compress_bound(host_codec, first) + encoded_bound(host_codec, raw, piece_size_);
   }
   bool to_host = false;
   {

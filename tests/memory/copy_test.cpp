@@ -1,6 +1,7 @@
 /**
  * @file copy_test.cpp
- * @brief copy_bytes: moves the bytes, counts them per (source, destination) kind, rejects DISK.
+ * @brief copy_bytes and copy_bytes_async: move the bytes, count them per (source, destination)
+ * kind, reject DISK; a stream_fence on the CPU backend has nothing to wait for.
  */
 #include <spillway/core/error.hpp>
 #include <spillway/memory/copy.hpp>
@@ -54,6 +55,46 @@ TEST(Copy, CopiesAndCountsPerKindPair) {
       ++bytes;  // a different size per pair, so that a counter mix-up shows
     }
   }
+}
+
+TEST(Copy, AsyncCopiesOnTheCpuAreCompleteAtReturnAndCounted) {
+  std::vector<unsigned char> source(4099);
+  for (std::size_t index = 0; index < source.size(); ++index) {
+    source[index] = static_cast<unsigned char>(index * 7);
+  }
+  std::vector<unsigned char> device(source.size(), 0);
+  std::vector<unsigned char> back(source.size(), 0);
+  copy_counters const before = copied_bytes();
+  stream_fence fence;
+  copy_bytes_async(device.data(),
+                   memory_kind::DEVICE,
+                   source.data(),
+                   memory_kind::HOST,
+                   source.size(),
+                   default_stream());
+  EXPECT_EQ(device, source);  // the emulated device is host memory: copied already
+  fence.record(default_stream());
+  fence.wait();
+  fence.wait();  // nothing recorded any more: returns at once
+  expect_counted(before, memory_kind::HOST, memory_kind::DEVICE, source.size());
+  stream_fence moved(std::move(fence));
+  moved.record(default_stream());
+  fence = std::move(moved);
+  fence.wait();
+  copy_bytes_async(back.data(),
+                   memory_kind::PINNED_HOST,
+                   device.data(),
+                   memory_kind::DEVICE,
+                   back.size(),
+                   default_stream());
+  EXPECT_EQ(back, source);
+  EXPECT_THROW(copy_bytes_async(back.data(),
+                                memory_kind::DISK,
+                                source.data(),
+                                memory_kind::HOST,
+                                back.size(),
+                                default_stream()),
+               invalid_argument);
 }
 
 TEST(Copy, ZeroBytesCountsNothing) {

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <numeric>
 #include <string>
@@ -168,6 +170,47 @@ TEST(CudaDevice, CopyBytesAndFillBytesMoveDataThroughTheDevice) {
   pinned.deallocate(staged, bytes);
   device.deallocate(first, bytes, DEFAULT_ALIGNMENT, stream.view());
   device.deallocate(second, bytes, DEFAULT_ALIGNMENT, stream.view());
+  stream.synchronize();
+}
+
+TEST(CudaDevice, AsyncCopiesThroughTwoPinnedWindowsWithFences) {
+  // The spill store's double buffering: a window is refilled only after the fence of the copy
+  // that last used it, while the other window's copy is in flight.
+  SPILLWAY_REQUIRE_CUDA_DEVICE();
+  cuda_stream const stream;
+  cuda_async_memory_resource device;
+  pinned_host_memory_resource pinned;
+  std::size_t const piece  = 1_MiB;
+  std::size_t const pieces = 9;
+  std::size_t const bytes  = piece * pieces - 5;
+  void* on_device          = device.allocate(bytes, DEFAULT_ALIGNMENT, stream.view());
+  std::array<std::uint8_t*, 2> windows{static_cast<std::uint8_t*>(pinned.allocate(piece)),
+                                       static_cast<std::uint8_t*>(pinned.allocate(piece))};
+  std::array<stream_fence, 2> fences;
+  auto const value = [](std::size_t index) { return static_cast<std::uint8_t>(index * 31 + 3); };
+  for (std::size_t index = 0, offset = 0; offset < bytes; ++index, offset += piece) {
+    std::size_t const slot = index % 2;
+    fences[slot].wait();
+    std::size_t const size = std::min(piece, bytes - offset);
+    std::fill_n(windows[slot], size, value(index));
+    copy_bytes_async(static_cast<std::uint8_t*>(on_device) + offset,
+                     memory_kind::DEVICE,
+                     windows[slot],
+                     memory_kind::PINNED_HOST,
+                     size,
+                     stream.view());
+    fences[slot].record(stream.view());
+  }
+  stream.synchronize();
+  std::vector<std::uint8_t> back(bytes);
+  copy_bytes(back.data(), memory_kind::HOST, on_device, memory_kind::DEVICE, bytes, stream.view());
+  for (std::size_t offset = 0; offset < bytes; offset += piece) {
+    ASSERT_EQ(back[offset], value(offset / piece)) << offset;
+    ASSERT_EQ(back[std::min(offset + piece, bytes) - 1], value(offset / piece)) << offset;
+  }
+  pinned.deallocate(windows[0], piece);
+  pinned.deallocate(windows[1], piece);
+  device.deallocate(on_device, bytes, DEFAULT_ALIGNMENT, stream.view());
   stream.synchronize();
 }
 

@@ -117,6 +117,42 @@ TEST_F(SpillStoreTest, BuffersRoundTripThroughEveryTier) {
   EXPECT_EQ(std::memcmp(pinned.data(), bytes.data(), bytes.size()), 0);
 }
 
+TEST_F(SpillStoreTest, BuffersOfManyPiecesRoundTripThroughTheStagingWindows) {
+  // Ten pieces of 4 KiB, the last one short: each move copies a piece while the one before it is
+  // compressed, written, read or decoded, through two staging windows.
+  std::vector<std::uint8_t> bytes(37_KiB + 5);
+  std::uint64_t state = 11;
+  for (std::size_t index = 0; index < bytes.size(); ++index) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    bytes[index] = (index / 4_KiB) % 2 == 0 ? static_cast<std::uint8_t>(index / 512)
+                                            : static_cast<std::uint8_t>(state);
+  }
+  for (codec const host_codec : {codec::NONE, codec::LZ4, codec::ZSTD}) {
+    SCOPED_TRACE(to_string(host_codec));
+    auto store_options         = options();
+    store_options.staging_size = 4_KiB;
+    store_options.host_codec   = host_codec;
+    spill_store store(store_options);
+    auto handle = store.make_spillable(
+      buffer(bytes.data(), memory_kind::HOST, bytes.size(), default_stream(), device_), 0);
+    auto const expect_back = [&](spill_tier from) {
+      EXPECT_EQ(handle.tier(), from);
+      auto const pinned = handle.acquire();
+      ASSERT_EQ(pinned.size(), bytes.size());
+      EXPECT_EQ(std::memcmp(pinned.data(), bytes.data(), bytes.size()), 0);
+    };
+    EXPECT_EQ(store.spill(bytes.size(), spill_tier::DEVICE), bytes.size());
+    expect_back(spill_tier::HOST);
+    EXPECT_EQ(store.spill(bytes.size(), spill_tier::DEVICE), bytes.size());
+    (void)store.spill(1, spill_tier::HOST);
+    store.wait_for_io();
+    expect_back(spill_tier::DISK);
+    EXPECT_EQ(store.statistics().write_errors + store.statistics().read_errors, 0U);
+  }
+}
+
 TEST_F(SpillStoreTest, VictimsByPriorityThenLeastRecentlyUsed) {
   spill_store store(options());
   auto high   = store.make_spillable(make_table(50, 1).first, 5);

@@ -32,6 +32,50 @@ void copy_bytes(void* destination,
                 stream_view stream);
 
 /**
+ * @brief `copy_bytes` without the wait: when either side is memory of a CUDA device the copy is
+ * only queued on `stream` (cudaMemcpyAsync), and both ranges must stay valid and untouched until
+ * the stream or a `stream_fence` recorded after it is waited for. It runs at the copy engine's
+ * speed, beside the CPU, when the host side is pinned (pageable host memory makes CUDA stage it
+ * and the call returns later). On the CPU backend, and for emulated device memory, a memcpy
+ * complete before returning, as `copy_bytes`.
+ * @throws spillway::invalid_argument for DISK
+ */
+void copy_bytes_async(void* destination,
+                      memory_kind destination_kind,
+                      void const* source,
+                      memory_kind source_kind,
+                      std::size_t bytes,
+                      stream_view stream);
+
+/**
+ * @brief A point in a stream's queued work (a CUDA event without timing): `record` marks what is
+ * queued on the stream so far, `wait` blocks until that is done. Double buffering with
+ * `copy_bytes_async` takes one per staging buffer: a buffer is refilled only after the copy that
+ * last used it is complete, while the copy from the other one goes on.
+ * @note Move-only; not thread-safe. On the CPU backend, or without a CUDA device, nothing is ever
+ * queued and both calls return at once.
+ */
+class stream_fence {
+ public:
+  stream_fence() noexcept = default;
+  ~stream_fence();
+  stream_fence(stream_fence&& other) noexcept;
+  stream_fence& operator=(stream_fence&& other) noexcept;
+  stream_fence(stream_fence const&)            = delete;
+  stream_fence& operator=(stream_fence const&) = delete;
+
+  /** @brief Marks everything queued on `stream` so far. @throws spillway::logic_error when CUDA
+   * fails */
+  void record(stream_view stream);
+  /** @brief Waits for the marked work; at once when nothing is marked. Marks nothing after. */
+  void wait();
+
+ private:
+  void* handle_  = nullptr;  ///< a cudaEvent_t, made at the first record on a machine with a GPU
+  bool recorded_ = false;
+};
+
+/**
  * @brief Sets `bytes` bytes at `destination` (of `kind`) to `value`, ordered on `stream` and
  * complete before returning: a memset, or a cudaMemsetAsync for memory of a CUDA device.
  * @throws spillway::invalid_argument for DISK

@@ -50,6 +50,16 @@ bool cuda_copy_if_device(void* destination,
                          stream_view stream);
 
 /**
+ * @brief `cuda_copy_if_device` without the wait: the copy is only queued on `stream`.
+ * @return false, copying nothing, when neither pointer is device memory
+ * @throws spillway::logic_error when CUDA refuses the copy
+ */
+bool cuda_copy_async_if_device(void* destination,
+                               void const* source,
+                               std::size_t bytes,
+                               stream_view stream);
+
+/**
  * @brief Sets `bytes` bytes to `value` with cudaMemsetAsync on `stream` and waits for it, when
  * `destination` is device memory.
  * @return false, writing nothing, when it is not

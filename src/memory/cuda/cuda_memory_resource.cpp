@@ -2,6 +2,7 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
+#include <spillway/memory/copy.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
 
 #include <cstdint>
@@ -62,15 +63,25 @@ bool is_cuda_device_pointer(void const* pointer) noexcept {
   return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
 }
 
-bool cuda_copy_if_device(void* destination,
-                         void const* source,
-                         std::size_t bytes,
-                         stream_view stream) {
+bool cuda_copy_async_if_device(void* destination,
+                               void const* source,
+                               std::size_t bytes,
+                               stream_view stream) {
   if (!is_cuda_device_pointer(destination) && !is_cuda_device_pointer(source)) {
     return false;
   }
   check(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, native(stream)),
         "cudaMemcpyAsync");
+  return true;
+}
+
+bool cuda_copy_if_device(void* destination,
+                         void const* source,
+                         std::size_t bytes,
+                         stream_view stream) {
+  if (!cuda_copy_async_if_device(destination, source, bytes, stream)) {
+    return false;
+  }
   check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
   return true;
 }
@@ -226,6 +237,52 @@ void stream_view::synchronize() const {
     return;
   }
   check(cudaStreamSynchronize(native(*this)), "cudaStreamSynchronize");
+}
+
+stream_fence::~stream_fence() {
+  if (handle_ != nullptr) {
+    (void)cudaEventSynchronize(static_cast<cudaEvent_t>(handle_));
+    (void)cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
+  }
+}
+
+stream_fence::stream_fence(stream_fence&& other) noexcept
+  : handle_(std::exchange(other.handle_, nullptr)),
+    recorded_(std::exchange(other.recorded_, false)) {}
+
+stream_fence& stream_fence::operator=(stream_fence&& other) noexcept {
+  if (this != &other) {
+    if (handle_ != nullptr) {
+      (void)cudaEventSynchronize(static_cast<cudaEvent_t>(handle_));
+      (void)cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
+    }
+    handle_   = std::exchange(other.handle_, nullptr);
+    recorded_ = std::exchange(other.recorded_, false);
+  }
+  return *this;
+}
+
+void stream_fence::record(stream_view stream) {
+  // Without a device nothing was queued: there is nothing to mark.
+  static bool const has_device = cuda_device_count() > 0;
+  if (!has_device) {
+    return;
+  }
+  if (handle_ == nullptr) {
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    handle_ = event;
+  }
+  check(cudaEventRecord(static_cast<cudaEvent_t>(handle_), native(stream)), "cudaEventRecord");
+  recorded_ = true;
+}
+
+void stream_fence::wait() {
+  if (!recorded_) {
+    return;
+  }
+  recorded_ = false;
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)), "cudaEventSynchronize");
 }
 
 void cuda_stream::synchronize() const {

@@ -1,5 +1,6 @@
 // The CUDA declarations of a build without the CUDA backend: every constructor says why.
 #include <spillway/core/error.hpp>
+#include <spillway/memory/copy.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
 
 namespace spillway {
@@ -22,7 +23,25 @@ bool is_cuda_device_pointer(void const*) noexcept { return false; }
 // The CPU backend runs every operation synchronously on the calling thread.
 void stream_view::synchronize() const {}
 bool cuda_copy_if_device(void*, void const*, std::size_t, stream_view) { return false; }
+bool cuda_copy_async_if_device(void*, void const*, std::size_t, stream_view) { return false; }
 bool cuda_fill_if_device(void*, std::uint8_t, std::size_t, stream_view) { return false; }
+
+// Nothing is ever queued: a fence has nothing to wait for.
+stream_fence::~stream_fence() = default;
+stream_fence::stream_fence(stream_fence&& other) noexcept
+  : handle_(other.handle_), recorded_(other.recorded_) {
+  other.handle_   = nullptr;
+  other.recorded_ = false;
+}
+stream_fence& stream_fence::operator=(stream_fence&& other) noexcept {
+  handle_         = other.handle_;
+  recorded_       = other.recorded_;
+  other.handle_   = nullptr;
+  other.recorded_ = false;
+  return *this;
+}
+void stream_fence::record(stream_view) {}
+void stream_fence::wait() {}
 
 cuda_async_memory_resource::cuda_async_memory_resource() { throw_unavailable(); }
 cuda_async_memory_resource::~cuda_async_memory_resource() = default;
