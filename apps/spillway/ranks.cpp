@@ -87,25 +87,36 @@ std::vector<std::string> shared_output::commit(std::vector<std::string> const& w
   return moved;
 }
 
-device_backend resolve_rank_backend(std::string const& name, int ranks, std::size_t device_memory) {
-  if (launched_by_mpirun()) {
-    if (name == "cuda") {
-      throw usage_error(
-        "--backend cuda: ranks under mpirun exchange host memory; run in-process "
-        "ranks (--ranks N) on the GPU");
+namespace {
+
+/// Processes of this mpirun on this machine, which share its GPU (1 when the launcher does not
+/// say).
+int local_processes() noexcept {
+  for (char const* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMIX_LOCAL_SIZE"}) {
+    if (char const* value = std::getenv(name); value != nullptr && std::atoi(value) > 0) {
+      return std::atoi(value);
     }
-    (void)resolve_device_backend(name);  // an unknown name is still refused
-    return device_backend::EMULATED;
   }
+  return 1;
+}
+
+}  // namespace
+
+device_backend resolve_rank_backend(std::string const& name, int ranks, std::size_t device_memory) {
   auto const backend = resolve_device_backend(name);
   if (backend != device_backend::CUDA) {
     return backend;
   }
-  auto const wanted = static_cast<std::size_t>(std::max(ranks, 1)) * device_memory;
-  auto const gpu    = cuda_device_memory();
-  if (wanted > gpu.free_bytes) {
+  // The ranks that share the GPU: in-process ranks, or this mpirun's processes on this machine.
+  // Those start at once and allocate as they go, so each process checks the GPU's total memory
+  // for all of them and its free memory for itself.
+  bool const processes = launched_by_mpirun();
+  int const sharing    = processes ? local_processes() : std::max(ranks, 1);
+  auto const wanted    = static_cast<std::size_t>(sharing) * device_memory;
+  auto const gpu       = cuda_device_memory();
+  if (wanted > (processes ? gpu.total_bytes : gpu.free_bytes) || device_memory > gpu.free_bytes) {
     throw usage_error("--device-memory " + format_bytes(device_memory) + " for each of " +
-                      std::to_string(ranks) + " rank(s) is " + format_bytes(wanted) +
+                      std::to_string(sharing) + " rank(s) is " + format_bytes(wanted) +
                       ", more than the GPU's " + format_bytes(gpu.free_bytes) + " free of " +
                       format_bytes(gpu.total_bytes));
   }
@@ -164,7 +175,11 @@ void run_on_ranks(int in_process_ranks, std::function<void(communicator&)> const
                       mpi_unavailable_reason() + ")");
   }
   mpi_environment environment;
-  mpi_communicator comm(environment);
+  // MPI moves host memory: shards in a GPU's memory travel through this host memory.
+  host_memory_resource staging;
+  mpi_communicator::options options;
+  options.staging = &staging;
+  mpi_communicator comm(environment, options);
   try {
     body(comm);
   } catch (communication_error const&) {

@@ -70,12 +70,12 @@ class shared_output {
 };
 
 /**
- * @return the device ranks compute on, from `--backend`: under mpirun always the emulated device
- * (ranks in processes exchange host memory; "cuda" is a usage error there), else as
- * `resolve_device_backend` reads it
+ * @return the device ranks compute on, from `--backend` as `resolve_device_backend` reads it
+ * (under mpirun too: the communicator stages a GPU's shards through host memory)
  * @param ranks in-process ranks, which share the GPU: on CUDA their `device_memory` bytes each
- * must fit in its free memory together (under mpirun, one rank per process)
- * @throws usage_error naming --backend or --device-memory
+ * must fit in its free memory together. Under mpirun (one rank per process) the processes on this
+ * machine must fit in its total memory together, and each in its free memory.
+ * @throws usage_error naming --device-memory; not_supported for `cuda` without a usable GPU
  */
 device_backend resolve_rank_backend(std::string const& name, int ranks, std::size_t device_memory);
 

@@ -430,8 +430,8 @@ command add_shuffle_command(CLI::App& parent) {
   app
     ->add_option("--backend",
                  args->backend,
-                 "cpu (an emulated device per rank), cuda (the GPU, in-process ranks only) or "
-                 "auto (the GPU when there is one and the ranks are in-process)")
+                 "cpu (an emulated device per rank), cuda (the GPU; fails without one) or auto "
+                 "(the GPU when there is one)")
     ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
     ->capture_default_str();
   app->add_option("--host-memory", args->host_memory, "Host spill budget per rank (2GiB)");

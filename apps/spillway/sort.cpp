@@ -538,7 +538,7 @@ command add_sort_command(CLI::App& parent) {
     ->add_option("--backend",
                  args->backend,
                  "cpu (an emulated device), cuda (the GPU; fails without one) or auto (the GPU "
-                 "when there is one); ranks under mpirun run on the CPU")
+                 "when there is one)")
     ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
     ->capture_default_str();
   app->add_option("--host-memory", args->host_memory, "Host budget of the spill store")

@@ -5,7 +5,9 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
+#include <spillway/memory/emulated_device_memory_resource.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/shuffle/mpi_communicator.hpp>
 
 #include <gtest/gtest.h>
@@ -65,6 +67,51 @@ TEST(MpiCommunicator, MessagesAboveTheThresholdTravelAsDerivedDatatypes) {
     EXPECT_EQ(from_each[static_cast<std::size_t>(s)],
               pattern(2500 + static_cast<std::size_t>(comm.rank()), s));
   }
+}
+
+TEST(MpiCommunicator, DeviceMessagesGoThroughHostStaging) {
+  using namespace spillway::literals;
+  host_memory_resource host;
+  statistics_resource_adaptor staging(host);
+  mpi_communicator::options options;
+  options.staging                 = &staging;
+  options.stage_all_device_memory = true;  // emulated device memory staged as a GPU's would be
+  mpi_communicator comm(rank_group_environment(), options);
+  emulated_device_memory_resource device(64_MiB);
+  int const next     = (comm.rank() + 1) % comm.size();
+  int const previous = (comm.rank() + comm.size() - 1) % comm.size();
+  std::vector<std::size_t> const sizes{1, 4099, 3_MiB + 7};
+  std::vector<buffer> payloads;
+  std::vector<std::future<void>> sent;
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    auto const bytes = pattern(sizes[i], comm.rank() + static_cast<int>(i));
+    payloads.emplace_back(bytes.data(), memory_kind::HOST, bytes.size(), default_stream(), device);
+    sent.push_back(comm.send(next,
+                             static_cast<std::uint32_t>(i),
+                             {static_cast<std::byte const*>(payloads.back().data()), sizes[i]},
+                             memory_kind::DEVICE));
+    total += sizes[i];
+  }
+  // Host memory is sent as it is.
+  auto const plain = pattern(100, comm.rank());
+  sent.push_back(comm.send(next, 7, plain));
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    auto message        = comm.receive(previous, static_cast<std::uint32_t>(i), device).get();
+    auto const expected = pattern(sizes[i], previous + static_cast<int>(i));
+    ASSERT_EQ(message.data.size(), sizes[i]);
+    EXPECT_EQ(message.data.kind(), memory_kind::DEVICE);
+    EXPECT_EQ(std::memcmp(message.data.data(), expected.data(), sizes[i]), 0) << sizes[i];
+  }
+  auto const host_message = comm.receive(previous, 7, host).get();
+  EXPECT_EQ(std::memcmp(host_message.data.data(), pattern(100, previous).data(), 100), 0);
+  for (auto& s : sent) {
+    s.get();
+  }
+  comm.barrier();
+  EXPECT_EQ(comm.staged_bytes(), 2 * total);  // each device message once sent, once received
+  EXPECT_GE(staging.statistics().peak_bytes, sizes.back());
+  EXPECT_EQ(staging.statistics().current_bytes, 0U);  // every staged copy is gone
 }
 
 TEST(MpiCommunicator, FailTellsEveryRankAndNobodyHangs) {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -44,7 +45,12 @@ void for_each_rank_group(std::function<void(communicator&)> const& body) {
   // communicators in the same order (construction is collective).
   std::string error;  // empty while this rank is fine
   {
-    mpi_communicator comm(environment);
+    // SPILLWAY_TEST_STAGE_DEVICE_MESSAGES=1 (CTest sets it for 2 and 4 processes): messages of
+    // emulated device memory go through host staging, as those of a GPU's memory do.
+    mpi_communicator::options options;
+    char const* const stage         = std::getenv("SPILLWAY_TEST_STAGE_DEVICE_MESSAGES");
+    options.stage_all_device_memory = stage != nullptr && std::string{stage} == "1";
+    mpi_communicator comm(environment, options);
     int const failed_before = failed_test_parts();
     try {
       body(comm);

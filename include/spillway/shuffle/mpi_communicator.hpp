@@ -22,6 +22,8 @@
  */
 #pragma once
 
+#include <spillway/core/stream_view.hpp>
+#include <spillway/memory/memory_resource.hpp>
 #include <spillway/shuffle/communicator.hpp>
 
 #include <climits>
@@ -102,6 +104,20 @@ class mpi_communicator final : public communicator {
   struct options {
     /** Messages larger than this travel with a derived datatype (lower it to test that path). */
     std::size_t large_message_bytes = INT_MAX;
+    /**
+     * Host memory that stages messages of CUDA device memory, which MPI does not move: a send from
+     * it is copied here first, and a receive into a device resource lands here and is copied
+     * over before its future is ready. Null: plain host memory of the communicator's own. Must
+     * outlive the communicator.
+     */
+    memory_resource* staging = nullptr;
+    /** The stream of the staging copies. */
+    stream_view stream{};
+    /**
+     * Stage every message of `memory_kind::DEVICE`, emulated device memory too (host memory that
+     * MPI could move as it is): the staging path, tested without a GPU.
+     */
+    bool stage_all_device_memory = false;
   };
 
   /**
@@ -146,6 +162,9 @@ class mpi_communicator final : public communicator {
 
   /** @return true once the group failed (here, or by a notice from another rank) */
   [[nodiscard]] bool failed() const;
+
+  /** @return bytes of device memory staged through host memory so far, sent and received */
+  [[nodiscard]] std::size_t staged_bytes() const noexcept;
 
  private:
   std::shared_ptr<detail::mpi_communicator_state> state_;

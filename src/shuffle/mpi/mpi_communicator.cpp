@@ -1,6 +1,9 @@
 // The MPI communicator: one progress thread per process makes every MPI call (see the header).
 #include <spillway/core/error.hpp>
 #include <spillway/core/stream_view.hpp>
+#include <spillway/memory/copy.hpp>
+#include <spillway/memory/cuda_memory_resource.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/shuffle/mpi_communicator.hpp>
 
 #include <climits>
@@ -263,11 +266,26 @@ class mpi_communicator_state : public std::enable_shared_from_this<mpi_communica
     std::promise<received_message> done;
   };
 
-  mpi_communicator_state(mpi_engine& engine, std::size_t large_bytes)
-    : engine_(engine), large_bytes_(large_bytes) {}
+  mpi_communicator_state(mpi_engine& engine, mpi_communicator::options const& opts)
+    : engine_(engine),
+      large_bytes_(opts.large_message_bytes),
+      own_staging_(opts.staging == nullptr ? std::make_unique<host_memory_resource>() : nullptr),
+      staging_(opts.staging != nullptr ? opts.staging : own_staging_.get()),
+      stream_(opts.stream),
+      stage_all_(opts.stage_all_device_memory) {}
+
+  /** @return whether `data` of `kind` goes through host staging (MPI moves host memory) */
+  [[nodiscard]] bool needs_staging(void const* data, memory_kind kind) const noexcept {
+    return kind == memory_kind::DEVICE && (stage_all_ || is_cuda_device_pointer(data));
+  }
 
   mpi_engine& engine_;
   std::size_t const large_bytes_;
+  std::unique_ptr<host_memory_resource> const own_staging_;
+  memory_resource* const staging_;
+  stream_view const stream_;
+  bool const stage_all_;
+  std::atomic<std::size_t> staged_bytes_{0};
   MPI_Comm p2p_        = MPI_COMM_NULL;
   MPI_Comm collective_ = MPI_COMM_NULL;
   MPI_Comm control_    = MPI_COMM_NULL;
@@ -319,14 +337,17 @@ namespace {
 /** Settles a promise<void> when its request (or every request of a group) completes. */
 class void_completion final : public completion {
  public:
+  /** @param keep held until MPI is done with the request (a staged copy it sends from) */
   void_completion(std::shared_ptr<mpi_communicator_state> owner,
                   std::shared_ptr<std::promise<void>> done,
                   std::shared_ptr<int> remaining,
-                  char const* what)
+                  char const* what,
+                  std::shared_ptr<void const> keep = nullptr)
     : completion(std::move(owner)),
       done_(std::move(done)),
       remaining_(std::move(remaining)),
-      what_(what) {}
+      what_(what),
+      keep_(std::move(keep)) {}
 
   void complete(MPI_Status const&, int error) override {
     if (error != MPI_SUCCESS) {
@@ -354,15 +375,24 @@ class void_completion final : public completion {
   std::shared_ptr<std::promise<void>> done_;
   std::shared_ptr<int> remaining_;
   char const* what_;
+  std::shared_ptr<void const> keep_;
 };
 
 /** Completes a matched receive: hands the buffer over, or reports the error. */
 class receive_completion final : public completion {
  public:
+  /** @param staged host memory the message arrives in, copied into the message's device
+   * memory on completion; empty when it arrives in place */
   receive_completion(std::shared_ptr<mpi_communicator_state> owner,
                      std::promise<received_message> done,
-                     received_message message)
-    : completion(std::move(owner)), done_(std::move(done)), message_(std::move(message)) {}
+                     received_message message,
+                     buffer staged,
+                     stream_view stream)
+    : completion(std::move(owner)),
+      done_(std::move(done)),
+      message_(std::move(message)),
+      staged_(std::move(staged)),
+      stream_(stream) {}
 
   void complete(MPI_Status const&, int error) override {
     if (settled_) {
@@ -371,9 +401,23 @@ class receive_completion final : public completion {
     settled_ = true;
     if (error != MPI_SUCCESS) {
       done_.set_exception(std::make_exception_ptr(mpi_failure("MPI_Imrecv", error)));
-    } else {
-      done_.set_value(std::move(message_));
+      return;
     }
+    if (staged_.size() > 0) {
+      try {
+        copy_bytes(message_.data.data(),
+                   message_.data.kind(),
+                   staged_.data(),
+                   staged_.kind(),
+                   staged_.size(),
+                   stream_);
+        staged_ = buffer{};
+      } catch (...) {
+        done_.set_exception(std::current_exception());
+        return;
+      }
+    }
+    done_.set_value(std::move(message_));
   }
   void abandon(std::exception_ptr const& error) override {
     if (!settled_) {
@@ -385,6 +429,8 @@ class receive_completion final : public completion {
  private:
   std::promise<received_message> done_;
   received_message message_;  // its buffer stays alive until MPI is done writing into it
+  buffer staged_;             // likewise
+  stream_view stream_;
   bool settled_ = false;
 };
 
@@ -708,6 +754,7 @@ void mpi_communicator_state::start_matched_receive(pending_receive receive,
   MPI_Count bytes = 0;
   int code        = MPI_Get_elements_x(&status, MPI_BYTE, &bytes);
   received_message out;
+  buffer staged;  // host memory the message lands in when `out.data` is device memory
   out.source = status.MPI_SOURCE;
   out.tag    = static_cast<std::uint32_t>(status.MPI_TAG);
   std::exception_ptr error;
@@ -716,6 +763,9 @@ void mpi_communicator_state::start_matched_receive(pending_receive receive,
   } else if (bytes > 0) {
     try {
       out.data = buffer(static_cast<std::size_t>(bytes), default_stream(), receive.resource);
+      if (needs_staging(out.data.data(), out.data.kind())) {
+        staged = buffer(static_cast<std::size_t>(bytes), default_stream(), *staging_);
+      }
     } catch (...) {
       error = std::current_exception();
     }
@@ -753,7 +803,8 @@ void mpi_communicator_state::start_matched_receive(pending_receive receive,
   }
   try {
     byte_type const type(out.data.size(), large_bytes_);
-    code = MPI_Imrecv(out.data.data(), type.count(), type.type(), &message, &request);
+    void* const target = staged.size() > 0 ? staged.data() : out.data.data();
+    code               = MPI_Imrecv(target, type.count(), type.type(), &message, &request);
   } catch (...) {
     receive.done.set_exception(std::current_exception());
     return;
@@ -762,9 +813,13 @@ void mpi_communicator_state::start_matched_receive(pending_receive receive,
     receive.done.set_exception(std::make_exception_ptr(mpi_failure("MPI_Imrecv", code)));
     return;
   }
-  engine_.track(request,
-                std::make_unique<receive_completion>(
-                  shared_from_this(), std::move(receive.done), std::move(out)));
+  if (staged.size() > 0) {
+    staged_bytes_.fetch_add(staged.size(), std::memory_order_relaxed);
+  }
+  engine_.track(
+    request,
+    std::make_unique<receive_completion>(
+      shared_from_this(), std::move(receive.done), std::move(out), std::move(staged), stream_));
 }
 
 }  // namespace detail
@@ -818,7 +873,7 @@ mpi_communicator::mpi_communicator(mpi_environment& environment, options opts) {
     "large_message_bytes must be in [1, INT_MAX], not " + std::to_string(opts.large_message_bytes),
     invalid_argument);
   auto& engine = *environment.engine_;
-  auto state   = std::make_shared<detail::mpi_communicator_state>(engine, opts.large_message_bytes);
+  auto state   = std::make_shared<detail::mpi_communicator_state>(engine, opts);
   // Three non-blocking duplicates, so that the progress thread keeps serving other communicators
   // while the processes meet.
   auto duplicated = engine.call([&engine, state] {
@@ -878,9 +933,17 @@ std::future<void> mpi_communicator::send(int destination,
                    invalid_argument);
   SPILLWAY_EXPECTS(
     kind != memory_kind::DISK, "send: disk is not addressable memory", invalid_argument);
+  // MPI moves host memory: device bytes go through a host copy that lives until MPI is done.
+  std::shared_ptr<buffer const> staged;
+  if (!bytes.empty() && state_->needs_staging(bytes.data(), kind)) {
+    staged = std::make_shared<buffer const>(
+      bytes.data(), kind, bytes.size(), state_->stream_, *state_->staging_);
+    bytes = {static_cast<std::byte const*>(staged->data()), staged->size()};
+    state_->staged_bytes_.fetch_add(staged->size(), std::memory_order_relaxed);
+  }
   auto done   = std::make_shared<std::promise<void>>();
   auto result = done->get_future();
-  state_->engine_.post(detail::make_task([state = state_, destination, tag, bytes, done] {
+  state_->engine_.post(detail::make_task([state = state_, destination, tag, bytes, done, staged] {
     if (auto failure = state->failure()) {
       done->set_exception(failure);
       return;
@@ -902,9 +965,13 @@ std::future<void> mpi_communicator::send(int destination,
     }
     state->engine_.track(request,
                          std::make_unique<detail::void_completion>(
-                           state, done, std::make_shared<int>(1), "MPI_Isend"));
+                           state, done, std::make_shared<int>(1), "MPI_Isend", staged));
   }));
   return result;
+}
+
+std::size_t mpi_communicator::staged_bytes() const noexcept {
+  return state_->staged_bytes_.load(std::memory_order_relaxed);
 }
 
 std::future<received_message> mpi_communicator::receive(int source,

@@ -53,5 +53,6 @@ std::vector<std::vector<std::byte>> mpi_communicator::alltoall(
 std::string mpi_communicator::describe() const { throw_unavailable(); }
 void mpi_communicator::fail(std::string const&) { throw_unavailable(); }
 bool mpi_communicator::failed() const { throw_unavailable(); }
+std::size_t mpi_communicator::staged_bytes() const noexcept { return 0; }
 
 }  // namespace spillway
