@@ -110,15 +110,18 @@ device_backend resolve_rank_backend(std::string const& name, int ranks, std::siz
   // The ranks that share the GPU: in-process ranks, or this mpirun's processes on this machine.
   // Those start at once and allocate as they go, so each process checks the GPU's total memory
   // for all of them and its free memory for itself.
-  bool const processes = launched_by_mpirun();
-  int const sharing    = processes ? local_processes() : std::max(ranks, 1);
-  auto const wanted    = static_cast<std::size_t>(sharing) * device_memory;
-  auto const gpu       = cuda_device_memory();
-  if (wanted > (processes ? gpu.total_bytes : gpu.free_bytes) || device_memory > gpu.free_bytes) {
-    throw usage_error("--device-memory " + format_bytes(device_memory) + " for each of " +
-                      std::to_string(sharing) + " rank(s) is " + format_bytes(wanted) +
-                      ", more than the GPU's " + format_bytes(gpu.free_bytes) + " free of " +
-                      format_bytes(gpu.total_bytes));
+  bool const processes   = launched_by_mpirun();
+  int const sharing      = processes ? local_processes() : std::max(ranks, 1);
+  auto const wanted      = static_cast<std::size_t>(sharing) * device_memory;
+  auto const gpu         = cuda_device_memory();
+  std::size_t const room = processes ? gpu.total_bytes : gpu.free_bytes;
+  if (wanted > room || device_memory > gpu.free_bytes) {
+    throw usage_error(
+      "--device-memory " + format_bytes(device_memory) + " for each of " + std::to_string(sharing) +
+      " rank(s) on this GPU is " + format_bytes(wanted) + ", more than its " +
+      (wanted > room ? format_bytes(room) + (processes ? " in total" : " free")
+                     : format_bytes(gpu.free_bytes) + " free for one rank") +
+      " (" + format_bytes(gpu.free_bytes) + " free of " + format_bytes(gpu.total_bytes) + ")");
   }
   return backend;
 }
@@ -174,9 +177,10 @@ void run_on_ranks(int in_process_ranks, std::function<void(communicator&)> const
     throw usage_error("started by mpirun, but this spillway was built without MPI (" +
                       mpi_unavailable_reason() + ")");
   }
-  mpi_environment environment;
-  // MPI moves host memory: shards in a GPU's memory travel through this host memory.
+  // MPI moves host memory: shards in a GPU's memory travel through this host memory. It outlives
+  // the environment, whose completions of requests left pending may still hold staged copies.
   host_memory_resource staging;
+  mpi_environment environment;
   mpi_communicator::options options;
   options.staging = &staging;
   mpi_communicator comm(environment, options);

@@ -10,7 +10,7 @@ namespace {
 
 std::array<std::array<std::atomic<std::size_t>, 4>, 4> counters{};
 
-void copy_between(void* destination,
+bool copy_between(void* destination,
                   memory_kind destination_kind,
                   void const* source,
                   memory_kind source_kind,
@@ -21,7 +21,7 @@ void copy_between(void* destination,
                    "copy_bytes: disk is not addressable memory; use the spill store's file I/O",
                    invalid_argument);
   if (bytes == 0) {
-    return;
+    return false;
   }
   // Emulated device memory is host memory: only real device memory needs the CUDA copy.
   bool const device_involved =
@@ -33,6 +33,7 @@ void copy_between(void* destination,
   }
   counters[static_cast<std::size_t>(source_kind)][static_cast<std::size_t>(destination_kind)]
     .fetch_add(bytes, std::memory_order_relaxed);
+  return device_involved;
 }
 
 }  // namespace
@@ -43,16 +44,16 @@ void copy_bytes(void* destination,
                 memory_kind source_kind,
                 std::size_t bytes,
                 stream_view stream) {
-  copy_between(destination, destination_kind, source, source_kind, bytes, stream, true);
+  (void)copy_between(destination, destination_kind, source, source_kind, bytes, stream, true);
 }
 
-void copy_bytes_async(void* destination,
+bool copy_bytes_async(void* destination,
                       memory_kind destination_kind,
                       void const* source,
                       memory_kind source_kind,
                       std::size_t bytes,
                       stream_view stream) {
-  copy_between(destination, destination_kind, source, source_kind, bytes, stream, false);
+  return copy_between(destination, destination_kind, source, source_kind, bytes, stream, false);
 }
 
 void fill_bytes(

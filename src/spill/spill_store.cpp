@@ -88,15 +88,31 @@ std::size_t staging_windows(std::size_t raw, std::size_t piece) noexcept {
   return raw > piece ? 2 : 1;
 }
 
-/// Waits for a stream when it goes: staging buffers declared before it are no longer copied from
-/// or into when they are freed, even when an exception leaves early.
+/// Waits for a stream when it goes, once a copy was queued on it: staging buffers declared
+/// before it are no longer copied from or into when they are freed, even when an exception leaves
+/// early. Copies that were complete at once (the CPU backend, emulated device memory) leave the
+/// stream alone.
 class stream_drain {
  public:
   explicit stream_drain(stream_view stream) noexcept : stream_(stream) {}
   ~stream_drain() {
+    if (!queued_) {
+      return;
+    }
     try {
       stream_.synchronize();
     } catch (...) {  // NOLINT(bugprone-empty-catch): a failed stream has nothing left to wait for
+    }
+  }
+  /** @brief Notes whether a copy was queued on the stream; @return `was_queued` */
+  bool queued(bool was_queued) noexcept {
+    queued_ = queued_ || was_queued;
+    return was_queued;
+  }
+  /** @brief Waits for the stream now when a copy was queued, reporting its failure. */
+  void wait() const {
+    if (queued_) {
+      stream_.synchronize();
     }
   }
   stream_drain(stream_drain const&)            = delete;
@@ -106,6 +122,7 @@ class stream_drain {
 
  private:
   stream_view stream_;
+  bool queued_ = false;
 };
 
 /**
@@ -121,15 +138,16 @@ void stream_from_device(void const* source,
                         stream_view stream,
                         Consume&& consume) {
   std::array<stream_fence, 2> fences;
-  stream_drain const drain(stream);
+  stream_drain drain(stream);
   auto const issue = [&](std::size_t offset, std::size_t slot) {
-    copy_bytes_async(windows[slot].data(),
-                     windows[slot].kind(),
-                     at(source, offset),
-                     memory_kind::DEVICE,
-                     std::min(piece, raw - offset),
-                     stream);
-    fences[slot].record(stream);
+    if (drain.queued(copy_bytes_async(windows[slot].data(),
+                                      windows[slot].kind(),
+                                      at(source, offset),
+                                      memory_kind::DEVICE,
+                                      std::min(piece, raw - offset),
+                                      stream))) {
+      fences[slot].record(stream);
+    }
   };
   if (raw > 0) {
     issue(0, 0);
@@ -166,18 +184,23 @@ struct host_bytes {
 template <typename Produce>
 void stream_to_device(void* destination, std::size_t count, stream_view stream, Produce&& produce) {
   std::array<stream_fence, 2> fences;
-  stream_drain const drain(stream);
+  stream_drain drain(stream);
   std::size_t offset = 0;
   for (std::size_t index = 0; index < count; ++index) {
     std::size_t const slot = index % 2;
     fences[slot].wait();
     host_bytes const piece = produce(index, slot);
-    copy_bytes_async(
-      at(destination, offset), memory_kind::DEVICE, piece.data, piece.kind, piece.size, stream);
-    fences[slot].record(stream);
+    if (drain.queued(copy_bytes_async(at(destination, offset),
+                                      memory_kind::DEVICE,
+                                      piece.data,
+                                      piece.kind,
+                                      piece.size,
+                                      stream))) {
+      fences[slot].record(stream);
+    }
     offset += piece.size;
   }
-  stream.synchronize();
+  drain.wait();
 }
 
 /// Releases a general host reservation when it goes (after the buffers declared after it).
@@ -555,7 +578,7 @@ void spill_store_impl::unspill_to_device(spill_entry& entry, scoped_lock& lock) 
     for (std::size_t slot = 0; slot < windows; ++slot) {
       decoded[slot] = buffer(piece_size_, options_.stream, options_.host);
     }
-    // Pieces stored raw are copied from where they are, all queued at once.
+    // Pieces stored raw are copied from where they are, two at a time.
     stream_to_device(
       device.data(), pieces->size(), options_.stream, [&](std::size_t index, std::size_t slot) {
         auto const& piece = (*pieces)[index];

@@ -193,12 +193,12 @@ TEST(CudaDevice, AsyncCopiesThroughTwoPinnedWindowsWithFences) {
     fences[slot].wait();
     std::size_t const size = std::min(piece, bytes - offset);
     std::fill_n(windows[slot], size, value(index));
-    copy_bytes_async(static_cast<std::uint8_t*>(on_device) + offset,
-                     memory_kind::DEVICE,
-                     windows[slot],
-                     memory_kind::PINNED_HOST,
-                     size,
-                     stream.view());
+    EXPECT_TRUE(copy_bytes_async(static_cast<std::uint8_t*>(on_device) + offset,
+                                 memory_kind::DEVICE,
+                                 windows[slot],
+                                 memory_kind::PINNED_HOST,
+                                 size,
+                                 stream.view()));
     fences[slot].record(stream.view());
   }
   stream.synchronize();

@@ -7,6 +7,7 @@
 #include <spillway/core/units.hpp>
 #include <spillway/memory/emulated_device_memory_resource.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/memory/limiting_resource_adaptor.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/shuffle/mpi_communicator.hpp>
 
@@ -112,6 +113,23 @@ TEST(MpiCommunicator, DeviceMessagesGoThroughHostStaging) {
   EXPECT_EQ(comm.staged_bytes(), 2 * total);  // each device message once sent, once received
   EXPECT_GE(staging.statistics().peak_bytes, sizes.back());
   EXPECT_EQ(staging.statistics().current_bytes, 0U);  // every staged copy is gone
+
+  // No host memory to stage a send in: the send's future says so, nothing reaches MPI, and the
+  // communicator goes on.
+  limiting_resource_adaptor tight(host, 1_KiB);
+  mpi_communicator::options tight_options;
+  tight_options.staging                 = &tight;
+  tight_options.stage_all_device_memory = true;
+  mpi_communicator tight_comm(rank_group_environment(), tight_options);
+  EXPECT_THROW(tight_comm
+                 .send(next,
+                       1,
+                       {static_cast<std::byte const*>(payloads.back().data()), sizes.back()},
+                       memory_kind::DEVICE)
+                 .get(),
+               out_of_memory);
+  tight_comm.barrier();
+  EXPECT_FALSE(tight_comm.failed());
 }
 
 TEST(MpiCommunicator, FailTellsEveryRankAndNobodyHangs) {

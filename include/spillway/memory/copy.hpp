@@ -38,9 +38,11 @@ void copy_bytes(void* destination,
  * speed, beside the CPU, when the host side is pinned (pageable host memory makes CUDA stage it
  * and the call returns later). On the CPU backend, and for emulated device memory, a memcpy
  * complete before returning, as `copy_bytes`.
+ * @return true when the copy was queued on `stream` (wait before touching either side), false
+ * when it is complete
  * @throws spillway::invalid_argument for DISK
  */
-void copy_bytes_async(void* destination,
+bool copy_bytes_async(void* destination,
                       memory_kind destination_kind,
                       void const* source,
                       memory_kind source_kind,

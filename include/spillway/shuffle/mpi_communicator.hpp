@@ -108,7 +108,8 @@ class mpi_communicator final : public communicator {
      * Host memory that stages messages of CUDA device memory, which MPI does not move: a send from
      * it is copied here first, and a receive into a device resource lands here and is copied
      * over before its future is ready. Null: plain host memory of the communicator's own. Must
-     * outlive the communicator.
+     * outlive the `mpi_environment`: requests still pending when a failed communicator goes may
+     * hold staged copies until the environment ends.
      */
     memory_resource* staging = nullptr;
     /** The stream of the staging copies. */

@@ -933,16 +933,22 @@ std::future<void> mpi_communicator::send(int destination,
                    invalid_argument);
   SPILLWAY_EXPECTS(
     kind != memory_kind::DISK, "send: disk is not addressable memory", invalid_argument);
-  // MPI moves host memory: device bytes go through a host copy that lives until MPI is done.
+  auto done   = std::make_shared<std::promise<void>>();
+  auto result = done->get_future();
+  // MPI moves host memory: device bytes go through a host copy that lives until MPI is done. A
+  // failure to make it (no memory, a failed copy) is the send's, in its future.
   std::shared_ptr<buffer const> staged;
   if (!bytes.empty() && state_->needs_staging(bytes.data(), kind)) {
-    staged = std::make_shared<buffer const>(
-      bytes.data(), kind, bytes.size(), state_->stream_, *state_->staging_);
+    try {
+      staged = std::make_shared<buffer const>(
+        bytes.data(), kind, bytes.size(), state_->stream_, *state_->staging_);
+    } catch (...) {
+      done->set_exception(std::current_exception());
+      return result;
+    }
     bytes = {static_cast<std::byte const*>(staged->data()), staged->size()};
     state_->staged_bytes_.fetch_add(staged->size(), std::memory_order_relaxed);
   }
-  auto done   = std::make_shared<std::promise<void>>();
-  auto result = done->get_future();
   state_->engine_.post(detail::make_task([state = state_, destination, tag, bytes, done, staged] {
     if (auto failure = state->failure()) {
       done->set_exception(failure);
