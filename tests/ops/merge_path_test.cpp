@@ -19,6 +19,7 @@
 namespace spillway {
 namespace {
 
+using detail::SOURCE_ROW_BITS;
 using detail::cuda::merge_path_split;
 using detail::cuda::merge_round_share;
 using detail::cuda::merge_rounds;
@@ -57,7 +58,7 @@ std::vector<tagged> merge_in_rounds(std::vector<std::vector<tagged>> const& runs
   }
   std::vector<tagged> next(current.size());
   auto const before_or_tie = [](tagged const& x, tagged const& y) { return x.key <= y.key; };
-  std::size_t rounds = 0;
+  std::size_t rounds       = 0;
   while (bounds.size() > 2) {
     std::fill(next.begin(), next.end(), tagged{-1, 0});
     for (std::size_t begin = 0; begin < current.size(); begin += share) {
@@ -79,16 +80,16 @@ std::vector<tagged> merge_in_rounds(std::vector<std::vector<tagged>> const& runs
 
 TEST(MergePath, SplitsMatchAStableMergeOnEveryDiagonal) {
   std::mt19937_64 random{5};
-  for (auto const [a_size, b_size] : {std::pair<std::size_t, std::size_t>{0, 0},
-                                      {0, 7},
-                                      {7, 0},
-                                      {1, 1},
-                                      {13, 5},
-                                      {64, 64},
-                                      {100, 3}}) {
+  for (auto const& [a_size, b_size] : {std::pair<std::size_t, std::size_t>{0, 0},
+                                       {0, 7},
+                                       {7, 0},
+                                       {1, 1},
+                                       {13, 5},
+                                       {64, 64},
+                                       {100, 3}}) {
     for (int const distinct : {1, 3, 1000}) {
-      auto const a = sorted_run(a_size, distinct, random);
-      auto const b = sorted_run(b_size, distinct, random);
+      auto const a       = sorted_run(a_size, distinct, random);
+      auto const b       = sorted_run(b_size, distinct, random);
       auto const a_first = [&](std::size_t i, std::size_t j) { return a[i].key <= b[j].key; };
       // The reference: taken from `a` on ties, as std::merge does.
       std::size_t from_a = 0;
@@ -139,10 +140,10 @@ TEST(MergePath, RoundsOfPairsInSharesOfAnySizeGiveTheStableMerge) {
 TEST(MergePath, SourceIdsComparedAsTheKernelDoesGiveTheCpuMergeOrder) {
   host_memory_resource host;
   std::vector<std::size_t> const key_columns{4, 12};
-  for (auto const& orders : {sort_order{{order::DESCENDING, null_order::BEFORE},
-                                        {order::ASCENDING, null_order::AFTER}},
-                             sort_order{{order::ASCENDING, null_order::AFTER},
-                                        {order::DESCENDING, null_order::BEFORE}}}) {
+  for (auto const& orders :
+       {sort_order{{order::DESCENDING, null_order::BEFORE}, {order::ASCENDING, null_order::AFTER}},
+        sort_order{{order::ASCENDING, null_order::AFTER},
+                   {order::DESCENDING, null_order::BEFORE}}}) {
     std::vector<std::unique_ptr<table>> pieces;
     std::vector<table_view> views;
     std::vector<detail::cuda::key_column> columns;  // input i's keys at [2 i, 2 i + 2)
@@ -150,7 +151,7 @@ TEST(MergePath, SourceIdsComparedAsTheKernelDoesGiveTheCpuMergeOrder) {
     std::vector<std::uint64_t> ids;
     for (std::size_t piece = 0; piece < 5; ++piece) {
       std::size_t const rows = piece == 2 ? 0 : 300 + 37 * piece;
-      auto const values      = testing::random_table(testing::all_types(), rows, 30 + piece, 0.1, host);
+      auto const values = testing::random_table(testing::all_types(), rows, 30 + piece, 0.1, host);
       pieces.push_back(sort(values->view(),
                             values->view().select(key_columns),
                             orders,

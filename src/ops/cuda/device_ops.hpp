@@ -61,9 +61,11 @@ std::unique_ptr<column> bound(table_view const& haystack,
 bool is_sorted(table_view const& keys, sort_order const& orders, stream_view stream);
 
 /**
- * @brief `detail::merge_order` of inputs on the device: their keys concatenated and sorted
- * stably (a radix sort of the whole rather than a merge path), the concatenated rows mapped back
- * to source ids.
+ * @brief `detail::merge_order` of inputs on the device by merge path (merge_path.hpp): source ids
+ * in input order, then ceil(log2 inputs) rounds that merge runs in pairs, each thread merging 8
+ * output elements after a binary search along its diagonal; keys compared with `compare_rows`.
+ * @return a UINT64 column on `mrs.output()`; one more of its size from `mrs.temporary()` while
+ * the rounds run
  */
 std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
                                     std::vector<std::size_t> const& key_columns,

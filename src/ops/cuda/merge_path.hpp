@@ -99,16 +99,14 @@ SPILLWAY_HOST_DEVICE void merge_round_share(T* out,
         high = middle;
       }
     }
-    std::size_t const pair       = low / 2;
-    std::size_t const a_begin    = bounds[2 * pair];
-    std::size_t const a_end      = bounds[2 * pair + 1 < runs ? 2 * pair + 1 : runs];
-    std::size_t const b_end      = bounds[2 * pair + 2 < runs ? 2 * pair + 2 : runs];
-    std::size_t const share_end  = end < b_end ? end : b_end;
-    T const* const a             = in + a_begin;
-    T const* const b             = in + a_end;
-    auto const a_first           = [&](std::size_t i, std::size_t j) {
-      return before_or_tie(a[i], b[j]);
-    };
+    std::size_t const pair      = low / 2;
+    std::size_t const a_begin   = bounds[2 * pair];
+    std::size_t const a_end     = bounds[2 * pair + 1 < runs ? 2 * pair + 1 : runs];
+    std::size_t const b_end     = bounds[2 * pair + 2 < runs ? 2 * pair + 2 : runs];
+    std::size_t const share_end = end < b_end ? end : b_end;
+    T const* const a            = in + a_begin;
+    T const* const b            = in + a_end;
+    auto const a_first = [&](std::size_t i, std::size_t j) { return before_or_tie(a[i], b[j]); };
     merge_path_tile(position - a_begin,
                     share_end - a_begin,
                     a_end - a_begin,

@@ -2,6 +2,7 @@
 // device_ops.hpp).
 #include "memory/cuda/cuda_check.hpp"
 #include "ops/cuda/device_ops.hpp"
+#include "ops/cuda/merge_path.hpp"
 #include "ops/cuda/row_compare.hpp"
 #include "ops/cuda/row_hash.hpp"
 #include "table/cuda/device_table.hpp"
@@ -113,6 +114,35 @@ __global__ void to_source_ids(std::uint64_t* ids,
   ids[i] = (static_cast<std::uint64_t>(low) << SOURCE_ROW_BITS) | (row - starts[low]);
 }
 
+/// Elements of the output one thread of a merge round merges (merge_path.hpp).
+constexpr std::size_t MERGE_SHARE = 8;
+
+/// One merge round: runs of source ids (run r is [bounds[r], bounds[r + 1])) merged in pairs by
+/// their rows' keys, `MERGE_SHARE` output elements a thread. `keys` holds `count` key columns per
+/// input, input i's at [i count, (i + 1) count).
+__global__ void merge_round(std::uint64_t* out,
+                            std::uint64_t const* in,
+                            std::uint64_t const* bounds,
+                            std::size_t runs,
+                            std::size_t rows,
+                            key_column const* keys,
+                            std::size_t count) {
+  std::size_t const begin = (blockIdx.x * std::size_t{blockDim.x} + threadIdx.x) * MERGE_SHARE;
+  if (begin >= rows) {
+    return;
+  }
+  std::uint64_t const row_mask = (std::uint64_t{1} << SOURCE_ROW_BITS) - 1;
+  auto const before_or_tie     = [&](std::uint64_t x, std::uint64_t y) {
+    return compare_rows(keys + (x >> SOURCE_ROW_BITS) * count,
+                        x & row_mask,
+                        keys + (y >> SOURCE_ROW_BITS) * count,
+                        y & row_mask,
+                        count) <= 0;
+  };
+  std::size_t const end = begin + MERGE_SHARE < rows ? begin + MERGE_SHARE : rows;
+  merge_round_share(out, in, bounds, runs, begin, end, before_or_tie);
+}
+
 /// hashes[i] = the row hash of row i, reduced modulo `partitions` when that is not 0.
 __global__ void hash_kernel(std::uint64_t* hashes,
                             key_column const* keys,
@@ -212,44 +242,59 @@ std::unique_ptr<column> merge_order_on_device(std::span<table_view const> inputs
                                               stream_view stream,
                                               memory_resources mrs) {
   resource_ref const temporary = mrs.temporary();
-  memory_resources const scratch{temporary, temporary};
-  std::vector<table_view> keys;
-  std::vector<std::uint64_t> starts{0};
+  std::vector<std::uint64_t> bounds{0};
+  std::vector<key_column> keys;  // input i's key columns at [i count, (i + 1) count)
   for (auto const& input : inputs) {
-    keys.push_back(input.select(key_columns));
-    starts.push_back(starts.back() + input.num_rows());
+    auto const columns = key_columns_of(input.select(key_columns), orders);
+    keys.insert(keys.end(), columns.begin(), columns.end());
+    bounds.push_back(bounds.back() + input.num_rows());
   }
-  std::size_t const rows = starts.back();
-  // The sort's order becomes the ids in place: its result (8 bytes a row) is allocated after its
-  // own scratch (about 24) is freed, beside the stacked keys.
-  std::unique_ptr<column> ids;
-  if (rows > 0 && !key_columns.empty()) {
-    auto const whole = detail::concatenate(keys, stream, scratch);
-    ids = sorted_order(whole->view(), orders, stream, memory_resources{mrs.output(), temporary});
-  } else {
-    ids = make_fixed_width_column(
-      data_type{type_id::UINT64}, rows, mask_state::UNALLOCATED, stream, mrs.output());
-  }
+  std::size_t const rows = bounds.back();
+  // Without key columns every row ties: the order is the input order, and so is each round's.
+  std::size_t const rounds = key_columns.empty() ? 0 : merge_rounds(inputs.size());
+  auto ids                 = make_fixed_width_column(
+    data_type{type_id::UINT64}, rows, mask_state::UNALLOCATED, stream, mrs.output());
   if (rows == 0) {
     return ids;
   }
   expect_device_output(*ids, "merge_order");
-  buffer device_starts{starts.size() * sizeof(std::uint64_t), stream, temporary};
-  check(cudaMemcpyAsync(device_starts.data(),
-                        starts.data(),
-                        starts.size() * sizeof(std::uint64_t),
-                        cudaMemcpyHostToDevice,
-                        native(stream)),
-        "cudaMemcpyAsync");
-  // Without key columns every row ties: the order is the input order.
-  std::uint64_t* const out = ids->mutable_data<std::uint64_t>();
+  // Rounds alternate between the result and a scratch copy, starting where the last one ends.
+  buffer scratch{rounds > 0 ? rows * sizeof(std::uint64_t) : 0, stream, temporary};
+  std::uint64_t* current = ids->mutable_data<std::uint64_t>();
+  std::uint64_t* next    = static_cast<std::uint64_t*>(scratch.data());
+  if (rounds % 2 == 1) {
+    std::swap(current, next);
+  }
+  buffer device_bounds{bounds.size() * sizeof(std::uint64_t), stream, temporary};
+  buffer device_keys{keys.size() * sizeof(key_column), stream, temporary};
+  auto upload = [&](buffer& to, void const* from, std::size_t bytes) {
+    check(cudaMemcpyAsync(to.data(), from, bytes, cudaMemcpyHostToDevice, native(stream)),
+          "cudaMemcpyAsync");
+  };
+  upload(device_bounds, bounds.data(), bounds.size() * sizeof(std::uint64_t));
+  if (!keys.empty()) {
+    upload(device_keys, keys.data(), keys.size() * sizeof(key_column));
+  }
   to_source_ids<<<grid_for(rows), BLOCK, 0, native(stream)>>>(
-    out,
-    key_columns.empty() ? nullptr : out,
-    rows,
-    static_cast<std::uint64_t const*>(device_starts.data()),
-    inputs.size());
+    current, nullptr, rows, static_cast<std::uint64_t const*>(device_bounds.data()), inputs.size());
   check_launch("to_source_ids");
+  for (std::size_t round = 0; round < rounds; ++round) {
+    std::size_t const runs = bounds.size() - 1;
+    merge_round<<<grid_for((rows + MERGE_SHARE - 1) / MERGE_SHARE), BLOCK, 0, native(stream)>>>(
+      next,
+      current,
+      static_cast<std::uint64_t const*>(device_bounds.data()),
+      runs,
+      rows,
+      static_cast<key_column const*>(device_keys.data()),
+      key_columns.size());
+    check_launch("merge_round");
+    std::swap(current, next);
+    // The next round's bounds replace these once this round has read them (same stream).
+    bounds = merged_run_bounds(bounds);
+    check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
+    upload(device_bounds, bounds.data(), bounds.size() * sizeof(std::uint64_t));
+  }
   check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
   return ids;
 }
