@@ -106,7 +106,12 @@ if [ "$mode" = prebuilt ]; then
   tar -C "$unpacked" -xzf "$bundle"
   root="$unpacked/spillway-device"
   needed=$(sed 's/GLIBC_//' "$root/GLIBC")
-  have=$(ldd --version 2>/dev/null | head -1 | grep -o '[0-9]\+\.[0-9]\+$' || echo 0)
+  # (awk reads every line: `head -1` made ldd die of SIGPIPE at random, which pipefail counted.)
+  have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}' || true)
+  if [ -z "$have" ]; then
+    have=$({ ldd --version 2>/dev/null || true; } | awk 'NR == 1 {print $NF}')
+  fi
+  have=${have:-0}
   if [ "$(printf '%s\n%s\n' "$needed" "$have" | sort -V | head -1)" != "$needed" ]; then
     echo "device-check: the bundle needs glibc $needed or newer; this machine has $have." >&2
     echo "Build the bundle on a machine with this glibc or older, or build here." >&2
