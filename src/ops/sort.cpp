@@ -1013,11 +1013,7 @@ std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
       if (sorted_keys != nullptr) {
         sorted_keys->reset();
       }
-      std::vector<std::size_t> all(keys.front().num_columns());
-      for (std::size_t index = 0; index < all.size(); ++index) {
-        all[index] = index;
-      }
-      return cuda::merge_order(keys, all, resolved, stream, mrs);
+      return cuda::sorted_sources(keys, resolved, stream, mrs);
     }
   }
 #endif

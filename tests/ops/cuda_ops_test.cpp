@@ -269,6 +269,13 @@ TEST_F(CudaSortTest, MergeAndMergeOrderMatchTheCpu) {
                                          memory_resources{*output_, *temporary_});
   auto const order_back = testing::to_host(table_view{order->view()}, *parts_, host_);
   EXPECT_EQ(to_vector(order_back->view().column(0)), to_vector(expected_order->view()));
+
+  // An input in host memory beside device ones is refused, not read by the kernel.
+  std::vector<table_view> const mixed{device_views[0], views[1]};
+  EXPECT_THROW(
+    (void)detail::merge_order(
+      mixed, key_columns, orders, parts_->stream.view(), memory_resources{*output_, *temporary_}),
+    invalid_argument);
 }
 
 TEST_F(CudaSortTest, HashRowsAndPartitionsMatchTheCpu) {

@@ -25,11 +25,26 @@ using detail::cuda::merge_round_share;
 using detail::cuda::merge_rounds;
 using detail::cuda::merged_run_bounds;
 
-/// A value and where it came from, so that the order of ties shows.
+/// A value and where it came from, so that the order of ties shows, and how often it was
+/// written, so that two shares writing one element show.
 struct tagged {
   int key             = 0;
   std::uint64_t order = 0;  ///< its place in the concatenated input
-  friend bool operator==(tagged const&, tagged const&) = default;
+  int writes          = 0;
+
+  tagged() = default;
+  tagged(int k, std::uint64_t o) : key(k), order(o) {}
+  tagged(tagged const& other) : key(other.key), order(other.order) {}
+  tagged& operator=(tagged const& other) {
+    key   = other.key;
+    order = other.order;
+    ++writes;
+    return *this;
+  }
+  ~tagged() = default;
+  friend bool operator==(tagged const& x, tagged const& y) {
+    return x.key == y.key && x.order == y.order;
+  }
 };
 
 std::vector<tagged> sorted_run(std::size_t size, int distinct, std::mt19937_64& random) {
@@ -61,6 +76,9 @@ std::vector<tagged> merge_in_rounds(std::vector<std::vector<tagged>> const& runs
   std::size_t rounds       = 0;
   while (bounds.size() > 2) {
     std::fill(next.begin(), next.end(), tagged{-1, 0});
+    for (auto& element : next) {
+      element.writes = 0;
+    }
     for (std::size_t begin = 0; begin < current.size(); begin += share) {
       merge_round_share(next.data(),
                         current.data(),
@@ -69,6 +87,9 @@ std::vector<tagged> merge_in_rounds(std::vector<std::vector<tagged>> const& runs
                         begin,
                         std::min(begin + share, current.size()),
                         before_or_tie);
+    }
+    for (std::size_t index = 0; index < next.size(); ++index) {
+      EXPECT_EQ(next[index].writes, 1) << "element " << index << " of round " << rounds;
     }
     std::swap(current, next);
     bounds = merged_run_bounds(bounds);
@@ -112,13 +133,15 @@ TEST(MergePath, SplitsMatchAStableMergeOnEveryDiagonal) {
 TEST(MergePath, RoundsOfPairsInSharesOfAnySizeGiveTheStableMerge) {
   std::mt19937_64 random{8};
   for (std::size_t const inputs : {1U, 2U, 3U, 5U, 8U, 13U}) {
-    for (int const distinct : {1, 4, 100000}) {
+    for (int const distinct : {0, 1, 4, 100000}) {  // 0: every run empty but the last
       std::vector<std::vector<tagged>> runs;
       std::vector<tagged> expected;
       for (std::size_t input = 0; input < inputs; ++input) {
         // Some runs empty, some of one element.
-        std::size_t const size = input % 4 == 2 ? 0 : (input % 4 == 3 ? 1 : random() % 300);
-        runs.push_back(sorted_run(size, distinct, random));
+        std::size_t const size = distinct == 0
+                                   ? (input + 1 == inputs ? 5 : 0)
+                                   : (input % 4 == 2 ? 0 : (input % 4 == 3 ? 1 : random() % 300));
+        runs.push_back(sorted_run(size, std::max(distinct, 1), random));
       }
       for (auto const& run : runs) {
         expected.insert(expected.end(), run.begin(), run.end());
@@ -128,7 +151,11 @@ TEST(MergePath, RoundsOfPairsInSharesOfAnySizeGiveTheStableMerge) {
       }
       std::stable_sort(
         expected.begin(), expected.end(), [](tagged x, tagged y) { return x.key < y.key; });
-      for (std::size_t const share : {1U, 3U, 8U, 64U, 100000U}) {
+      for (std::size_t const share : {std::size_t{1},
+                                      std::size_t{3},
+                                      detail::cuda::MERGE_SHARE,
+                                      std::size_t{64},
+                                      std::size_t{100000}}) {
         SCOPED_TRACE(std::to_string(inputs) + " inputs, " + std::to_string(distinct) +
                      " keys, shares of " + std::to_string(share));
         EXPECT_EQ(merge_in_rounds(runs, share), expected);
@@ -177,13 +204,13 @@ TEST(MergePath, SourceIdsComparedAsTheKernelDoesGiveTheCpuMergeOrder) {
     };
     std::vector<std::uint64_t> next(ids.size());
     while (bounds.size() > 2) {
-      for (std::size_t begin = 0; begin < ids.size(); begin += 8) {
+      for (std::size_t begin = 0; begin < ids.size(); begin += detail::cuda::MERGE_SHARE) {
         merge_round_share(next.data(),
                           ids.data(),
                           bounds.data(),
                           bounds.size() - 1,
                           begin,
-                          std::min<std::size_t>(begin + 8, ids.size()),
+                          std::min(begin + detail::cuda::MERGE_SHARE, ids.size()),
                           before_or_tie);
       }
       std::swap(ids, next);

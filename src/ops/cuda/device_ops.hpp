@@ -74,6 +74,16 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
                                     memory_resources mrs);
 
 /**
+ * @brief `detail::sorted_sources` on the device: the key tables (not sorted) stacked and radix
+ * sorted stably, the stacked rows mapped back to source ids.
+ * @return a UINT64 column on `mrs.output()`
+ */
+std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
+                                       sort_order const& orders,
+                                       stream_view stream,
+                                       memory_resources mrs);
+
+/**
  * @brief `hash_rows` of keys on the device (row_hash.hpp: the same hashes as the CPU's), reduced
  * modulo `partitions` when it is not 0.
  */

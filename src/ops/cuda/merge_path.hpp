@@ -22,6 +22,9 @@
 
 namespace spillway::detail::cuda {
 
+/// Output elements one thread of a merge round merges.
+inline constexpr std::size_t MERGE_SHARE = 8;
+
 /**
  * @return how many of the first `diagonal` elements of the stable merge of sorted runs `a` (of
  * `a_size` elements) and `b` (of `b_size`) come from `a`

@@ -114,9 +114,6 @@ __global__ void to_source_ids(std::uint64_t* ids,
   ids[i] = (static_cast<std::uint64_t>(low) << SOURCE_ROW_BITS) | (row - starts[low]);
 }
 
-/// Elements of the output one thread of a merge round merges (merge_path.hpp).
-constexpr std::size_t MERGE_SHARE = 8;
-
 /// One merge round: runs of source ids (run r is [bounds[r], bounds[r + 1])) merged in pairs by
 /// their rows' keys, `MERGE_SHARE` output elements a thread. `keys` holds `count` key columns per
 /// input, input i's at [i count, (i + 1) count).
@@ -236,6 +233,44 @@ bool is_sorted(table_view const& keys, sort_order const& orders, stream_view str
   return flag == 0;
 }
 
+std::unique_ptr<column> sorted_sources_on_device(std::span<table_view const> keys,
+                                                 sort_order const& orders,
+                                                 stream_view stream,
+                                                 memory_resources mrs) {
+  resource_ref const temporary = mrs.temporary();
+  memory_resources const scratch{temporary, temporary};
+  std::vector<std::uint64_t> starts{0};
+  for (auto const& key : keys) {
+    starts.push_back(starts.back() + key.num_rows());
+  }
+  std::size_t const rows = starts.back();
+  // The sort's order becomes the ids in place: its result (8 bytes a row) is allocated after its
+  // own scratch (about 24) is freed, beside the stacked keys.
+  std::unique_ptr<column> ids;
+  if (rows > 0) {
+    auto const whole = detail::concatenate(keys, stream, scratch);
+    ids = sorted_order(whole->view(), orders, stream, memory_resources{mrs.output(), temporary});
+  } else {
+    ids = make_fixed_width_column(
+      data_type{type_id::UINT64}, rows, mask_state::UNALLOCATED, stream, mrs.output());
+    return ids;
+  }
+  expect_device_output(*ids, "sorted_sources");
+  buffer device_starts{starts.size() * sizeof(std::uint64_t), stream, temporary};
+  check(cudaMemcpyAsync(device_starts.data(),
+                        starts.data(),
+                        starts.size() * sizeof(std::uint64_t),
+                        cudaMemcpyHostToDevice,
+                        native(stream)),
+        "cudaMemcpyAsync");
+  std::uint64_t* const out = ids->mutable_data<std::uint64_t>();
+  to_source_ids<<<grid_for(rows), BLOCK, 0, native(stream)>>>(
+    out, out, rows, static_cast<std::uint64_t const*>(device_starts.data()), keys.size());
+  check_launch("to_source_ids");
+  check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
+  return ids;
+}
+
 std::unique_ptr<column> merge_order_on_device(std::span<table_view const> inputs,
                                               std::vector<std::size_t> const& key_columns,
                                               sort_order const& orders,
@@ -245,7 +280,16 @@ std::unique_ptr<column> merge_order_on_device(std::span<table_view const> inputs
   std::vector<std::uint64_t> bounds{0};
   std::vector<key_column> keys;  // input i's key columns at [i count, (i + 1) count)
   for (auto const& input : inputs) {
-    auto const columns = key_columns_of(input.select(key_columns), orders);
+    table_view const selected = input.select(key_columns);
+    for (std::size_t c = 0; c < selected.num_columns(); ++c) {
+      // The kernel reads every key column: one in host memory would be an illegal address.
+      SPILLWAY_EXPECTS(selected.column(c).size() == 0 || on_device(selected.column(c)),
+                       "merge_order: key column " + std::to_string(key_columns[c]) +
+                         " of an input is not in CUDA device memory while others are; inputs "
+                         "are merged where they live",
+                       invalid_argument);
+    }
+    auto const columns = key_columns_of(selected, orders);
     keys.insert(keys.end(), columns.begin(), columns.end());
     bounds.push_back(bounds.back() + input.num_rows());
   }
@@ -265,36 +309,46 @@ std::unique_ptr<column> merge_order_on_device(std::span<table_view const> inputs
   if (rounds % 2 == 1) {
     std::swap(current, next);
   }
-  buffer device_bounds{bounds.size() * sizeof(std::uint64_t), stream, temporary};
+  // Every round's run bounds, one after another, uploaded once: round r's at offsets[r].
+  std::vector<std::uint64_t> all_bounds;
+  std::vector<std::size_t> offsets;
+  for (std::vector<std::uint64_t> round_bounds = bounds;;
+       round_bounds                            = merged_run_bounds(round_bounds)) {
+    offsets.push_back(all_bounds.size());
+    all_bounds.insert(all_bounds.end(), round_bounds.begin(), round_bounds.end());
+    if (round_bounds.size() <= 2) {
+      break;
+    }
+  }
+  buffer device_bounds{all_bounds.size() * sizeof(std::uint64_t), stream, temporary};
   buffer device_keys{keys.size() * sizeof(key_column), stream, temporary};
   auto upload = [&](buffer& to, void const* from, std::size_t bytes) {
     check(cudaMemcpyAsync(to.data(), from, bytes, cudaMemcpyHostToDevice, native(stream)),
           "cudaMemcpyAsync");
   };
-  upload(device_bounds, bounds.data(), bounds.size() * sizeof(std::uint64_t));
+  upload(device_bounds, all_bounds.data(), all_bounds.size() * sizeof(std::uint64_t));
   if (!keys.empty()) {
     upload(device_keys, keys.data(), keys.size() * sizeof(key_column));
   }
+  auto const* const bounds_on_device = static_cast<std::uint64_t const*>(device_bounds.data());
   to_source_ids<<<grid_for(rows), BLOCK, 0, native(stream)>>>(
-    current, nullptr, rows, static_cast<std::uint64_t const*>(device_bounds.data()), inputs.size());
+    current, nullptr, rows, bounds_on_device, inputs.size());
   check_launch("to_source_ids");
   for (std::size_t round = 0; round < rounds; ++round) {
-    std::size_t const runs = bounds.size() - 1;
+    std::size_t const runs =
+      (round + 1 < offsets.size() ? offsets[round + 1] : all_bounds.size()) - offsets[round] - 1;
     merge_round<<<grid_for((rows + MERGE_SHARE - 1) / MERGE_SHARE), BLOCK, 0, native(stream)>>>(
       next,
       current,
-      static_cast<std::uint64_t const*>(device_bounds.data()),
+      bounds_on_device + offsets[round],
       runs,
       rows,
       static_cast<key_column const*>(device_keys.data()),
       key_columns.size());
     check_launch("merge_round");
     std::swap(current, next);
-    // The next round's bounds replace these once this round has read them (same stream).
-    bounds = merged_run_bounds(bounds);
-    check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
-    upload(device_bounds, bounds.data(), bounds.size() * sizeof(std::uint64_t));
   }
+  // The uploads' host vectors and the scratch stay until the stream is done with them.
   check(cudaStreamSynchronize(native(stream)), "cudaStreamSynchronize");
   return ids;
 }
@@ -384,6 +438,15 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
                                     memory_resources mrs) {
   return with_device_output(mrs, stream, [&](memory_resources device_mrs) {
     return merge_order_on_device(inputs, key_columns, orders, stream, device_mrs);
+  });
+}
+
+std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
+                                       sort_order const& orders,
+                                       stream_view stream,
+                                       memory_resources mrs) {
+  return with_device_output(mrs, stream, [&](memory_resources device_mrs) {
+    return sorted_sources_on_device(keys, orders, stream, device_mrs);
   });
 }
 
