@@ -26,6 +26,26 @@ namespace spillway::detail::cuda {
 inline constexpr std::size_t MERGE_SHARE = 8;
 
 /**
+ * @return the last of `runs` runs (run r starts at `starts[r]`, starts ascending) that starts at
+ * or before `position`: the run holding it, empty runs that share its start skipped
+ */
+SPILLWAY_HOST_DEVICE inline std::size_t run_at(std::uint64_t const* starts,
+                                               std::size_t runs,
+                                               std::uint64_t position) {
+  std::size_t low  = 0;
+  std::size_t high = runs;
+  while (high - low > 1) {
+    std::size_t const middle = (low + high) / 2;
+    if (starts[middle] <= position) {
+      low = middle;
+    } else {
+      high = middle;
+    }
+  }
+  return low;
+}
+
+/**
  * @return how many of the first `diagonal` elements of the stable merge of sorted runs `a` (of
  * `a_size` elements) and `b` (of `b_size`) come from `a`
  * @param a_first `a_first(i, j)` is true when a[i] goes before b[j], ties included
@@ -91,18 +111,7 @@ SPILLWAY_HOST_DEVICE void merge_round_share(T* out,
                                             BeforeOrTie const& before_or_tie) {
   std::size_t position = begin;
   while (position < end) {
-    // The last run that starts at or before `position` (empty runs share their start).
-    std::size_t low  = 0;
-    std::size_t high = runs;
-    while (high - low > 1) {
-      std::size_t const middle = (low + high) / 2;
-      if (bounds[middle] <= position) {
-        low = middle;
-      } else {
-        high = middle;
-      }
-    }
-    std::size_t const pair      = low / 2;
+    std::size_t const pair      = run_at(bounds, runs, position) / 2;
     std::size_t const a_begin   = bounds[2 * pair];
     std::size_t const a_end     = bounds[2 * pair + 1 < runs ? 2 * pair + 1 : runs];
     std::size_t const b_end     = bounds[2 * pair + 2 < runs ? 2 * pair + 2 : runs];

@@ -101,17 +101,8 @@ __global__ void to_source_ids(std::uint64_t* ids,
     return;
   }
   std::uint64_t const row = order == nullptr ? i : order[i];
-  std::size_t low         = 0;  // the last input whose start is <= row
-  std::size_t high        = inputs;
-  while (high - low > 1) {
-    std::size_t const middle = (low + high) / 2;
-    if (starts[middle] <= row) {
-      low = middle;
-    } else {
-      high = middle;
-    }
-  }
-  ids[i] = (static_cast<std::uint64_t>(low) << SOURCE_ROW_BITS) | (row - starts[low]);
+  std::size_t const input = run_at(starts, inputs, row);
+  ids[i] = (static_cast<std::uint64_t>(input) << SOURCE_ROW_BITS) | (row - starts[input]);
 }
 
 /// One merge round: runs of source ids (run r is [bounds[r], bounds[r + 1])) merged in pairs by
