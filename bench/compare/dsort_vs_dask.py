@@ -9,8 +9,16 @@ shuffles. Parquet to Parquet for every engine; spillway's time is the whole comm
 the script's inner time (cluster start-up excluded). Each output is checked: every row is
 there and the keys are in order across the files, in the order the engine names them.
 
+With --in-memory, the input is loaded first and only the sort is timed, --repeat times: spillway's
+`spillway_shuffle_bench --sort` holds each rank's input in its spill store and lends it to the
+distributed sort (each rank checks its sorted batches in order and counts them, and the ranks'
+key ranges are checked in rank order); dask persists the input, then times
+`sort_values([...]).map_partitions(len).compute()`. Nothing is written.
+
   python3 bench/compare/dsort_vs_dask.py --data data/timeseries-1g --by id,timestamp \
       --ranks 2 --mpi-ranks 4 --device-memory 256MiB --host-memory 1GiB
+  python3 bench/compare/dsort_vs_dask.py --data data/timeseries-31600000 --by id,timestamp \
+      --ranks 2 --mpi-ranks 2 --device-memory 4GiB --host-memory 1GiB --in-memory --repeat 3
 """
 import argparse
 import glob
@@ -21,7 +29,8 @@ import shutil
 import tempfile
 
 from shuffle_vs_dask import (ROOT, add_engine_arguments, arrow_bytes, engine_runs, print_table,
-                             run_dask_script, run_timed)
+                             run_dask_in_memory, run_dask_script, run_spillway_in_memory,
+                             run_timed)
 
 
 def keys_in_order(files, by):
@@ -75,12 +84,44 @@ def run_dask(args, method, out_dir):
     return seconds, sorted(glob.glob(os.path.join(out_dir, "*.parquet")), key=natural_key)
 
 
+def run_in_memory(args, rows, nbytes):
+    """Each engine's sort of the loaded input, --repeat times; a table of first and best runs."""
+    by = args.by.split(",")
+    results = []
+    for label, engine, mode, ranks in engine_runs(args.engines, args.ranks, args.mpi_ranks):
+        if engine.startswith("spillway-"):
+            options = ["--sort", "--by", args.by, "--mode", mode, "--device-memory",
+                       args.device_memory, "--host-memory", args.host_memory]
+            runs, extra = run_spillway_in_memory(args, mode, ranks, options)
+            out_rows = json.loads(extra)["rows"]  # the bench fails on rows out of order
+        else:
+            try:
+                runs, out_rows = run_dask_in_memory(
+                    args, mode, f'source.sort_values({by!r}, shuffle_method="{mode}")')
+            except SystemExit as failure:  # dask's workers killed at their memory limit, say
+                print(json.dumps({"engine": label, "failed": str(failure)[-300:]}), flush=True)
+                continue
+            extra = "persisted first; sort_values and a count per partition timed"
+        if out_rows != rows:
+            raise SystemExit(f"{label}: {out_rows} rows out, expected {rows}")
+        results.append((label, runs[0], nbytes / runs[0] / 1e6, runs))
+        print(json.dumps({"engine": label, "runs": [round(run, 3) for run in runs],
+                          "detail": extra}), flush=True)
+    print_table(results, nbytes)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="Parquet dataset (spillway gen timeseries)")
     parser.add_argument("--by", default="id,timestamp")
     add_engine_arguments(parser, "spillway-push,spillway-pull,dask-tasks,dask-p2p")
+    parser.add_argument("--in-memory", action="store_true",
+                        help="time the sort alone, its input already loaded")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="with --in-memory: timed runs per engine (first and best shown)")
+    parser.add_argument("--shuffle-bench", default=os.path.join(ROOT, "build", "release", "bench",
+                                                                "spillway_shuffle_bench"))
     args = parser.parse_args()
     args.temp = args.temp or tempfile.mkdtemp(prefix="dsort-bench-", dir=os.path.join(ROOT, "data"))
     os.makedirs(args.temp, exist_ok=True)
@@ -88,6 +129,9 @@ def main():
     print(f"data: {args.data}: {rows} rows, {nbytes / 1e6:.1f} MB in memory; by {args.by}",
           flush=True)
 
+    if args.in_memory:
+        run_in_memory(args, rows, nbytes)
+        return
     results = []
     for label, engine, mode, ranks in engine_runs(args.engines, args.ranks, args.mpi_ranks):
         out_dir = os.path.join(args.temp, "out-" + re.sub(r"[^A-Za-z0-9_-]", "_", label))

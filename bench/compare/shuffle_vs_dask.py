@@ -8,7 +8,10 @@ as Parquet; the time is that of the whole command (read, shuffle, write), measur
 for every engine. Throughput is the dataset's in-memory (Arrow) size divided by that time.
 
 dask runs a LocalCluster of --workers processes with one thread each (by default 2, the cores
-of this machine), its "tasks" shuffle and its "p2p" shuffle (which uses pyarrow).
+of this machine), its "tasks" shuffle and its "p2p" shuffle (which uses pyarrow). DuckDB
+(`duckdb-copy`, `duckdb-partition`; Parquet to Parquet only) runs on 2 threads: its COPY of the
+same files without partitioning is the floor of reading and writing them, and its COPY with
+PARTITION_BY a hash of --by is a one-process hash partitioning into files.
 spillway runs `spillway shuffle` in one process (in-process ranks) and, with --mpi-ranks, under
 mpirun, in pull and push modes.
 
@@ -21,7 +24,8 @@ engine repeats the timed part N times in the same process (spillway) or on the s
 process has not touched yet, the later ones show a long-lived worker.
 
   python3 bench/compare/shuffle_vs_dask.py --rows 31600000 --partitions 64 \
-      [--engines spillway-pull,spillway-push,dask-tasks,dask-p2p] [--mpi-ranks 2,4]
+      [--engines spillway-pull,spillway-push,dask-tasks,dask-p2p,duckdb-copy,duckdb-partition]
+      [--mpi-ranks 2,4]
 """
 import argparse
 import json
@@ -70,9 +74,10 @@ def run_spillway(args, mode, ranks, out_dir):
     return seconds, stdout.strip().splitlines()[-1] if stdout.strip() else ""
 
 
-def run_spillway_in_memory(args, mode, ranks):
-    """(seconds of each timed run, the bench's summary)."""
-    command = [args.shuffle_bench, args.data] + spillway_options(args, mode) + \
+def run_spillway_in_memory(args, mode, ranks, options=None):
+    """(seconds of each timed run, the bench's summary); `options`: the bench's flags (default:
+    the shuffle's)."""
+    command = [args.shuffle_bench, args.data] + (options or spillway_options(args, mode)) + \
         ["--repeat", str(args.repeat)]
     _, stdout = run_timed(on_ranks(args, command, ranks))
     summary = json.loads(stdout.strip().splitlines()[-1])
@@ -95,8 +100,12 @@ if __name__ == "__main__":
     return run_timed([sys.executable, "-c", code])
 
 
-def run_dask_in_memory(args, method):
-    """(seconds of each timed run, rows of the last)."""
+def run_dask_in_memory(args, method, operation=None):
+    """(seconds of each timed run, rows of the last); `operation`: a Python expression of
+    `source` (the persisted input) that gives the dask DataFrame to count (default: the
+    shuffle)."""
+    operation = operation or (f'source.shuffle("{args.by}", npartitions={args.partitions}, '
+                              f'shuffle_method="{method}")')
     _, stdout = run_dask_script(args, f"""
     df = dd.read_parquet("{args.data}").persist()
     wait(df)
@@ -105,8 +114,7 @@ def run_dask_in_memory(args, method):
         # be answered from results the scheduler still holds.
         start = time.perf_counter()
         source = df.map_partitions(lambda part: part, meta=df._meta, token=f"run-{{run}}")
-        counts = source.shuffle("{args.by}", npartitions={args.partitions},
-                                shuffle_method="{method}").map_partitions(len).compute()
+        counts = ({operation}).map_partitions(len).compute()
         print(time.perf_counter() - start, int(counts.sum()), flush=True)""")
     lines = [line.split() for line in stdout.strip().splitlines()[-args.repeat:]]
     return [float(seconds) for seconds, _ in lines], int(lines[-1][1])
@@ -119,6 +127,30 @@ def run_dask(args, method, out_dir):
     out = df.shuffle("{args.by}", npartitions={args.partitions}, shuffle_method="{method}")
     out.to_parquet("{out_dir}", write_index=False)
     print(time.perf_counter() - start)""")
+    return float(stdout.strip().splitlines()[-1]), seconds
+
+
+def run_duckdb(args, mode, out_dir):
+    """DuckDB (2 threads) from the same Parquet files to Parquet, snappy as spillway writes:
+    `copy` reads and writes every row once, without partitioning (the floor of any Parquet to
+    Parquet shuffle on this machine); `partition` writes --partitions hash partitions by --by
+    (COPY ... PARTITION_BY, one process). (seconds inside, seconds in all)."""
+    select = f"SELECT * FROM read_parquet('{args.data}/*.parquet')"
+    if mode == "partition":
+        select = (f"SELECT *, hash({args.by}) % {args.partitions} AS spillway_partition "
+                  f"FROM read_parquet('{args.data}/*.parquet')")
+        target = f"'{out_dir}' (FORMAT parquet, COMPRESSION snappy, PARTITION_BY (spillway_partition))"
+    else:
+        target = f"'{out_dir}' (FORMAT parquet, COMPRESSION snappy, PER_THREAD_OUTPUT true)"
+    code = f"""
+import duckdb, time
+con = duckdb.connect()
+con.execute("SET threads=2")
+start = time.perf_counter()
+con.execute(\"\"\"COPY ({select}) TO {target}\"\"\")
+print(time.perf_counter() - start)
+"""
+    seconds, stdout = run_timed([sys.executable, "-c", code])
     return float(stdout.strip().splitlines()[-1]), seconds
 
 
@@ -215,19 +247,33 @@ def main():
                                .replace(")", ""))
         shutil.rmtree(out_dir, ignore_errors=True)
         runs = None
+        if args.in_memory and engine.startswith("duckdb-"):
+            raise SystemExit(f"{engine}: Parquet to Parquet only (without --in-memory)")
         if args.in_memory:
             if engine.startswith("spillway-"):
                 runs, extra = run_spillway_in_memory(args, mode, ranks)
                 out_rows = json.loads(extra)["rows"]
             else:
-                runs, out_rows = run_dask_in_memory(args, mode)
+                try:
+                    runs, out_rows = run_dask_in_memory(args, mode)
+                except SystemExit as failure:  # dask's workers killed at their memory limit
+                    print(json.dumps({"engine": label, "failed": str(failure)[-300:]}), flush=True)
+                    continue
                 extra = "persisted first; shuffle and a count per partition timed"
             seconds = runs[0]
         else:
             if engine.startswith("spillway-"):
                 seconds, extra = run_spillway(args, mode, ranks, out_dir)
+            elif engine.startswith("duckdb-"):
+                inner, seconds = run_duckdb(args, mode, out_dir)
+                extra = f"connection excluded: {inner:.2f} s inside, {seconds:.2f} s in all"
+                seconds = inner
             else:
-                inner, seconds = run_dask(args, mode, out_dir)
+                try:
+                    inner, seconds = run_dask(args, mode, out_dir)
+                except SystemExit as failure:
+                    print(json.dumps({"engine": label, "failed": str(failure)[-300:]}), flush=True)
+                    continue
                 extra = f"cluster start-up excluded: {inner:.2f} s inside, {seconds:.2f} s in all"
                 seconds = inner
             out_rows, _ = arrow_bytes(out_dir)

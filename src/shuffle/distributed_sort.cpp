@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -191,16 +192,20 @@ std::unique_ptr<table> bound_sample(std::unique_ptr<table> weighted,
   return kept;
 }
 
-}  // namespace
+/// Hands each input batch of a pass to the visitor, in order.
+using batch_visits = std::function<void(std::function<void(table_view const&)> const&)>;
+/// Adds every non-empty input batch to the shuffle as a map task, in order.
+using map_adder = std::function<void(shuffler&)>;
 
-distributed_sort_statistics distributed_sort(communicator& comm,
-                                             spill_store& store,
-                                             batch_source const& input,
-                                             batch_sink const& output,
-                                             distributed_sort_options const& options,
-                                             stream_view stream,
-                                             memory_resources mrs,
-                                             resource_ref host) {
+distributed_sort_statistics sort_across(communicator& comm,
+                                        spill_store& store,
+                                        batch_visits const& sample_pass,
+                                        map_adder const& shuffle_pass,
+                                        batch_sink const& output,
+                                        distributed_sort_options const& options,
+                                        stream_view stream,
+                                        memory_resources mrs,
+                                        resource_ref host) {
   SPILLWAY_EXPECTS(
     !options.key_columns.empty(), "distributed sort: no key columns", invalid_argument);
   SPILLWAY_EXPECTS(options.orders.empty() || options.orders.size() == options.key_columns.size(),
@@ -219,26 +224,23 @@ distributed_sort_statistics distributed_sort(communicator& comm,
   auto const tmp     = memory_resources{mrs.temporary(), mrs.temporary()};
   auto const on_host = memory_resources{host, host};
   std::vector<std::unique_ptr<table>> samples;
-  input([&](std::unique_ptr<table> batch) {
-    SPILLWAY_EXPECTS(
-      batch != nullptr, "distributed sort: the input gave a null batch", invalid_argument);
+  sample_pass([&](table_view const& batch) {
     for (auto const column : options.key_columns) {
-      SPILLWAY_EXPECTS(column < batch->num_columns(),
+      SPILLWAY_EXPECTS(column < batch.num_columns(),
                        "distributed sort: key column " + std::to_string(column) +
-                         " is out of range for a batch of " + std::to_string(batch->num_columns()) +
+                         " is out of range for a batch of " + std::to_string(batch.num_columns()) +
                          " columns",
                        invalid_argument);
     }
     ++stats.input_batches;
-    auto const rows = batch->num_rows();
+    auto const rows = batch.num_rows();
     stats.input_rows += rows;
     if (rows == 0) {
       return;
     }
     auto const seed = options.sample_seed ^ (rank << 40U) ^ stats.input_batches;
     auto keys       = detail::sample(
-      batch->view().select(options.key_columns), options.samples_per_batch, seed, stream, tmp);
-    batch.reset();
+      batch.select(options.key_columns), options.samples_per_batch, seed, stream, tmp);
     std::vector<double> weights(keys->num_rows(),
                                 static_cast<double>(rows) / static_cast<double>(keys->num_rows()));
     auto columns = detail::copy(keys->view(), stream, on_host)->release();
@@ -286,11 +288,7 @@ distributed_sort_statistics distributed_sort(communicator& comm,
   shuffle_config.shuffle_id             = options.shuffle_id;
   shuffle_config.inbox_budget           = options.inbox_budget;
   shuffler shuffle(options.mode, comm, store, shuffle_config, stream, mrs);
-  input([&](std::unique_ptr<table> batch) {
-    if (batch->num_rows() > 0) {
-      static_cast<void>(shuffle.add_map(batch->view()));
-    }
-  });
+  shuffle_pass(shuffle);
   shuffle.finish_maps();
   stats.shuffle_time = clock_type::now() - start;
 
@@ -314,6 +312,64 @@ distributed_sort_statistics distributed_sort(communicator& comm,
   stats.sort      = sorter.statistics();
   stats.sort_time = clock_type::now() - start;
   return stats;
+}
+
+}  // namespace
+
+distributed_sort_statistics distributed_sort(communicator& comm,
+                                             spill_store& store,
+                                             batch_source const& input,
+                                             batch_sink const& output,
+                                             distributed_sort_options const& options,
+                                             stream_view stream,
+                                             memory_resources mrs,
+                                             resource_ref host) {
+  auto const sample_pass = [&](std::function<void(table_view const&)> const& visit) {
+    input([&](std::unique_ptr<table> batch) {
+      SPILLWAY_EXPECTS(
+        batch != nullptr, "distributed sort: the input gave a null batch", invalid_argument);
+      visit(batch->view());
+    });
+  };
+  auto const shuffle_pass = [&](shuffler& shuffle) {
+    input([&](std::unique_ptr<table> batch) {
+      if (batch->num_rows() > 0) {
+        static_cast<void>(shuffle.add_map(batch->view()));  // a copy, kept as the lineage
+      }
+    });
+  };
+  return sort_across(comm, store, sample_pass, shuffle_pass, output, options, stream, mrs, host);
+}
+
+distributed_sort_statistics distributed_sort(communicator& comm,
+                                             spill_store& store,
+                                             lent_batches const& input,
+                                             batch_sink const& output,
+                                             distributed_sort_options const& options,
+                                             stream_view stream,
+                                             memory_resources mrs,
+                                             resource_ref host) {
+  SPILLWAY_EXPECTS(input.count == 0 || input.batch != nullptr,
+                   "distributed sort: " + std::to_string(input.count) +
+                     " lent batches without a function that lends them",
+                   invalid_argument);
+  std::vector<bool> empty(input.count, false);
+  auto const sample_pass = [&](std::function<void(table_view const&)> const& visit) {
+    for (std::size_t index = 0; index < input.count; ++index) {
+      auto const lent = input.batch(index);
+      empty[index]    = lent.rows.num_rows() == 0;
+      visit(lent.rows);
+    }
+  };
+  auto const shuffle_pass = [&](shuffler& shuffle) {
+    for (std::size_t index = 0; index < input.count; ++index) {
+      if (!empty[index]) {
+        static_cast<void>(shuffle.add_map(map_view_input{
+          [&input, index](stream_view, memory_resources) { return input.batch(index); }}));
+      }
+    }
+  };
+  return sort_across(comm, store, sample_pass, shuffle_pass, output, options, stream, mrs, host);
 }
 
 }  // namespace spillway

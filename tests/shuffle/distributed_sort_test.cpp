@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -116,6 +117,9 @@ struct sort_settings {
   std::size_t device  = 4_MiB;
   std::size_t host    = 2_MiB;
   bool empty_rank_one = false;  ///< rank 1 has no input
+  /// The input is lent (`lent_batches`): held spillable in the rank's store, each batch pinned
+  /// while it is read; otherwise a `batch_source` that copies each batch onto the device.
+  bool lent = false;
 };
 
 /// Runs the distributed sort on this rank and checks the global result on every rank.
@@ -166,8 +170,31 @@ run_result run_and_check(communicator& comm, sort_case const& c, sort_settings c
   auto const sink = [&](table_view const& batch) {
     outputs.push_back(copy(batch, default_stream(), memory_resources{host}));
   };
-  auto const stats =
-    distributed_sort(comm, env.store(), source, sink, options, default_stream(), mrs, host);
+  distributed_sort_statistics stats;
+  if (s.lent) {
+    std::vector<spillable_table> stored;
+    for (auto const& batch : batches) {
+      stored.push_back(env.store().make_spillable(copy(batch->view(), default_stream(), mrs), 0));
+    }
+    std::vector<std::size_t> lent_calls(stored.size(), 0);
+    std::mutex calls_mutex;
+    lent_batches const input{stored.size(), [&](std::size_t index) {
+                               {
+                                 std::lock_guard const lock(calls_mutex);
+                                 ++lent_calls.at(index);
+                               }
+                               auto pinned =
+                                 std::make_shared<pinned_table>(stored[index].acquire());
+                               table_view const view = pinned->view();
+                               return map_rows{view, std::move(pinned)};
+                             }};
+    stats = distributed_sort(comm, env.store(), input, sink, options, default_stream(), mrs, host);
+    for (auto const calls : lent_calls) {
+      EXPECT_GE(calls, 2U) << "each batch is lent to the sample pass and to its map task";
+    }
+  } else {
+    stats = distributed_sort(comm, env.store(), source, sink, options, default_stream(), mrs, host);
+  }
   EXPECT_LE(env.device_peak_bytes(), env_options.device_memory);
   auto const spills = env.store().statistics();
   run_result result{stats,
@@ -260,6 +287,26 @@ TEST_P(DistributedSort, SpillsOnASmallDevice) {
   });
 }
 
+TEST_P(DistributedSort, LentBatches) {
+  sort_settings s;
+  s.lent = true;
+  testing::for_each_rank_group(
+    [&](communicator& comm) { static_cast<void>(run_and_check(comm, GetParam(), s)); });
+}
+
+TEST_P(DistributedSort, LentBatchesSpillOnASmallDevice) {
+  sort_settings s;
+  s.batches = 12;
+  s.rows    = 4000;
+  s.device  = 512_KiB;
+  s.host    = 512_KiB;
+  s.lent    = true;
+  testing::for_each_rank_group([&](communicator& comm) {
+    auto const result = run_and_check(comm, GetParam(), s);
+    EXPECT_GT(sum_over_ranks(comm, result.spilled_bytes), 0U) << "nothing spilled";
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases,
                          DistributedSort,
                          ::testing::Values(sort_case{keys_kind::UNIFORM, shuffle_mode::PUSH},
@@ -300,6 +347,29 @@ TEST(DistributedSortOptions, NoSamplesIsAnErrorNotASilentlyEmptyOutput) {
     options.samples_per_batch = 0;
     std::size_t emitted       = 0;
     EXPECT_THROW(static_cast<void>(sort_no_input(comm, options, emitted)), invalid_argument);
+  });
+}
+
+TEST(DistributedSortOptions, LentBatchesWithoutALenderAreAnError) {
+  testing::for_each_rank_group([](communicator& comm) {
+    host_memory_resource host;
+    device_environment_options env_options;
+    env_options.device_memory = 1_MiB;
+    env_options.host_memory   = 1_MiB;
+    env_options.spill_root    = ::testing::TempDir();
+    device_environment env(env_options);
+    distributed_sort_options options;
+    options.key_columns = {0};
+    EXPECT_THROW(static_cast<void>(distributed_sort(
+                   comm,
+                   env.store(),
+                   lent_batches{1, {}},
+                   [](table_view const&) {},
+                   options,
+                   default_stream(),
+                   memory_resources{env.device()},
+                   host)),
+                 invalid_argument);
   });
 }
 

@@ -48,6 +48,18 @@ namespace spillway {
 using batch_source =
   std::function<void(std::function<void(std::unique_ptr<table> batch)> const& consume)>;
 
+/**
+ * @brief A rank's input held in memory and lent, not copied: `count` batches, and `batch(i)`
+ * lends batch i (a view and what keeps it alive and in place: a pinned `spillable_table`, say).
+ * The sample pass reads each batch where it is, and each non-empty batch is a map task that
+ * partitions it there; `batch(i)` is asked again to recompute a lost shard, so it must give
+ * the same rows at every call, from any thread, until `distributed_sort` returns.
+ */
+struct lent_batches {
+  std::size_t count = 0;                             ///< batches of this rank (may be none)
+  std::function<map_rows(std::size_t index)> batch;  ///< lends batch `index` (< `count`)
+};
+
 /** @brief Receives a rank's sorted batches, in order; the view lives only during the call. */
 using batch_sink = std::function<void(table_view const& batch)>;
 
@@ -98,6 +110,21 @@ struct distributed_sort_statistics {
 distributed_sort_statistics distributed_sort(communicator& comm,
                                              spill_store& store,
                                              batch_source const& input,
+                                             batch_sink const& output,
+                                             distributed_sort_options const& options,
+                                             stream_view stream,
+                                             memory_resources mrs,
+                                             resource_ref host);
+
+/**
+ * @brief `distributed_sort` of batches held in memory: as above, but no batch is copied (the
+ * other form keeps a copy of each batch in the store as its map task's lineage); the same
+ * rows give the same output.
+ * @throws invalid_argument as above, and for `input.count > 0` without `input.batch`
+ */
+distributed_sort_statistics distributed_sort(communicator& comm,
+                                             spill_store& store,
+                                             lent_batches const& input,
                                              batch_sink const& output,
                                              distributed_sort_options const& options,
                                              stream_view stream,
