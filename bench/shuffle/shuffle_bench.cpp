@@ -47,15 +47,16 @@ using namespace spillway;
 
 struct arguments {
   std::string dataset;
-  std::string by         = "id";
-  std::size_t partitions = 64;
-  std::string mode       = "push";
-  int ranks              = 2;
-  std::size_t device     = 512_MiB;
-  std::size_t host       = 2_GiB;
-  std::size_t batch      = 64_MiB;
-  int repeat             = 1;
-  bool sort              = false;  ///< time the distributed sort instead of the shuffle
+  std::string by           = "id";
+  std::size_t partitions   = 64;
+  std::string mode         = "push";
+  int ranks                = 2;
+  std::size_t device       = 512_MiB;
+  std::size_t host         = 2_GiB;
+  std::size_t batch        = 64_MiB;
+  int repeat               = 1;
+  bool sort                = false;  ///< time the distributed sort instead of the shuffle
+  std::size_t merge_budget = 0;      ///< --sort: the local sort's merge budget (0: half the device)
 };
 
 arguments parse(int argc, char** argv) {
@@ -77,6 +78,8 @@ arguments parse(int argc, char** argv) {
       args.host = parse_bytes(value());
     } else if (flag == "--batch-size") {
       args.batch = parse_bytes(value());
+    } else if (flag == "--merge-budget") {
+      args.merge_budget = parse_bytes(value());
     } else if (flag == "--sort") {
       args.sort = true;
     } else if (flag == "--repeat") {
@@ -274,10 +277,11 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
     distributed_sort_statistics sorted;
     if (args.sort) {
       distributed_sort_options sort_options;
-      sort_options.key_columns             = keys;
-      sort_options.mode                    = mode;
-      sort_options.inbox_budget            = args.device / 4;  // as `spillway sort` across ranks
-      sort_options.sort.merge_budget_bytes = args.device / 2;
+      sort_options.key_columns  = keys;
+      sort_options.mode         = mode;
+      sort_options.inbox_budget = args.device / 4;  // as `spillway sort` across ranks
+      sort_options.sort.merge_budget_bytes =
+        args.merge_budget > 0 ? args.merge_budget : args.device / 2;
       sort_options.sort.output_batch_bytes = std::min(args.device / 8, 64_MiB);
       sort_options.sort.coordinator        = &environment.coordinator();
       sort_options.sort.task               = &task.context();
@@ -383,7 +387,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: spillway_shuffle_bench DATASET [--sort] [--by col,...] [--partitions P] "
                  "[--mode pull|push] [--ranks N] [--device-memory B] [--host-memory B] "
-                 "[--batch-size B] [--repeat N]\n");
+                 "[--batch-size B] [--merge-budget B] [--repeat N]\n");
     return 2;
   }
   try {
