@@ -149,6 +149,9 @@ struct order_check {
   void operator()(table_view const& batch) {
     std::vector<std::int64_t const*> columns;
     for (auto const key : keys) {
+      if (batch.column(key).has_nulls()) {
+        throw std::runtime_error("--sort checks keys without nulls only");
+      }
       columns.push_back(batch.column(key).data<std::int64_t>());
     }
     std::vector<std::int64_t> row(keys.size());
