@@ -241,14 +241,14 @@ def main():
     print(f"data: {args.data}: {rows} rows, {nbytes / 1e6:.1f} MB in memory; "
           f"{args.partitions} partitions by {args.by}", flush=True)
 
+    if args.in_memory and "duckdb-" in args.engines:
+        raise SystemExit("the duckdb engines run Parquet to Parquet only (without --in-memory)")
     results = []
     for label, engine, mode, ranks in engine_runs(args.engines, args.ranks, args.mpi_ranks):
         out_dir = os.path.join(args.temp, "out-" + label.replace(" ", "_").replace("(", "")
                                .replace(")", ""))
         shutil.rmtree(out_dir, ignore_errors=True)
         runs = None
-        if args.in_memory and engine.startswith("duckdb-"):
-            raise SystemExit(f"{engine}: Parquet to Parquet only (without --in-memory)")
         if args.in_memory:
             if engine.startswith("spillway-"):
                 runs, extra = run_spillway_in_memory(args, mode, ranks)

@@ -148,10 +148,7 @@ struct order_check {
 
   void operator()(table_view const& batch) {
     std::vector<std::int64_t const*> columns;
-    for (auto const key : keys) {
-      if (batch.column(key).has_nulls()) {
-        throw std::runtime_error("--sort checks keys without nulls only");
-      }
+    for (auto const key : keys) {  // (keys without nulls: checked as the input was stored)
       columns.push_back(batch.column(key).data<std::int64_t>());
     }
     std::vector<std::int64_t> row(keys.size());
@@ -241,7 +238,13 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
   std::vector<spillable_table> inputs;
   std::uint64_t bytes       = 0;
   std::uint64_t stored_rows = 0;
-  std::vector<std::size_t> keys;
+  // The key columns from the first file, on every rank (a rank may have no file of its own).
+  std::vector<std::size_t> const keys = key_columns(
+    open_parquet(
+      files.front(), parquet_read_options{}, default_stream(), memory_resources{environment.host()})
+      ->schema(),
+    args.by,
+    args.sort);
   for (std::size_t f = static_cast<std::size_t>(comm.rank()); f < files.size();
        f += static_cast<std::size_t>(comm.size())) {
     parquet_read_options read;
@@ -249,8 +252,12 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
     read.target_batch_bytes = std::max<std::size_t>(1, std::min(args.batch, args.device / 8));
     auto reader             = open_parquet(
       files[f], read, default_stream(), memory_resources{environment.device(), environment.host()});
-    keys = key_columns(reader->schema(), args.by, args.sort);
     while (auto batch = reader->next()) {
+      for (auto const key : keys) {
+        if (args.sort && batch->view().column(key).has_nulls()) {
+          throw std::runtime_error("--sort checks keys without nulls only");
+        }
+      }
       bytes += batch->allocated_bytes();
       stored_rows += batch->num_rows();
       inputs.push_back(environment.store().make_spillable(std::move(batch), 0));

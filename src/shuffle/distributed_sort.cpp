@@ -287,6 +287,7 @@ distributed_sort_statistics sort_across(communicator& comm,
   shuffle_config.partitions.orders      = options.orders;
   shuffle_config.shuffle_id             = options.shuffle_id;
   shuffle_config.inbox_budget           = options.inbox_budget;
+  shuffle_config.testing_shard_loss     = options.testing_shard_loss;
   shuffler shuffle(options.mode, comm, store, shuffle_config, stream, mrs);
   shuffle_pass(shuffle);
   shuffle.finish_maps();

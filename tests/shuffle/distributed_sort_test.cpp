@@ -119,13 +119,15 @@ struct sort_settings {
   bool empty_rank_one = false;  ///< rank 1 has no input
   /// The input is lent (`lent_batches`): held spillable in the rank's store, each batch pinned
   /// while it is read; otherwise a `batch_source` that copies each batch onto the device.
-  bool lent = false;
+  bool lent        = false;
+  bool lose_shards = false;  ///< shards of every rank's first map and others at random are lost
 };
 
 /// Runs the distributed sort on this rank and checks the global result on every rank.
 struct run_result {
   distributed_sort_statistics stats;
   std::size_t spilled_bytes = 0;  ///< device bytes this rank's store moved to host or disk
+  std::size_t extra_lends   = 0;  ///< lent batches asked for again (recomputations)
 };
 
 run_result run_and_check(communicator& comm, sort_case const& c, sort_settings const& s) {
@@ -159,6 +161,12 @@ run_result run_and_check(communicator& comm, sort_case const& c, sort_settings c
   options.sort.output_batch_bytes = s.device / 8;
   options.sort.coordinator        = &env.coordinator();
   options.sort.task               = &task.context();
+  if (s.lose_shards) {
+    options.testing_shard_loss = [random = random_shard_loss(0.2, 7)](shard_loss_point point,
+                                                                      shard_key const& key) {
+      return (point == shard_loss_point::AFTER_MAP && key.map == 0) || random(point, key);
+    };
+  }
 
   memory_resources const mrs{env.device()};
   auto const source = [&](std::function<void(std::unique_ptr<table>)> const& consume) {
@@ -171,11 +179,22 @@ run_result run_and_check(communicator& comm, sort_case const& c, sort_settings c
     outputs.push_back(copy(batch, default_stream(), memory_resources{host}));
   };
   distributed_sort_statistics stats;
+  std::size_t extra_lends = 0;
+  std::vector<spillable_table> stored;  // (the lent input: stored before the counts start)
   if (s.lent) {
-    std::vector<spillable_table> stored;
     for (auto const& batch : batches) {
       stored.push_back(env.store().make_spillable(copy(batch->view(), default_stream(), mrs), 0));
     }
+  }
+  auto const before        = env.store().statistics();
+  auto const spilled_since = [&](spill_statistics const& now) {
+    auto const moved = [](spill_statistics const& from) {
+      return from.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes +
+             from.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes;
+    };
+    return moved(now) - moved(before);
+  };
+  if (s.lent) {
     std::vector<std::size_t> lent_calls(stored.size(), 0);
     std::mutex calls_mutex;
     lent_batches const input{stored.size(), [&](std::size_t index) {
@@ -191,15 +210,13 @@ run_result run_and_check(communicator& comm, sort_case const& c, sort_settings c
     stats = distributed_sort(comm, env.store(), input, sink, options, default_stream(), mrs, host);
     for (auto const calls : lent_calls) {
       EXPECT_GE(calls, 2U) << "each batch is lent to the sample pass and to its map task";
+      extra_lends += calls - std::min<std::size_t>(calls, 2);
     }
   } else {
     stats = distributed_sort(comm, env.store(), source, sink, options, default_stream(), mrs, host);
   }
   EXPECT_LE(env.device_peak_bytes(), env_options.device_memory);
-  auto const spills = env.store().statistics();
-  run_result result{stats,
-                    spills.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes +
-                      spills.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes};
+  run_result result{stats, spilled_since(env.store().statistics()), extra_lends};
 
   // This rank's output is sorted by the keys.
   auto const mine = concatenate_all(outputs, host);
@@ -304,6 +321,16 @@ TEST_P(DistributedSort, LentBatchesSpillOnASmallDevice) {
   testing::for_each_rank_group([&](communicator& comm) {
     auto const result = run_and_check(comm, GetParam(), s);
     EXPECT_GT(sum_over_ranks(comm, result.spilled_bytes), 0U) << "nothing spilled";
+  });
+}
+
+TEST_P(DistributedSort, LentBatchesRecomputeLostShards) {
+  sort_settings s;
+  s.lent        = true;
+  s.lose_shards = true;
+  testing::for_each_rank_group([&](communicator& comm) {
+    auto const result = run_and_check(comm, GetParam(), s);
+    EXPECT_GT(result.extra_lends, 0U) << "the first map's lost shards were not recomputed";
   });
 }
 

@@ -75,6 +75,9 @@ struct distributed_sort_options {
   std::uint64_t sample_seed = 0x5eed;  ///< the seed of the samples
   std::uint32_t shuffle_id  = 2;       ///< the shuffle's tags (see `shuffle_options`)
   std::size_t inbox_budget  = 64_MiB;  ///< PUSH: see `shuffle_options::inbox_budget`
+  /// Drops shards of the range shuffle on purpose (tests; see `shuffle_options`); empty: none.
+  /// Each lost shard is recomputed from its map task's input.
+  shard_loss_hook testing_shard_loss;
   /// The local out-of-core sort; its `key_columns` and `orders` are set from the fields above.
   external_sort_options sort;
 };
