@@ -659,6 +659,49 @@ TEST_F(SpillStoreTest, UnspillingSpillsOthersThroughTheDevice) {
   EXPECT_NO_THROW((void)second.acquire());
 }
 
+TEST_F(SpillStoreTest, ConcurrentAcquiresOfOneTableHandleWhileItSpills) {
+  // A lent map input: one handle, acquired by the map's thread and by a recomputation at once.
+  auto store_options = options(256_KiB);
+  spill_store store(store_options);
+  auto [device_table, expected] = make_table(2000, 5);
+  auto const handle             = store.make_spillable(std::move(device_table), 0);
+  constexpr int THREADS         = 4;
+  constexpr int ROUNDS          = 30;
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  std::thread spiller([&] {
+    while (!stop.load()) {
+      (void)store.spill(1_GiB, spill_tier::DEVICE);
+      (void)store.spill(1_GiB, spill_tier::HOST);
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> readers;
+  for (int thread = 0; thread < THREADS; ++thread) {
+    readers.emplace_back([&] {
+      for (int round = 0; round < ROUNDS; ++round) {
+        auto const pinned = handle.acquire();
+        auto const copied = copy(pinned.view(), default_stream(), host_);
+        if (handle.tier() != spill_tier::DEVICE || copied->num_rows() != expected->num_rows()) {
+          ++failures;
+        }
+        SPILLWAY_EXPECT_TABLES_EQUAL(copied->view(), expected->view());
+      }
+    });
+  }
+  for (auto& reader : readers) {
+    reader.join();
+  }
+  stop = true;
+  spiller.join();
+  EXPECT_EQ(failures.load(), 0);
+  auto const moved = store.statistics();
+  EXPECT_GT(moved.between(spill_tier::DEVICE, spill_tier::HOST).count +
+              moved.between(spill_tier::DEVICE, spill_tier::DISK).count,
+            0U)
+    << "the handle never left the device while it was read";
+}
+
 TEST_F(SpillStoreTest, ConcurrentAcquireReleaseWhileAnotherThreadSpills) {
   auto store_options = options(256_KiB);  // small: spills reach the disk too
   spill_store store(store_options);

@@ -56,8 +56,10 @@ class pinned_table {
  * whose last block goes is removed at once. Models `retryable_input` (split_policy.hpp):
  * `make_spillable()` drops the pin `materialize()` took, `split_at(row)` packs both halves to the
  * host tier (no device memory needed, within the host budget) and releases this handle's data.
- * @note Move-only; must not outlive its store. One handle may be used by one thread at a time;
- * different handles of one store may be used concurrently.
+ * @note Move-only; must not outlive its store. The const members (`acquire`, `tier`, `id`,
+ * `valid`) may be called on one handle from several threads at once (the store serializes an
+ * entry's moves: an `acquire` waits for another one's unspill); the others, one thread at a time.
+ * Different handles of one store may be used concurrently.
  */
 class spillable_table {
  public:
@@ -93,7 +95,7 @@ class spillable_table {
    * @return the table, whose memory stays allocated from the device resource it came from and
    * no longer counts as the store's; or null
    * @throws spillway::logic_error on an empty handle
-   * @note Like `acquire`, one thread per handle.
+   * @note One thread per handle, and no `acquire` of it meanwhile.
    */
   [[nodiscard]] std::unique_ptr<table> take_if_resident();
 
