@@ -633,6 +633,15 @@ std::unique_ptr<table> external_sorter::take_sorted() {
       } else {
         std::size_t total = overhead;
         for (; rows < left; ++rows) {
+          // The ids jump across every input: the offsets of later rows are fetched ahead, as
+          // the gather does (this loop was 9% of an in-memory distributed sort's CPU).
+          if (rows + detail::GATHER_PREFETCH_ROWS < left) {
+            std::uint64_t const ahead = ids[rows + detail::GATHER_PREFETCH_ROWS];
+            for (std::size_t const index : string_columns) {
+              column_view const& column = column_of(ahead, index);
+              __builtin_prefetch(column.offsets() + column.offset() + (ahead & row_mask));
+            }
+          }
           std::size_t row_bytes = fixed_bytes;
           for (std::size_t const index : string_columns) {
             row_bytes += column_of(ids[rows], index).string_at(ids[rows] & row_mask).size();
