@@ -13,7 +13,9 @@ With --in-memory, the input is loaded first and only the sort is timed, --repeat
 `spillway_shuffle_bench --sort` holds each rank's input in its spill store and lends it to the
 distributed sort (each rank checks its sorted batches in order and counts them, and the ranks'
 key ranges are checked in rank order); dask persists the input, then times
-`sort_values([...]).map_partitions(len).compute()`. Nothing is written.
+`sort_values([...]).map_partitions(len).compute()`; `duckdb-sort` (in-memory only) loads the
+dataset into a DuckDB table, then times a sorted copy of it on 2 threads, the same sort done by
+one machine's engine. Nothing is written.
 
   python3 bench/compare/dsort_vs_dask.py --data data/timeseries-1g --by id,timestamp \
       --ranks 2 --mpi-ranks 4 --device-memory 256MiB --host-memory 1GiB
@@ -26,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 
 from shuffle_vs_dask import (ROOT, add_engine_arguments, arrow_bytes, engine_runs, print_table,
@@ -84,6 +87,31 @@ def run_dask(args, method, out_dir):
     return seconds, sorted(glob.glob(os.path.join(out_dir, "*.parquet")), key=natural_key)
 
 
+def run_duckdb_sort_in_memory(args):
+    """DuckDB on 2 threads: the dataset loaded into a table (not timed), then a sorted copy of
+    it made --repeat times; (seconds of each run, rows of the last)."""
+    code = f"""
+import duckdb, time
+con = duckdb.connect()
+con.execute("SET threads=2")
+con.execute("SET enable_progress_bar=false")
+con.execute("CREATE TABLE t AS SELECT * FROM read_parquet('{args.data}/*.parquet')")
+for run in range({args.repeat}):
+    start = time.perf_counter()
+    con.execute("CREATE OR REPLACE TABLE s AS SELECT * FROM t ORDER BY {args.by}")
+    seconds = time.perf_counter() - start
+    ordered = con.execute(
+        "SELECT count(*) FROM (SELECT ({args.by}) < lag(({args.by})) OVER (ORDER BY rowid) AS back"
+        " FROM s) WHERE back").fetchone()[0] == 0
+    print(seconds, con.execute("SELECT count(*) FROM s").fetchone()[0], ordered, flush=True)
+"""
+    _, stdout = run_timed([sys.executable, "-c", code])
+    lines = [line.split() for line in stdout.strip().splitlines()[-args.repeat:]]
+    if not all(line[2] == "True" for line in lines):
+        raise SystemExit("duckdb-sort: rows out of order")
+    return [float(line[0]) for line in lines], int(lines[-1][1])
+
+
 def run_in_memory(args, rows, nbytes):
     """Each engine's sort of the loaded input, --repeat times; a table of first and best runs."""
     by = args.by.split(",")
@@ -94,6 +122,10 @@ def run_in_memory(args, rows, nbytes):
                        args.device_memory, "--host-memory", args.host_memory]
             runs, extra = run_spillway_in_memory(args, mode, ranks, options)
             out_rows = json.loads(extra)["rows"]  # the bench fails on rows out of order
+        elif engine.startswith("duckdb-"):
+            runs, out_rows = run_duckdb_sort_in_memory(args)
+            extra = ("table loaded first; CREATE TABLE AS ... ORDER BY timed, 2 threads "
+                     "(one process: the sort a single machine's engine does)")
         else:
             try:
                 runs, out_rows = run_dask_in_memory(
@@ -136,6 +168,8 @@ def main():
     for label, engine, mode, ranks in engine_runs(args.engines, args.ranks, args.mpi_ranks):
         out_dir = os.path.join(args.temp, "out-" + re.sub(r"[^A-Za-z0-9_-]", "_", label))
         shutil.rmtree(out_dir, ignore_errors=True)
+        if engine.startswith("duckdb-"):
+            raise SystemExit(f"{engine}: with --in-memory only")
         if engine.startswith("spillway-"):
             seconds, files = run_spillway(args, mode, ranks, out_dir)
         else:

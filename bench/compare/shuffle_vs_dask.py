@@ -146,6 +146,7 @@ def run_duckdb(args, mode, out_dir):
 import duckdb, time
 con = duckdb.connect()
 con.execute("SET threads=2")
+con.execute("SET enable_progress_bar=false")
 start = time.perf_counter()
 con.execute(\"\"\"COPY ({select}) TO {target}\"\"\")
 print(time.perf_counter() - start)
