@@ -164,12 +164,12 @@ def main():
     if args.in_memory:
         run_in_memory(args, rows, nbytes)
         return
+    if "duckdb-" in args.engines:
+        raise SystemExit("duckdb-sort runs with --in-memory only")
     results = []
     for label, engine, mode, ranks in engine_runs(args.engines, args.ranks, args.mpi_ranks):
         out_dir = os.path.join(args.temp, "out-" + re.sub(r"[^A-Za-z0-9_-]", "_", label))
         shutil.rmtree(out_dir, ignore_errors=True)
-        if engine.startswith("duckdb-"):
-            raise SystemExit(f"{engine}: with --in-memory only")
         if engine.startswith("spillway-"):
             seconds, files = run_spillway(args, mode, ranks, out_dir)
         else:
