@@ -31,9 +31,9 @@ import shutil
 import sys
 import tempfile
 
-from shuffle_vs_dask import (ROOT, add_engine_arguments, arrow_bytes, engine_runs, print_table,
-                             run_dask_in_memory, run_dask_script, run_spillway_in_memory,
-                             run_timed)
+from shuffle_vs_dask import (ROOT, add_engine_arguments, add_in_memory_arguments, arrow_bytes,
+                             engine_runs, print_table, run_dask_in_memory, run_dask_script,
+                             run_spillway_in_memory, run_timed)
 
 
 def keys_in_order(files, by):
@@ -148,12 +148,7 @@ def main():
     parser.add_argument("--data", required=True, help="Parquet dataset (spillway gen timeseries)")
     parser.add_argument("--by", default="id,timestamp")
     add_engine_arguments(parser, "spillway-push,spillway-pull,dask-tasks,dask-p2p")
-    parser.add_argument("--in-memory", action="store_true",
-                        help="time the sort alone, its input already loaded")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="with --in-memory: timed runs per engine (first and best shown)")
-    parser.add_argument("--shuffle-bench", default=os.path.join(ROOT, "build", "release", "bench",
-                                                                "spillway_shuffle_bench"))
+    add_in_memory_arguments(parser, "sort")
     args = parser.parse_args()
     args.temp = args.temp or tempfile.mkdtemp(prefix="dsort-bench-", dir=os.path.join(ROOT, "data"))
     os.makedirs(args.temp, exist_ok=True)

@@ -213,6 +213,16 @@ def add_engine_arguments(parser, engines):
     parser.add_argument("--temp", default=None, help="directory for outputs and spills")
 
 
+def add_in_memory_arguments(parser, operation):
+    """--in-memory, --repeat and --shuffle-bench: timing `operation` alone, its input loaded."""
+    parser.add_argument("--in-memory", action="store_true",
+                        help=f"time the {operation} alone, its input already loaded")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="with --in-memory: timed runs per engine (first and best shown)")
+    parser.add_argument("--shuffle-bench", default=os.path.join(ROOT, "build", "release", "bench",
+                                                                "spillway_shuffle_bench"))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -221,12 +231,7 @@ def main():
     parser.add_argument("--by", default="id")
     parser.add_argument("--partitions", type=int, default=64)
     add_engine_arguments(parser, "spillway-pull,spillway-push,dask-tasks,dask-p2p")
-    parser.add_argument("--in-memory", action="store_true",
-                        help="time the shuffle alone, its input already loaded")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="with --in-memory: timed runs per engine (first and best shown)")
-    parser.add_argument("--shuffle-bench", default=os.path.join(ROOT, "build", "release", "bench",
-                                                                "spillway_shuffle_bench"))
+    add_in_memory_arguments(parser, "shuffle")
     args = parser.parse_args()
 
     os.makedirs(os.path.join(ROOT, "data"), exist_ok=True)

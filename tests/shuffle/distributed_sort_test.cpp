@@ -292,16 +292,22 @@ TEST_P(DistributedSort, AnEmptyRank) {
     [&](communicator& comm) { static_cast<void>(run_and_check(comm, GetParam(), s)); });
 }
 
-TEST_P(DistributedSort, SpillsOnASmallDevice) {
+/// Runs the sort on a 512 KiB device (and host tier) and checks that the sort spilled.
+void sort_spilling_on_a_small_device(sort_case const& c, bool lent) {
   sort_settings s;
   s.batches = 12;
   s.rows    = 4000;  // 64 KB batches (1/8 of the device), 768 KB per rank, on a 512 KiB device
   s.device  = 512_KiB;
   s.host    = 512_KiB;
+  s.lent    = lent;
   testing::for_each_rank_group([&](communicator& comm) {
-    auto const result = run_and_check(comm, GetParam(), s);
+    auto const result = run_and_check(comm, c, s);
     EXPECT_GT(sum_over_ranks(comm, result.spilled_bytes), 0U) << "nothing spilled";
   });
+}
+
+TEST_P(DistributedSort, SpillsOnASmallDevice) {
+  sort_spilling_on_a_small_device(GetParam(), false);
 }
 
 TEST_P(DistributedSort, LentBatches) {
@@ -312,16 +318,7 @@ TEST_P(DistributedSort, LentBatches) {
 }
 
 TEST_P(DistributedSort, LentBatchesSpillOnASmallDevice) {
-  sort_settings s;
-  s.batches = 12;
-  s.rows    = 4000;
-  s.device  = 512_KiB;
-  s.host    = 512_KiB;
-  s.lent    = true;
-  testing::for_each_rank_group([&](communicator& comm) {
-    auto const result = run_and_check(comm, GetParam(), s);
-    EXPECT_GT(sum_over_ranks(comm, result.spilled_bytes), 0U) << "nothing spilled";
-  });
+  sort_spilling_on_a_small_device(GetParam(), true);
 }
 
 TEST_P(DistributedSort, LentBatchesRecomputeLostShards) {
@@ -343,6 +340,15 @@ INSTANTIATE_TEST_SUITE_P(Cases,
                                            sort_case{keys_kind::STRINGS_DESC, shuffle_mode::PUSH}),
                          case_name);
 
+/// A rank's environment with 1 MiB of device and 1 MiB of host tier.
+device_environment_options one_mib_environment() {
+  device_environment_options env_options;
+  env_options.device_memory = 1_MiB;
+  env_options.host_memory   = 1_MiB;
+  env_options.spill_root    = ::testing::TempDir();
+  return env_options;
+}
+
 /**
  * @brief Sorts nothing on a 1 MiB device: this rank pushes no batch and counts what is emitted.
  * @return the stats of `distributed_sort` with `options`
@@ -351,11 +357,7 @@ distributed_sort_statistics sort_no_input(communicator& comm,
                                           distributed_sort_options const& options,
                                           std::size_t& emitted) {
   host_memory_resource host;
-  device_environment_options env_options;
-  env_options.device_memory = 1_MiB;
-  env_options.host_memory   = 1_MiB;
-  env_options.spill_root    = ::testing::TempDir();
-  device_environment env(env_options);
+  device_environment env(one_mib_environment());
   return distributed_sort(
     comm,
     env.store(),
@@ -380,11 +382,7 @@ TEST(DistributedSortOptions, NoSamplesIsAnErrorNotASilentlyEmptyOutput) {
 TEST(DistributedSortOptions, LentBatchesWithoutALenderAreAnError) {
   testing::for_each_rank_group([](communicator& comm) {
     host_memory_resource host;
-    device_environment_options env_options;
-    env_options.device_memory = 1_MiB;
-    env_options.host_memory   = 1_MiB;
-    env_options.spill_root    = ::testing::TempDir();
-    device_environment env(env_options);
+    device_environment env(one_mib_environment());
     distributed_sort_options options;
     options.key_columns = {0};
     EXPECT_THROW(static_cast<void>(distributed_sort(

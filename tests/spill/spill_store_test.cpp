@@ -659,6 +659,33 @@ TEST_F(SpillStoreTest, UnspillingSpillsOthersThroughTheDevice) {
   EXPECT_NO_THROW((void)second.acquire());
 }
 
+/// Spills everything from the device and from the host, over and over, until stopped.
+class background_spiller {
+ public:
+  explicit background_spiller(spill_store& store)
+    : thread_([this, &store] {
+        while (!stop_.load()) {
+          (void)store.spill(1_GiB, spill_tier::DEVICE);
+          (void)store.spill(1_GiB, spill_tier::HOST);
+          std::this_thread::yield();
+        }
+      }) {}
+  ~background_spiller() { stop(); }
+  background_spiller(background_spiller const&)            = delete;
+  background_spiller& operator=(background_spiller const&) = delete;
+
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) {
+      thread_.join();
+    }
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 TEST_F(SpillStoreTest, ConcurrentAcquiresOfOneTableHandleWhileItSpills) {
   // A lent map input: one handle, acquired by the map's thread and by a recomputation at once.
   auto store_options = options(256_KiB);
@@ -667,15 +694,8 @@ TEST_F(SpillStoreTest, ConcurrentAcquiresOfOneTableHandleWhileItSpills) {
   auto const handle             = store.make_spillable(std::move(device_table), 0);
   constexpr int THREADS         = 4;
   constexpr int ROUNDS          = 30;
-  std::atomic<bool> stop{false};
   std::atomic<int> failures{0};
-  std::thread spiller([&] {
-    while (!stop.load()) {
-      (void)store.spill(1_GiB, spill_tier::DEVICE);
-      (void)store.spill(1_GiB, spill_tier::HOST);
-      std::this_thread::yield();
-    }
-  });
+  background_spiller spiller(store);
   std::vector<std::thread> readers;
   for (int thread = 0; thread < THREADS; ++thread) {
     readers.emplace_back([&] {
@@ -692,8 +712,7 @@ TEST_F(SpillStoreTest, ConcurrentAcquiresOfOneTableHandleWhileItSpills) {
   for (auto& reader : readers) {
     reader.join();
   }
-  stop = true;
-  spiller.join();
+  spiller.stop();
   EXPECT_EQ(failures.load(), 0);
   auto const moved = store.statistics();
   EXPECT_GT(moved.between(spill_tier::DEVICE, spill_tier::HOST).count +
@@ -707,15 +726,8 @@ TEST_F(SpillStoreTest, ConcurrentAcquireReleaseWhileAnotherThreadSpills) {
   spill_store store(store_options);
   constexpr int THREADS    = 8;
   constexpr int ITERATIONS = 40;
-  std::atomic<bool> stop{false};
   std::atomic<int> failures{0};
-  std::thread spiller([&] {
-    while (!stop.load()) {
-      (void)store.spill(1_GiB, spill_tier::DEVICE);
-      (void)store.spill(1_GiB, spill_tier::HOST);
-      std::this_thread::yield();
-    }
-  });
+  background_spiller spiller(store);
   // Odd iterations park their buffer unpinned until the end: the spiller always has victims,
   // and the parked data is checked after whatever tiers it went through.
   std::vector<std::vector<std::pair<spillable_buffer, std::vector<std::int64_t>>>> parked(THREADS);
@@ -765,8 +777,7 @@ TEST_F(SpillStoreTest, ConcurrentAcquireReleaseWhileAnotherThreadSpills) {
     }
     std::this_thread::yield();
   }
-  stop = true;
-  spiller.join();
+  spiller.stop();
   store.wait_for_io();
   for (auto& thread_parked : parked) {
     for (auto& [handle, values] : thread_parked) {
