@@ -57,8 +57,9 @@ class pinned_table {
  * `make_spillable()` drops the pin `materialize()` took, `split_at(row)` packs both halves to the
  * host tier (no device memory needed, within the host budget) and releases this handle's data.
  * @note Move-only; must not outlive its store. The const members (`acquire`, `tier`, `id`,
- * `valid`) may be called on one handle from several threads at once (the store serializes an
- * entry's moves: an `acquire` waits for another one's unspill); the others, one thread at a time.
+ * `valid`, `rows`) may be called on one handle from several threads at once (the store serializes
+ * an entry's moves: an `acquire` waits for another one's unspill); the others, one thread at a
+ * time.
  * Different handles of one store may be used concurrently.
  */
 class spillable_table {
