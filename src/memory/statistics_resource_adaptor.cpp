@@ -26,9 +26,11 @@ void statistics_resource_adaptor::do_deallocate(void* pointer,
                                                 std::size_t bytes,
                                                 std::size_t alignment,
                                                 stream_view stream) noexcept {
-  upstream_.deallocate(pointer, bytes, alignment, stream);
+  // Counted down before the upstream frees, as counted up after it allocated: the count never
+  // holds bytes the upstream no longer does, so the peak is never above what it held at once.
   current_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   current_count_.fetch_sub(1, std::memory_order_relaxed);
+  upstream_.deallocate(pointer, bytes, alignment, stream);
 }
 
 allocation_statistics statistics_resource_adaptor::statistics() const noexcept {

@@ -165,5 +165,40 @@ TEST(StatisticsResourceAdaptor, ConcurrentPeakIsExactWhenEveryoneHoldsAtABarrier
   EXPECT_EQ(result.current_count, 0U);
 }
 
+TEST(StatisticsResourceAdaptor, ConcurrentPeakNeverExceedsTheUpstreamsCapacity) {
+  // Four threads take turns at a device that holds two blocks: each frees its block while
+  // another takes the room. The count must never hold a block the upstream has already freed
+  // beside the one that took its place, or the peak would read more than the device holds.
+  constexpr std::size_t THREADS    = 4;
+  constexpr std::size_t ITERATIONS = 200000;
+  constexpr std::size_t BLOCK      = 4096;
+  emulated_device_memory_resource device{2 * BLOCK};
+  statistics_resource_adaptor stats{device};
+  std::vector<std::thread> threads;
+  for (std::size_t thread = 0; thread < THREADS; ++thread) {
+    threads.emplace_back([&stats] {
+      for (std::size_t iteration = 0; iteration < ITERATIONS; ++iteration) {
+        void* pointer = nullptr;
+        try {
+          pointer = stats.allocate(BLOCK);
+        } catch (out_of_memory const&) {
+          std::this_thread::yield();
+          continue;
+        }
+        stats.deallocate(pointer, BLOCK);
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  auto const result = stats.statistics();
+  EXPECT_LE(result.peak_bytes, 2 * BLOCK);
+  EXPECT_LE(result.peak_count, 2U);
+  EXPECT_LE(result.peak_bytes, device.peak_bytes());
+  EXPECT_EQ(result.current_bytes, 0U);
+  EXPECT_GT(result.total_count, 0U);
+}
+
 }  // namespace
 }  // namespace spillway

@@ -27,7 +27,9 @@ struct allocation_statistics {
  *
  * The counters are exact under concurrency: each allocation adds to the current value with one
  * atomic step and raises the peak to the value that step produced, so the peak is the maximum of
- * the sequence of values the counter actually took.
+ * the sequence of values the counter actually took. The count rises after the upstream allocated
+ * and falls before it frees, so it is never above the upstream's outstanding bytes: the peak of
+ * a bounded upstream is never above its capacity.
  * @note Thread-safe. A failed upstream allocation is not counted.
  */
 class statistics_resource_adaptor final : public memory_resource {
