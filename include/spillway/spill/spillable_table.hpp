@@ -59,8 +59,7 @@ class pinned_table {
  * @note Move-only; must not outlive its store. The const members (`acquire`, `tier`, `id`,
  * `valid`, `rows`) may be called on one handle from several threads at once (the store serializes
  * an entry's moves: an `acquire` waits for another one's unspill); the others, one thread at a
- * time.
- * Different handles of one store may be used concurrently.
+ * time. Different handles of one store may be used concurrently.
  */
 class spillable_table {
  public:
