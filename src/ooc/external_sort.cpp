@@ -285,6 +285,66 @@ std::vector<std::unique_ptr<table>> gather_with_sorted_key(std::span<table_view 
 }
 
 /**
+ * @return how many of the rows `ids[0, left)` of `inputs` (of types `schema`) make an output
+ * batch of at most `limit` bytes, as `estimate_size` counts them (masks rounded up to a byte a
+ * row); at least one
+ */
+std::size_t rows_within(std::span<table_view const> inputs,
+                        std::vector<data_type> const& schema,
+                        std::uint64_t const* ids,
+                        std::size_t left,
+                        std::size_t limit) {
+  constexpr std::uint64_t row_mask = (std::uint64_t{1} << detail::SOURCE_ROW_BITS) - 1;
+  auto const column_of = [&](std::uint64_t id, std::size_t index) -> column_view const& {
+    return inputs[static_cast<std::size_t>(id >> detail::SOURCE_ROW_BITS)].column(index);
+  };
+  std::size_t fixed_bytes = 0;
+  std::size_t overhead    = 0;
+  std::vector<std::size_t> string_columns;
+  for (std::size_t index = 0; index < schema.size(); ++index) {
+    bool nullable = false;
+    for (auto const& input : inputs) {
+      nullable = nullable || input.column(index).has_nulls();
+    }
+    fixed_bytes += nullable ? std::size_t{1} : std::size_t{0};
+    if (is_fixed_width(schema[index])) {
+      fixed_bytes += size_of(schema[index]);
+    } else {
+      string_columns.push_back(index);
+      fixed_bytes += sizeof(std::int64_t);
+      overhead += sizeof(std::int64_t);
+    }
+  }
+  if (string_columns.empty()) {
+    std::size_t const rows =
+      limit > overhead ? (limit - overhead) / std::max<std::size_t>(fixed_bytes, 1) : 0;
+    return std::clamp<std::size_t>(rows, 1, left);
+  }
+  std::size_t rows  = 0;
+  std::size_t total = overhead;
+  for (; rows < left; ++rows) {
+    // The ids jump across every input: the offsets of later rows are fetched ahead, as the
+    // gather does (this loop was 9% of an in-memory distributed sort's CPU).
+    if (rows + detail::GATHER_PREFETCH_ROWS < left) {
+      std::uint64_t const ahead = ids[rows + detail::GATHER_PREFETCH_ROWS];
+      for (std::size_t const index : string_columns) {
+        column_view const& column = column_of(ahead, index);
+        __builtin_prefetch(column.offsets() + column.offset() + (ahead & row_mask));
+      }
+    }
+    std::size_t row_bytes = fixed_bytes;
+    for (std::size_t const index : string_columns) {
+      row_bytes += column_of(ids[rows], index).string_at(ids[rows] & row_mask).size();
+    }
+    if (rows > 0 && total + row_bytes > limit) {
+      break;
+    }
+    total += row_bytes;
+  }
+  return std::max<std::size_t>(rows, 1);
+}
+
+/**
  * The value column `sorted_key_values` would carry with the key: the one column besides the one
  * key column (whether it qualifies, `detail::sorts_key_values` says).
  */
@@ -553,7 +613,160 @@ bool external_sorter::sort_deferred() {
   return true;
 }
 
+bool external_sorter::gather_whole_output() {
+  if (sorted_whole_ || sorted_taken_ != 0 || sorted_rows_ < detail::SCATTER_MIN_ROWS ||
+      !sorted_sources_.valid()) {
+    return false;
+  }
+  // The batches become the output batches: each must be one, within the slack.
+  auto const largest =
+    static_cast<double>(options_.output_batch_bytes) * (1.0 + options_.output_slack);
+  for (std::size_t const bytes : deferred_sizes_) {
+    if (static_cast<double>(bytes) > largest) {
+      return false;
+    }
+  }
+  // The batches leave the store while their rows are moved (and come back if they are not).
+  std::vector<std::unique_ptr<table>> owned;
+  for (auto& part : deferred_) {
+    auto batch = part.take_if_resident();
+    if (batch == nullptr) {
+      break;
+    }
+    owned.push_back(std::move(batch));
+  }
+  auto const give_back = [&] {
+    for (std::size_t at = 0; at < owned.size(); ++at) {
+      deferred_[at] = store_.make_spillable(std::move(owned[at]), options_.chunk_priority);
+    }
+    return false;
+  };
+  if (owned.size() != deferred_.size()) {
+    return give_back();
+  }
+  // Fixed-width columns without nulls move in place; the others are gathered anew into batches
+  // of the same rows.
+  std::vector<std::size_t> plain;
+  std::vector<std::size_t> others;
+  std::size_t strings = 0;
+  for (std::size_t index = 0; index < num_columns_; ++index) {
+    bool nulls = false;
+    for (auto const& batch : owned) {
+      nulls = nulls || batch->view().column(index).has_nulls();
+    }
+    (is_fixed_width(schema_[index]) && !nulls ? plain : others).push_back(index);
+    strings += is_fixed_width(schema_[index]) ? std::size_t{0} : std::size_t{1};
+  }
+  std::size_t others_bytes = 0;
+  for (auto const& batch : owned) {
+    others_bytes += others.empty() ? 0 : estimate_size(batch->view().select(others));
+  }
+  // Beside the batches and the order: the columns gathered anew, with each string's length and
+  // place (16 bytes a row a string column), where each row goes and one column copied out (8
+  // bytes a row each).
+  std::size_t const need =
+    deferred_bytes_ + others_bytes + sorted_rows_ * (2 + 2 + 2 * strings) * sizeof(std::uint64_t);
+  if (need > options_.merge_budget_bytes) {
+    return give_back();
+  }
+  std::optional<memory_lease> lease;
+  if (options_.task != nullptr) {
+    std::size_t const base = options_.task->base_lease();
+    if (need > base) {
+      lease = options_.task->arbiter().try_request_lease(options_.task->id(), need - base);
+      if (!lease) {
+        return give_back();  // batch by batch instead: no waiting for memory it does not need
+      }
+    }
+  }
+  bool moved = false;
+  bool done  = false;
+  try {
+    done = run_protected([&] {
+      std::vector<table_view> inputs;
+      std::vector<table*> tables;
+      for (auto const& batch : owned) {
+        inputs.push_back(batch->view());
+        tables.push_back(batch.get());
+      }
+      pinned_table const order = sorted_sources_.acquire();
+      auto const* ids          = order.view().column(0).data<std::uint64_t>();
+      if (!detail::scatter_pays(inputs, ids, sorted_rows_)) {
+        return;
+      }
+      std::vector<std::unique_ptr<table>> gathered;
+      if (!others.empty()) {
+        std::vector<table_view> selected;
+        for (auto const& input : inputs) {
+          selected.push_back(input.select(others));
+        }
+        gathered = detail::gather_pieces_in_parallel(
+          selected, ids, detail::first_rows(inputs), detail::SOURCE_ROW_BITS, stream_, mrs_);
+      }
+      if (!detail::permute_in_place(
+            tables, ids, detail::SOURCE_ROW_BITS, plain, stream_, mrs_.temporary())) {
+        return;  // (the ids are not every row once: nothing moved)
+      }
+      for (std::size_t at = 0; at < owned.size() && !others.empty(); ++at) {
+        auto columns     = owned[at]->release();
+        auto new_columns = gathered[at]->release();
+        for (std::size_t other = 0; other < others.size(); ++other) {
+          columns[others[other]] = std::move(new_columns[other]);
+        }
+        owned[at] = std::make_unique<table>(std::move(columns));
+      }
+      moved = true;
+    });
+  } catch (out_of_memory const&) {
+    done = false;  // (without the OOM protocol) batch by batch instead
+  } catch (...) {
+    static_cast<void>(give_back());
+    throw;
+  }
+  lease.reset();
+  if (!done || !moved) {
+    return give_back();
+  }
+  // Spillable until handed out, like everything else the sort holds; the order goes now.
+  deferred_.clear();
+  deferred_sizes_.clear();
+  stats_.batches_sorted_in_place += owned.size();
+  for (auto& batch : owned) {
+    stats_.bytes_copied += estimate_size(batch->view());
+    sorted_pieces_.push_back(store_.make_spillable(std::move(batch), options_.chunk_priority + 1));
+  }
+  sorted_taken_ = sorted_rows_;
+  sorted_sources_.release();
+  return true;
+}
+
 std::unique_ptr<table> external_sorter::take_sorted() {
+  if (sorted_taken_ == 0) {
+    static_cast<void>(gather_whole_output());
+  }
+  while (!sorted_pieces_.empty()) {
+    spillable_table piece = std::move(sorted_pieces_.front());
+    sorted_pieces_.pop_front();
+    std::unique_ptr<table> batch = piece.take_if_resident();
+    if (batch == nullptr) {
+      // Spilled meanwhile: brought back and copied out of the store, in halves if need be.
+      bool const done = run_protected([&] {
+        pinned_table const pinned = piece.acquire();
+        batch                     = detail::copy(pinned.view(), stream_, mrs_);
+      });
+      if (!done) {
+        SPILLWAY_EXPECTS(
+          piece.rows() > 1, "external sort: one output row does not fit the device", out_of_memory);
+        auto halves = piece.split_at(piece.rows() / 2);
+        sorted_pieces_.push_front(std::move(halves.second));
+        sorted_pieces_.push_front(std::move(halves.first));
+        continue;
+      }
+    }
+    stats_.output_rows += batch->num_rows();
+    ++stats_.output_batches;
+    return batch;
+  }
   if (sorted_taken_ == sorted_rows_) {
     sorted_sources_.release();
     deferred_.clear();
@@ -601,57 +814,9 @@ std::unique_ptr<table> external_sorter::take_sorted() {
         pins.push_back(part.acquire());
         inputs.push_back(pins.back().view());
       }
-      auto const* ids        = order.view().column(0).data<std::uint64_t>() + sorted_taken_;
-      std::size_t const left = sorted_rows_ - sorted_taken_;
-      constexpr std::uint64_t row_mask = (std::uint64_t{1} << detail::SOURCE_ROW_BITS) - 1;
-      auto const column_of = [&](std::uint64_t id, std::size_t index) -> column_view const& {
-        return inputs[static_cast<std::size_t>(id >> detail::SOURCE_ROW_BITS)].column(index);
-      };
-      // Rows whose estimated size (as estimate_size counts it, masks rounded up to a byte a
-      // row) stays within the limit; at least one.
-      std::size_t fixed_bytes = 0;
-      std::size_t overhead    = 0;
-      std::vector<std::size_t> string_columns;
-      std::vector<bool> nullable(num_columns_, false);
-      for (std::size_t index = 0; index < num_columns_; ++index) {
-        for (auto const& input : inputs) {
-          nullable[index] = nullable[index] || input.column(index).has_nulls();
-        }
-        fixed_bytes += nullable[index] ? std::size_t{1} : std::size_t{0};
-        if (is_fixed_width(schema_[index])) {
-          fixed_bytes += size_of(schema_[index]);
-        } else {
-          string_columns.push_back(index);
-          fixed_bytes += sizeof(std::int64_t);
-          overhead += sizeof(std::int64_t);
-        }
-      }
-      std::size_t rows = 0;
-      if (string_columns.empty()) {
-        rows = limit > overhead ? (limit - overhead) / std::max<std::size_t>(fixed_bytes, 1) : 0;
-        rows = std::clamp<std::size_t>(rows, 1, left);
-      } else {
-        std::size_t total = overhead;
-        for (; rows < left; ++rows) {
-          // The ids jump across every input: the offsets of later rows are fetched ahead, as
-          // the gather does (this loop was 9% of an in-memory distributed sort's CPU).
-          if (rows + detail::GATHER_PREFETCH_ROWS < left) {
-            std::uint64_t const ahead = ids[rows + detail::GATHER_PREFETCH_ROWS];
-            for (std::size_t const index : string_columns) {
-              column_view const& column = column_of(ahead, index);
-              __builtin_prefetch(column.offsets() + column.offset() + (ahead & row_mask));
-            }
-          }
-          std::size_t row_bytes = fixed_bytes;
-          for (std::size_t const index : string_columns) {
-            row_bytes += column_of(ids[rows], index).string_at(ids[rows] & row_mask).size();
-          }
-          if (rows > 0 && total + row_bytes > limit) {
-            break;
-          }
-          total += row_bytes;
-        }
-      }
+      auto const* ids = order.view().column(0).data<std::uint64_t>() + sorted_taken_;
+      std::size_t const rows =
+        rows_within(inputs, schema_, ids, sorted_rows_ - sorted_taken_, limit);
       std::array<std::size_t, 2> const starts{0, rows};
       // The key column, when the sort decoded it, is copied from its sorted rows.
       std::optional<column_view> const key_view =
@@ -1481,7 +1646,7 @@ std::unique_ptr<table> external_sorter::take_pending() {
 
 std::unique_ptr<table> external_sorter::next() {
   SPILLWAY_EXPECTS(finished_, "external_sorter::next before finish()", logic_error);
-  if (sorted_sources_.valid()) {
+  if (sorted_sources_.valid() || !sorted_pieces_.empty()) {
     return take_sorted();
   }
   while (true) {

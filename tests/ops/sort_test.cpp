@@ -1145,6 +1145,191 @@ TEST(ConcurrentParallelGather, ColumnGroupsFromSeveralInputsIntoPieces) {
   }
 }
 
+/// Rows of two tables of several kinds of column as inputs of a gather, and their concatenation.
+struct two_inputs {
+  std::unique_ptr<table> first;
+  std::unique_ptr<table> second;
+  std::unique_ptr<table> both;
+  std::array<table_view, 2> views;
+  [[nodiscard]] std::uint64_t id_of(std::size_t row_of_both) const {
+    std::size_t const rows = views[0].num_rows();
+    return row_of_both < rows
+             ? row_of_both
+             : (std::uint64_t{1} << detail::SOURCE_ROW_BITS) | (row_of_both - rows);
+  }
+};
+
+two_inputs two_inputs_of(std::size_t first_rows, std::size_t second_rows, resource_ref host) {
+  std::vector<data_type> const types{data_type{type_id::INT64},
+                                     data_type{type_id::INT32},
+                                     data_type{type_id::FLOAT64},
+                                     data_type{type_id::INT8},
+                                     data_type{type_id::INT16},
+                                     data_type{type_id::STRING},
+                                     data_type{type_id::UINT32}};
+  two_inputs result;
+  result.first  = random_table(types, first_rows, 31, 0.0, host);
+  result.second = random_table(types, second_rows, 32, 0.0, host);
+  // A nullable column besides, in each.
+  auto with_nulls = [&](table& source, std::uint64_t seed) {
+    auto columns = source.release();
+    columns.push_back(random_column(type_id::INT32, columns.front()->size(), seed, 0.2, host));
+    return std::make_unique<table>(std::move(columns));
+  };
+  result.first  = with_nulls(*result.first, 33);
+  result.second = with_nulls(*result.second, 34);
+  result.views  = {result.first->view(), result.second->view()};
+  result.both   = concatenate(result.views, default_stream(), memory_resources{host});
+  return result;
+}
+
+/// Checks `gather_pieces_in_parallel` of `rows_of_both` (rows of the concatenation) into pieces.
+void expect_gathered_pieces(two_inputs const& inputs,
+                            std::vector<std::uint64_t> const& rows_of_both,
+                            std::vector<std::size_t> const& starts,
+                            resource_ref host) {
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t const row : rows_of_both) {
+    ids.push_back(inputs.id_of(row));
+  }
+  auto const map = make_fixed_column<std::uint64_t>(type_id::UINT64, rows_of_both, {}, host);
+  auto const expected =
+    gather(inputs.both->view(), map->view(), out_of_bounds_policy::FAIL, default_stream(), host);
+  auto const pieces = detail::gather_pieces_in_parallel(inputs.views,
+                                                        ids.data(),
+                                                        starts,
+                                                        detail::SOURCE_ROW_BITS,
+                                                        default_stream(),
+                                                        memory_resources{host});
+  ASSERT_EQ(pieces.size(), starts.size() - 1);
+  for (std::size_t piece = 0; piece + 1 < starts.size(); ++piece) {
+    SCOPED_TRACE("piece " + std::to_string(piece));
+    SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), starts[piece], starts[piece + 1]),
+                                 pieces[piece]->view());
+  }
+}
+
+/// Every row of `total` ordered by a key of `values` values drawn at random, ties in row order.
+std::vector<std::uint64_t> stably_sorted_by_a_key_of(std::size_t total, std::size_t values) {
+  std::mt19937_64 random{35};
+  std::vector<std::size_t> key(total);
+  for (auto& value : key) {
+    value = random() % values;
+  }
+  std::vector<std::uint64_t> rows(total);
+  std::iota(rows.begin(), rows.end(), std::uint64_t{0});
+  std::stable_sort(
+    rows.begin(), rows.end(), [&](std::uint64_t a, std::uint64_t b) { return key[a] < key[b]; });
+  return rows;
+}
+
+TEST(ConcurrentParallelGather, FewAscendingRunsAreScatteredIntoPieces) {
+  // A sort by a key of 40 values of rows in time order: 40 ascending runs through both inputs.
+  host_memory_resource host;
+  auto const inputs       = two_inputs_of(50000, 30001, host);
+  std::size_t const total = 80001;
+  auto const rows_of_both = stably_sorted_by_a_key_of(total, 40);
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t const row : rows_of_both) {
+    ids.push_back(inputs.id_of(row));
+  }
+  EXPECT_TRUE(detail::scatter_pays(inputs.views, ids.data(), total));
+  expect_gathered_pieces(inputs, rows_of_both, {0, 1000, 1000, 1001, total / 2 + 7, total}, host);
+  expect_gathered_pieces(inputs, rows_of_both, {0, total}, host);
+}
+
+TEST(ConcurrentParallelGather, ARowTwiceIsGatheredAfterAll) {
+  // Runs a scatter would take, but one row twice and another missing: the places are found
+  // incomplete and the rows are gathered instead.
+  host_memory_resource host;
+  auto const inputs       = two_inputs_of(40000, 40000, host);
+  std::size_t const total = 80000;
+  auto rows_of_both       = stably_sorted_by_a_key_of(total, 40);
+  rows_of_both[100]       = rows_of_both[101];
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t const row : rows_of_both) {
+    ids.push_back(inputs.id_of(row));
+  }
+  EXPECT_TRUE(detail::scatter_pays(inputs.views, ids.data(), total));
+  expect_gathered_pieces(inputs, rows_of_both, {0, 5000, total}, host);
+}
+
+TEST(ParallelGather, AScatterPaysOnlyForEveryRowInFewRunsThatLeaveTheLine) {
+  host_memory_resource host;
+  auto const inputs       = two_inputs_of(40000, 40000, host);
+  std::size_t const total = 80000;
+  auto const ids_of       = [&](std::vector<std::uint64_t> const& rows) {
+    std::vector<std::uint64_t> ids;
+    for (std::uint64_t const row : rows) {
+      ids.push_back(inputs.id_of(row));
+    }
+    return ids;
+  };
+  EXPECT_TRUE(
+    detail::scatter_pays(inputs.views,
+                         ids_of(stably_sorted_by_a_key_of(total, detail::SCATTER_MAX_RUNS)).data(),
+                         total));
+  // More runs than that; every row at random; rows in order (a gather reads them in order);
+  // fewer rows than the inputs hold; too few rows to pay.
+  EXPECT_FALSE(detail::scatter_pays(
+    inputs.views,
+    ids_of(stably_sorted_by_a_key_of(total, 4 * detail::SCATTER_MAX_RUNS)).data(),
+    total));
+  std::vector<std::uint64_t> shuffled(total);
+  std::iota(shuffled.begin(), shuffled.end(), std::uint64_t{0});
+  auto const in_order = ids_of(shuffled);
+  EXPECT_FALSE(detail::scatter_pays(inputs.views, in_order.data(), total));
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64{36});
+  EXPECT_FALSE(detail::scatter_pays(inputs.views, ids_of(shuffled).data(), total));
+  auto const runs = ids_of(stably_sorted_by_a_key_of(total, 40));
+  EXPECT_FALSE(detail::scatter_pays(inputs.views, runs.data(), total - 1));
+  auto const small = two_inputs_of(100, 100, host);
+  std::vector<std::uint64_t> few(200);
+  for (std::size_t row = 0; row < 200; ++row) {
+    few[row] = small.id_of((row % 2) * 100 + row / 2);
+  }
+  EXPECT_FALSE(detail::scatter_pays(small.views, few.data(), 200));
+}
+
+TEST(ConcurrentParallelGather, PermuteInPlaceMovesPlainColumnsOrNothing) {
+  // Two owned tables of plain columns of every width: permuted in place, each keeps its rows.
+  host_memory_resource host;
+  std::vector<data_type> const types{data_type{type_id::INT64},
+                                     data_type{type_id::INT8},
+                                     data_type{type_id::INT16},
+                                     data_type{type_id::FLOAT32}};
+  auto first  = random_table(types, 30000, 41, 0.0, host);
+  auto second = random_table(types, 20000, 42, 0.0, host);
+  std::array<table_view, 2> const views{first->view(), second->view()};
+  auto const both       = concatenate(views, default_stream(), memory_resources{host});
+  std::size_t const all = 50000;
+  auto rows_of_both     = stably_sorted_by_a_key_of(all, 30);
+  auto const ids_of     = [&](std::vector<std::uint64_t> const& rows) {
+    std::vector<std::uint64_t> ids;
+    for (std::uint64_t const row : rows) {
+      ids.push_back(row < 30000 ? row
+                                : (std::uint64_t{1} << detail::SOURCE_ROW_BITS) | (row - 30000));
+    }
+    return ids;
+  };
+  std::array<table*, 2> const tables{first.get(), second.get()};
+  std::vector<std::size_t> const plain{0, 1, 2, 3};
+  // A row twice (another missing): nothing moves.
+  auto twice = rows_of_both;
+  twice[5]   = twice[6];
+  EXPECT_FALSE(detail::permute_in_place(
+    tables, ids_of(twice).data(), detail::SOURCE_ROW_BITS, plain, default_stream(), host));
+  SPILLWAY_EXPECT_TABLES_EQUAL(slice(both->view(), 0, 30000), first->view());
+  SPILLWAY_EXPECT_TABLES_EQUAL(slice(both->view(), 30000, all), second->view());
+  ASSERT_TRUE(detail::permute_in_place(
+    tables, ids_of(rows_of_both).data(), detail::SOURCE_ROW_BITS, plain, default_stream(), host));
+  auto const map = make_fixed_column<std::uint64_t>(type_id::UINT64, rows_of_both, {}, host);
+  auto const expected =
+    gather(both->view(), map->view(), out_of_bounds_policy::FAIL, default_stream(), host);
+  SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), 0, 30000), first->view());
+  SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), 30000, all), second->view());
+}
+
 TEST_F(Sort, ValuesWithoutKeysKeepTheirOrder) {
   auto const values = random_column(type_id::STRING, 50, 3, 0.2, input_);
   auto const sorted = sort(

@@ -33,7 +33,14 @@
  * `finish()` finds them all still waiting, it sorts their keys at once
  * (`detail::sorted_sources`, stable: ties in push order) and each `next()` gathers the next
  * output batch straight from the batches: one copy of the input, no chunks, no merge, no
- * sample. A table of one 8-byte integer key and one value column of at most 8 bytes (no nulls)
+ * sample. When the sorted order walks the batches in a few ascending runs (a time series sorted
+ * by a key of a few hundred values, then by time: `detail::scatter_pays`), each batch no larger
+ * than an output batch may be, and the memory is there (the merge budget and a lease taken
+ * without waiting), the batches themselves become the output batches instead: their
+ * fixed-width columns without nulls are rows moved in place (each batch read in order and
+ * scattered, so a cache line of it is read once, where a gather in output order reads one for
+ * each value), the others gathered anew; then the batches are handed out in order, spillable
+ * until then. A table of one 8-byte integer key and one value column of at most 8 bytes (no nulls)
  * is sorted with its values carried in the sort's records (`detail::sorted_key_values`): the
  * batches go once sorted, and each output batch is a copy of the next sorted rows, no gather. Past
  * the bound, the waiting batches become one sorted run: their keys sorted at once and their rows
@@ -163,6 +170,9 @@ struct external_sort_statistics {
   /// Chunks handed to the output as stored, without a merge: none of their keys is above the
   /// first key of another chunk (presorted input).
   std::size_t chunks_unmerged = 0;
+  /// Output batches that are input batches of one sort with their rows moved in place (a
+  /// scatter, when the sorted order walks the input in a few ascending runs).
+  std::size_t batches_sorted_in_place = 0;
   /// bytes_copied / input_bytes (0 for an empty input).
   [[nodiscard]] double copies_per_input_byte() const noexcept {
     return input_bytes == 0 ? 0.0
@@ -279,6 +289,9 @@ class external_sorter {
   bool sort_deferred();
   /// The next output batch gathered from the deferred batches in sorted order, or null.
   std::unique_ptr<table> take_sorted();
+  /// Gathers every output batch of one sort at once into `sorted_pieces_` when its plain columns
+  /// are better scattered (`detail::scatter_pays`) and the memory is there; false otherwise.
+  bool gather_whole_output();
   /**
    * Hands the leading chunks that overlap no other chunk to the output as stored (`order`: the
    * chunks by minimum key).
@@ -315,7 +328,9 @@ class external_sorter {
   spillable_table sorted_sources_;
   bool sorted_whole_        = false;
   std::size_t sorted_rows_  = 0;
-  std::size_t sorted_taken_ = 0;            ///< rows of `sorted_sources_` handed out
+  std::size_t sorted_taken_ = 0;  ///< rows of `sorted_sources_` handed out
+  /// Output batches of one sort gathered at once (`gather_whole_output`), handed out in order.
+  std::deque<spillable_table> sorted_pieces_;
   std::vector<std::vector<chunk>> ranges_;  ///< sample strategy: pieces of each range
   std::size_t next_range_ = 0;
   std::vector<std::unique_ptr<table>> samples_;  ///< sampled key rows, on the host
