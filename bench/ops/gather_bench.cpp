@@ -7,8 +7,11 @@
  *   pieces;
  * - narrow: 10M rows of two INT64 columns (the 100M-row sort's batches), into 1 or 64 pieces.
  *
- * The order is a random permutation. Outputs come from a pool over the host resource, so that
- * the time is the gather's and not the kernel's first touch of fresh pages.
+ * The order is a random permutation, or (`gather_narrow_runs/K`) the rows stably sorted by a key
+ * of K values drawn at random: K ascending runs through the rows, as a time series sorted by a
+ * key, then by time, gives; up to `detail::SCATTER_MAX_RUNS` runs the plain columns are
+ * scattered. Outputs come from a pool over the host resource, so that the time is the gather's
+ * and not the kernel's first touch of fresh pages.
  */
 #include "ops/parallel_gather.hpp"
 
@@ -107,11 +110,26 @@ std::vector<std::uint64_t> random_order(std::size_t rows) {
   return ids;
 }
 
-void run_gather(benchmark::State& state, table const& source) {
-  table_view const view    = source.view();
-  std::size_t const rows   = view.num_rows();
-  std::size_t const pieces = static_cast<std::size_t>(state.range(0));
-  auto const ids           = random_order(rows);
+/// Every row, stably sorted by a key of `keys` values drawn at random.
+std::vector<std::uint64_t> order_of_runs(std::size_t rows, std::size_t keys) {
+  std::mt19937_64 engine{8};
+  std::vector<std::uint32_t> key(rows);
+  for (auto& value : key) {
+    value = static_cast<std::uint32_t>(engine() % keys);
+  }
+  std::vector<std::uint64_t> ids(rows);
+  std::iota(ids.begin(), ids.end(), std::uint64_t{0});
+  std::stable_sort(
+    ids.begin(), ids.end(), [&](std::uint64_t a, std::uint64_t b) { return key[a] < key[b]; });
+  return ids;
+}
+
+void run_gather(benchmark::State& state,
+                table const& source,
+                std::size_t pieces,
+                std::vector<std::uint64_t> const& ids) {
+  table_view const view  = source.view();
+  std::size_t const rows = view.num_rows();
   std::vector<std::size_t> starts(pieces + 1);
   for (std::size_t piece = 0; piece <= pieces; ++piece) {
     starts[piece] = piece * rows / pieces;
@@ -129,11 +147,28 @@ void run_gather(benchmark::State& state, table const& source) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(source.allocated_bytes()));
 }
 
-void gather_wide(benchmark::State& state) { run_gather(state, wide_table()); }
-void gather_narrow(benchmark::State& state) { run_gather(state, narrow_table()); }
+void gather_wide(benchmark::State& state) {
+  run_gather(state,
+             wide_table(),
+             static_cast<std::size_t>(state.range(0)),
+             random_order(wide_table().num_rows()));
+}
+void gather_narrow(benchmark::State& state) {
+  run_gather(state,
+             narrow_table(),
+             static_cast<std::size_t>(state.range(0)),
+             random_order(narrow_table().num_rows()));
+}
+void gather_narrow_runs(benchmark::State& state) {
+  run_gather(state,
+             narrow_table(),
+             16,
+             order_of_runs(narrow_table().num_rows(), static_cast<std::size_t>(state.range(0))));
+}
 
 BENCHMARK(gather_wide)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(gather_narrow)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(gather_narrow_runs)->Arg(313)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace spillway

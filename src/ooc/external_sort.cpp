@@ -633,7 +633,11 @@ bool external_sorter::gather_whole_output() {
     if (batch == nullptr) {
       break;
     }
+    bool const on_gpu = detail::cuda::on_device(batch->view());
     owned.push_back(std::move(batch));
+    if (on_gpu) {
+      break;  // moved on the host only (a GPU's batches are sorted as they come: none waits)
+    }
   }
   auto const give_back = [&] {
     for (std::size_t at = 0; at < owned.size(); ++at) {
@@ -641,7 +645,8 @@ bool external_sorter::gather_whole_output() {
     }
     return false;
   };
-  if (owned.size() != deferred_.size()) {
+  if (owned.empty() || owned.size() != deferred_.size() ||
+      detail::cuda::on_device(owned.back()->view())) {
     return give_back();
   }
   // Fixed-width columns without nulls move in place; the others are gathered anew into batches

@@ -118,7 +118,8 @@ struct external_sort_options {
   /// Bytes of loaded chunks plus their merged output that one round may hold on the device.
   std::size_t merge_budget_bytes = 64_MiB;
   /// The size output batches aim at. A batch handed out as it is stored (no copy) may hold as
-  /// little as half of it; the last batch of the sort any less.
+  /// little as half of it; the last batch of the sort any less; a batch sorted in place (see
+  /// "Input that fits one sort") as much as its pushed batch held.
   std::size_t output_batch_bytes = 32_MiB;
   /// An output batch may exceed `output_batch_bytes` by at most this fraction.
   double output_slack = 0.25;
