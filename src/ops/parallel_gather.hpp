@@ -143,6 +143,21 @@ inline void copy_string(char* to, char const* from, std::size_t bytes) noexcept 
   }
 }
 
+/// Copies one value of `width` bytes: the common widths by fixed-size copies, without a call.
+inline void copy_value(std::byte* to, std::byte const* from, std::size_t width) noexcept {
+  switch (width) {
+    case 8:
+      std::memcpy(to, from, 8);
+      break;
+    case 4:
+      std::memcpy(to, from, 4);
+      break;
+    default:
+      std::memcpy(to, from, width);
+      break;
+  }
+}
+
 /// Plain columns whose sources hold at most this many bytes are gathered in groups of about
 /// this size, a group at a time (see `plain_column_groups`).
 inline constexpr std::size_t GATHER_GROUP_BYTES = std::size_t{1} << 22;
@@ -276,18 +291,7 @@ inline void copy_to_place(std::byte* const* to,
                           std::uint64_t place,
                           std::byte const* from,
                           std::size_t width) noexcept {
-  std::byte* const target = to[place >> PLACE_ROW_BITS] + (place & PLACE_ROW_MASK) * width;
-  switch (width) {
-    case 8:
-      std::memcpy(target, from, 8);
-      break;
-    case 4:
-      std::memcpy(target, from, 4);
-      break;
-    default:
-      std::memcpy(target, from, width);
-      break;
-  }
+  copy_value(to[place >> PLACE_ROW_BITS] + (place & PLACE_ROW_MASK) * width, from, width);
 }
 
 /**
@@ -608,18 +612,7 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
           for (std::size_t at = 0; at < group.size(); ++at) {
             std::size_t const width = sizes[at];
             std::byte const* from   = froms[at][input_of(id)] + row_in(id) * width;
-            std::byte* to           = targets[at] + row * width;
-            switch (width) {
-              case 8:
-                std::memcpy(to, from, 8);
-                break;
-              case 4:
-                std::memcpy(to, from, 4);
-                break;
-              default:
-                std::memcpy(to, from, width);
-                break;
-            }
+            copy_value(targets[at] + row * width, from, width);
           }
         }
       });

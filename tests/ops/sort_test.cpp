@@ -1007,6 +1007,18 @@ TEST_F(Sort, SortedInputIsCopiedFromTheOutputResourceAlone) {
   EXPECT_EQ(temporary_.statistics().peak_bytes, 0U);
 }
 
+/// Piece `p` of `pieces` is rows `[starts[p], starts[p + 1])` of `expected`.
+void expect_pieces_of(table_view const& expected,
+                      std::vector<std::unique_ptr<table>> const& pieces,
+                      std::vector<std::size_t> const& starts) {
+  ASSERT_EQ(pieces.size(), starts.size() - 1);
+  for (std::size_t piece = 0; piece + 1 < starts.size(); ++piece) {
+    SCOPED_TRACE("piece " + std::to_string(piece));
+    SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected, starts[piece], starts[piece + 1]),
+                                 pieces[piece]->view());
+  }
+}
+
 TEST(ParallelGather, CopyStringCopiesExactlyItsBytesAtEveryLength) {
   // Every branch (bytes, 4, 8 and 16 byte pairs, memcpy) and every boundary between them.
   std::vector<char> source(100);
@@ -1069,12 +1081,7 @@ TEST(ConcurrentParallelGather, WideRowsBelowTheRowThresholdAreGatheredOnTwoThrea
                                                         detail::SOURCE_ROW_BITS,
                                                         default_stream(),
                                                         memory_resources{host});
-  ASSERT_EQ(pieces.size(), starts.size() - 1);
-  for (std::size_t piece = 0; piece + 1 < starts.size(); ++piece) {
-    SCOPED_TRACE("piece " + std::to_string(piece));
-    SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), starts[piece], starts[piece + 1]),
-                                 pieces[piece]->view());
-  }
+  expect_pieces_of(expected->view(), pieces, starts);
 }
 
 TEST(ParallelGather, PlainColumnsAreGroupedByTheirSourceBytes) {
@@ -1137,12 +1144,7 @@ TEST(ConcurrentParallelGather, ColumnGroupsFromSeveralInputsIntoPieces) {
   std::vector<std::size_t> const starts{0, 1000, 1000, total / 2 + 7, total};
   auto const pieces = detail::gather_pieces_in_parallel(
     inputs, ids.data(), starts, detail::SOURCE_ROW_BITS, default_stream(), memory_resources{host});
-  ASSERT_EQ(pieces.size(), starts.size() - 1);
-  for (std::size_t piece = 0; piece + 1 < starts.size(); ++piece) {
-    SCOPED_TRACE("piece " + std::to_string(piece));
-    SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), starts[piece], starts[piece + 1]),
-                                 pieces[piece]->view());
-  }
+  expect_pieces_of(expected->view(), pieces, starts);
 }
 
 /// Rows of two tables of several kinds of column as inputs of a gather, and their concatenation.
@@ -1201,12 +1203,7 @@ void expect_gathered_pieces(two_inputs const& inputs,
                                                         detail::SOURCE_ROW_BITS,
                                                         default_stream(),
                                                         memory_resources{host});
-  ASSERT_EQ(pieces.size(), starts.size() - 1);
-  for (std::size_t piece = 0; piece + 1 < starts.size(); ++piece) {
-    SCOPED_TRACE("piece " + std::to_string(piece));
-    SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), starts[piece], starts[piece + 1]),
-                                 pieces[piece]->view());
-  }
+  expect_pieces_of(expected->view(), pieces, starts);
 }
 
 /// Every row of `total` ordered by a key of `values` values drawn at random, ties in row order.
