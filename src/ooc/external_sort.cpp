@@ -626,6 +626,16 @@ bool external_sorter::gather_whole_output() {
       return false;
     }
   }
+  // The order decides first, before any batch leaves the store (the ids are every waiting row).
+  bool pays = false;
+  if (!run_protected([&] {
+        pinned_table const order = sorted_sources_.acquire();
+        pays                     = detail::scatter_pays(
+          sorted_rows_, order.view().column(0).data<std::uint64_t>(), sorted_rows_);
+      }) ||
+      !pays) {
+    return false;
+  }
   // The batches leave the store while their rows are moved (and come back if they are not).
   std::vector<std::unique_ptr<table>> owned;
   for (auto& part : deferred_) {
@@ -696,9 +706,6 @@ bool external_sorter::gather_whole_output() {
       }
       pinned_table const order = sorted_sources_.acquire();
       auto const* ids          = order.view().column(0).data<std::uint64_t>();
-      if (!detail::scatter_pays(inputs, ids, sorted_rows_)) {
-        return;
-      }
       std::vector<std::unique_ptr<table>> gathered;
       if (!others.empty()) {
         std::vector<table_view> selected;

@@ -203,20 +203,14 @@ inline constexpr std::size_t SCATTER_MIN_ROWS = std::size_t{1} << 16;
 inline constexpr std::size_t SCATTER_MAX_RUNS = 1024;
 
 /**
- * @brief Whether the plain columns of a gather of `ids[0, rows)` from `inputs` are better
+ * @brief Whether the plain columns of a gather of `ids[0, rows)` from `sources` rows are better
  * written by a scatter, each source row read in order and written to its place: when the ids
  * are every source row once (as a sort's are) and walk the sources in at most
  * SCATTER_MAX_RUNS ascending runs, most of whose steps leave the cache line (a time series
  * sorted by a key of a few values, then by time: read in output order, every value is a miss,
  * while in source order the runs' few output places stay cached).
  */
-inline bool scatter_pays(std::span<table_view const> inputs,
-                         std::uint64_t const* ids,
-                         std::size_t rows) {
-  std::size_t sources = 0;
-  for (auto const& input : inputs) {
-    sources += input.num_rows();
-  }
+inline bool scatter_pays(std::size_t sources, std::uint64_t const* ids, std::size_t rows) {
   if (rows < SCATTER_MIN_ROWS || rows != sources) {
     return false;
   }
@@ -232,6 +226,17 @@ inline bool scatter_pays(std::span<table_view const> inputs,
     }
   }
   return near < rows / 2;
+}
+
+/// `scatter_pays` with the sources `inputs`.
+inline bool scatter_pays(std::span<table_view const> inputs,
+                         std::uint64_t const* ids,
+                         std::size_t rows) {
+  std::size_t sources = 0;
+  for (auto const& input : inputs) {
+    sources += input.num_rows();
+  }
+  return scatter_pays(sources, ids, rows);
 }
 
 /// A place of a scatter: `(piece << PLACE_ROW_BITS) | row in the piece`.
