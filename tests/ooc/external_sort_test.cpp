@@ -155,6 +155,18 @@ external_sort_options key0_options(std::size_t merge_budget,
 
 /// Sorts `batches` out of core and checks the result against an in-memory sort: keys in order,
 /// and the same multiset of rows. Returns the sorter's statistics.
+/// `rows` in the order `options` asks for, ties in row order: what the sort must match.
+std::unique_ptr<table> stably_sorted(table_view const& rows,
+                                     external_sort_options const& options,
+                                     resource_ref host) {
+  return sort(rows,
+              rows.select(options.key_columns),
+              options.orders,
+              sort_stability::STABLE,
+              default_stream(),
+              host);
+}
+
 external_sort_statistics sort_and_check(sort_environment& env,
                                         std::vector<std::unique_ptr<table>> batches,
                                         external_sort_options options) {
@@ -191,12 +203,7 @@ external_sort_statistics sort_and_check(sort_environment& env,
   auto const all_output = concatenate(output_views, default_stream(), env.host());
   EXPECT_EQ(all_output->num_rows(), all_input->num_rows());
   // Keys are in order: equal to the keys of a stable in-memory sort.
-  auto const reference = sort(all_input->view(),
-                              all_input->view().select(options.key_columns),
-                              options.orders,
-                              sort_stability::STABLE,
-                              default_stream(),
-                              env.host());
+  auto const reference = stably_sorted(all_input->view(), options, env.host());
   SPILLWAY_EXPECT_TABLES_EQUAL(reference->view().select(options.key_columns),
                                all_output->view().select(options.key_columns));
   // Same rows: sort both by every column.
@@ -634,12 +641,7 @@ std::pair<external_sort_statistics, std::vector<std::size_t>> sort_stably_and_ch
   }
   auto const all_input  = concatenate(inputs, default_stream(), env.host());
   auto const all_output = concatenate(views, default_stream(), env.host());
-  auto const reference  = sort(all_input->view(),
-                              all_input->view().select(options.key_columns),
-                              options.orders,
-                              sort_stability::STABLE,
-                              default_stream(),
-                              env.host());
+  auto const reference  = stably_sorted(all_input->view(), options, env.host());
   SPILLWAY_EXPECT_TABLES_EQUAL(reference->view(), all_output->view());
   return {sorter.statistics(), rows};
 }
