@@ -197,9 +197,9 @@ inline std::vector<std::vector<std::size_t>> plain_column_groups(
 inline constexpr std::size_t SCATTER_MIN_ROWS = std::size_t{1} << 16;
 /// The most ascending runs of source rows the ids may make for a scatter: each run writes its
 /// own place of every output column, and all their lines must stay in the cache (1024 runs of
-/// 4 columns of 8 bytes: 256 KiB). 15.8M rows of 4 such columns in 313 runs (a time series
-/// sorted by a key of 313 values, then by time) took 0.34 s scattered against 0.63 s gathered;
-/// 1024 runs, 0.45 s; 4096 runs, 0.59 s (one thread).
+/// 4 columns of 8 bytes: 256 KiB). `spillway_gather_bench`'s `gather_narrow_runs`: with 313
+/// runs (a time series sorted by a key of 313 values, then by time) 87-92 ms scattered against
+/// 133 ms gathered (docs/BENCHMARKS.md, "Rows moved in place").
 inline constexpr std::size_t SCATTER_MAX_RUNS = 1024;
 
 /**
