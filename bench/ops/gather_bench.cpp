@@ -168,7 +168,15 @@ void gather_narrow_runs(benchmark::State& state) {
 
 BENCHMARK(gather_wide)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(gather_narrow)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(gather_narrow_runs)->Arg(313)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(gather_narrow_runs)
+  ->Arg(313)
+  ->Arg(1200)
+  ->Arg(2048)
+  ->Arg(4096)
+  ->Arg(8192)
+  ->Arg(16384)
+  ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
 
 }  // namespace
 }  // namespace spillway

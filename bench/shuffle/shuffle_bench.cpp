@@ -12,7 +12,9 @@
  * columns (sample, splitters by one allgather, range shuffle in --mode, each rank's local
  * out-of-core sort), its batches lent from the spill store (`lent_batches`: no copy); every
  * output batch is checked in order and counted, not written, and the ranks' first and last
- * keys are checked across ranks after the run (untimed).
+ * keys are checked across ranks after the run (untimed). "sorted_in_place" gives, per run, the
+ * ranks' batches whose rows the local sorts moved in place (`batches_sorted_in_place`) and
+ * the shards they read (their input batches).
  *
  *   spillway_shuffle_bench DATASET --by id --partitions 64 --mode push --ranks 2 [--repeat N]
  *   spillway_shuffle_bench DATASET --sort --by id,timestamp --mode pull --ranks 2 [--repeat N]
@@ -270,6 +272,7 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
   std::string runs;
   std::string faults;
   std::string phases;
+  std::string in_place;
   // The stored inputs, lent pinned (the lineage of a map task is the stored input itself).
   auto const lend = [&inputs](std::size_t index) {
     auto pinned           = std::make_shared<pinned_table>(inputs[index].acquire());
@@ -343,6 +346,14 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
                     max_seconds_over(comm, sorted.shuffle_time),
                     max_seconds_over(comm, sorted.sort_time));
       phases += text;
+      std::snprintf(
+        text,
+        sizeof(text),
+        "%s[%llu, %llu]",
+        run == 0 ? "" : ", ",
+        static_cast<unsigned long long>(sum_over(comm, sorted.sort.batches_sorted_in_place)),
+        static_cast<unsigned long long>(sum_over(comm, sorted.shuffle.shards_read)));
+      in_place += text;
     }
     if (run == 0 || elapsed < seconds) {
       seconds     = elapsed;
@@ -370,7 +381,8 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
       "{\"operation\": \"%s\", \"ranks\": %d, \"mode\": \"%s\", \"partitions\": %zu, "
       "\"rows\": %llu, \"bytes\": %llu, "
       "\"seconds\": %.3f, \"cpu_seconds\": %.3f, \"MB_per_s\": %.1f, "
-      "\"spilled_device_to_host_bytes\": %llu, \"runs\": [%s], \"minor_faults\": [%s]%s%s%s}\n",
+      "\"spilled_device_to_host_bytes\": %llu, \"runs\": [%s], \"minor_faults\": "
+      "[%s]%s%s%s%s%s%s}\n",
       args.sort ? "sort" : "shuffle",
       comm.size(),
       args.mode.c_str(),
@@ -385,6 +397,9 @@ void run_rank(communicator& comm, arguments const& args, std::vector<std::string
       faults.c_str(),
       args.sort ? ", \"phases_sample_shuffle_sort\": [" : "",
       phases.c_str(),
+      args.sort ? "]" : "",
+      args.sort ? ", \"sorted_in_place\": [" : "",
+      in_place.c_str(),
       args.sort ? "]" : "");
   }
 }

@@ -196,11 +196,13 @@ inline std::vector<std::vector<std::size_t>> plain_column_groups(
 /// A gather of at least this many rows may scatter its plain columns instead (`scatter_pays`).
 inline constexpr std::size_t SCATTER_MIN_ROWS = std::size_t{1} << 16;
 /// The most ascending runs of source rows the ids may make for a scatter: each run writes its
-/// own place of every output column, and all their lines must stay in the cache (1024 runs of
-/// 4 columns of 8 bytes: 256 KiB). `spillway_gather_bench`'s `gather_narrow_runs`: with 313
-/// runs (a time series sorted by a key of 313 values, then by time) 87-92 ms scattered against
-/// 133 ms gathered (docs/BENCHMARKS.md, "Rows moved in place").
-inline constexpr std::size_t SCATTER_MAX_RUNS = 1024;
+/// own place of every output column, and their lines must stay in the cache (4096 runs of a
+/// group of 4 columns of 8 bytes: 1 MiB, about a core's L2). `spillway_gather_bench`'s
+/// `gather_narrow_runs` (10M rows of two INT64 columns, a time series sorted by a key of K
+/// values, then by time), scattered against gathered on one machine in one session: 1200 runs
+/// 137-149 against 175-183 ms, 4096 runs 156-170 against 175-182 ms, 8192 runs 183-207 against
+/// 177-187 ms, 16384 runs 201-232 against 177-189 ms (docs/BENCHMARKS.md, "More runs scattered").
+inline constexpr std::size_t SCATTER_MAX_RUNS = 4096;
 
 /**
  * @brief Whether the plain columns of a gather of `ids[0, rows)` from `sources` rows are better
