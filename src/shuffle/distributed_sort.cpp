@@ -299,9 +299,9 @@ distributed_sort_statistics sort_across(communicator& comm,
   sort_options.key_columns = options.key_columns;
   sort_options.orders      = options.orders;
   external_sorter sorter(store, sort_options, stream, mrs, host);
-  shuffle.for_each_batch(static_cast<std::size_t>(comm.rank()), [&](table_view const& shard) {
-    sorter.push(detail::copy(shard, stream, mrs));
-  });
+  // Each shard as it is stored or was received (no copy when it is on the device).
+  shuffle.take_each_batch(static_cast<std::size_t>(comm.rank()),
+                          [&](std::unique_ptr<table> shard) { sorter.push(std::move(shard)); });
   shuffle.close();
   stats.shuffle = shuffle.statistics();
   sorter.finish();

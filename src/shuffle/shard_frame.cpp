@@ -2,8 +2,11 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/memory/copy.hpp>
+#include <spillway/table/column.hpp>
+#include <spillway/table/null_mask.hpp>
 #include <spillway/table/pack.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -78,6 +81,48 @@ table_view view_shard_frame(void const* bytes,
                       "shard frame: row count differs from the packed table's",
                       corruption_error);
   return view;
+}
+
+std::unique_ptr<table> adopt_shard_frame(buffer&& frame,
+                                         table_view const& rows,
+                                         stream_view stream) {
+  auto const owner      = std::make_shared<buffer const>(std::move(frame));
+  auto const* const end = static_cast<std::byte const*>(owner->data()) + owner->size();
+  auto const slice      = [&](void const* part, std::size_t bytes) {
+    return buffer{owner, const_cast<void*>(part), bytes};  // the frame is the table's now
+  };
+  std::vector<std::unique_ptr<column>> columns;
+  columns.reserve(rows.num_columns());
+  for (std::size_t index = 0; index < rows.num_columns(); ++index) {
+    column_view const view = rows.column(index);
+    SPILLWAY_EXPECTS(view.offset() == 0, "shard frame: a column viewed at an offset", logic_error);
+    std::size_t const size = view.size();
+    buffer mask;
+    if (view.nullable()) {
+      // The packer reserves a padded mask; the last part of a frame may end before the padding.
+      auto const* const at   = reinterpret_cast<std::byte const*>(view.null_mask());
+      std::size_t const room = at <= end ? static_cast<std::size_t>(end - at) : 0;
+      mask = slice(at, std::max((size + 7) / 8, std::min(bitmask_allocation_size(size), room)));
+    }
+    if (is_fixed_width(view.type())) {
+      columns.push_back(std::make_unique<column>(view.type(),
+                                                 size,
+                                                 slice(view.head(), size * size_of(view.type())),
+                                                 std::move(mask),
+                                                 view.null_count()));
+      continue;
+    }
+    std::int64_t chars = 0;
+    copy_bytes(
+      &chars, memory_kind::HOST, view.offsets() + size, view.kind(), sizeof(chars), stream);
+    columns.push_back(std::make_unique<column>(view.type(),
+                                               size,
+                                               slice(view.head(), static_cast<std::size_t>(chars)),
+                                               std::move(mask),
+                                               view.null_count(),
+                                               slice(view.offsets(), (size + 1) * sizeof(chars))));
+  }
+  return std::make_unique<table>(std::move(columns));
 }
 
 }  // namespace spillway::detail

@@ -12,10 +12,12 @@
 #include <spillway/memory/buffer.hpp>
 #include <spillway/memory/memory_resources.hpp>
 #include <spillway/table/pack.hpp>
+#include <spillway/table/table.hpp>
 #include <spillway/table/table_view.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace spillway::detail {
@@ -43,5 +45,15 @@ table_view view_shard_frame(void const* bytes,
                             memory_kind kind,
                             stream_view stream,
                             std::vector<std::uint8_t>& metadata);
+
+/**
+ * @brief The table in `frame` as a table of its own, without copying: its columns' buffers are
+ * slices of the frame, which goes with the last of them.
+ * @param rows the view of the frame's table (`view_shard_frame` of `frame`'s bytes)
+ * @throws spillway::invalid_argument when a part of `rows` lies outside the frame
+ */
+std::unique_ptr<table> adopt_shard_frame(buffer&& frame,
+                                         table_view const& rows,
+                                         stream_view stream);
 
 }  // namespace spillway::detail

@@ -488,6 +488,39 @@ class shuffle_engine {
     read_time_.fetch_add((clock_type::now() - start).count(), std::memory_order_relaxed);
   }
 
+  void take_each_batch(std::size_t partition,
+                       std::function<void(std::unique_ptr<table>)> const& consume) {
+    auto const locations = locations_to_read(partition);
+    auto const start     = clock_type::now();
+    scoped_lock read_lock(read_mutex_);
+    for (auto const& location : locations) {
+      spillable_buffer handle = obtain(location, 0);
+      std::vector<std::uint8_t> metadata;
+      auto pinned = pin(location, handle, metadata);  // checked (fetched again if lost or corrupt)
+      void const* const at    = pinned.first.data();
+      table_view const viewed = pinned.second;
+      pinned.first.reset();
+      std::unique_ptr<table> rows;
+      buffer frame = handle.take_if_resident();
+      if (!frame.empty()) {
+        // The frame becomes the table; viewed again only if it moved since it was checked (spilled
+        // and brought back in between).
+        table_view const view =
+          frame.data() == at
+            ? viewed
+            : view_shard_frame(frame.data(), frame.size(), frame.kind(), stream_, metadata);
+        rows = detail::adopt_shard_frame(std::move(frame), view, stream_);
+        shards_taken_in_place_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        auto again = pin(location, handle, metadata);
+        rows       = gate_.run([&] { return detail::copy(again.second, stream_, mrs_); });
+      }
+      count_read(location);
+      consume(std::move(rows));
+    }
+    read_time_.fetch_add((clock_type::now() - start).count(), std::memory_order_relaxed);
+  }
+
   std::unique_ptr<table> read_partition(std::size_t partition) {
     auto const locations = locations_to_read(partition);
     auto const start     = clock_type::now();
@@ -539,6 +572,7 @@ class shuffle_engine {
     result.shards_read               = shards_read_.load();
     result.rows_read                 = rows_read_.load();
     result.bytes_read                = bytes_read_.load();
+    result.shards_taken_in_place     = shards_taken_in_place_.load();
     result.messages_sent             = messages_sent_.load();
     result.messages_received         = messages_received_.load();
     result.bytes_sent                = bytes_sent_.load();
@@ -1169,9 +1203,10 @@ class shuffle_engine {
   std::atomic<bool> directory_ready_{false};
 
   std::atomic<std::size_t> map_tasks_{0}, shards_written_{0}, bytes_written_{0}, shards_read_{0},
-    rows_read_{0}, bytes_read_{0}, messages_sent_{0}, messages_received_{0}, bytes_sent_{0},
-    bytes_received_{0}, lost_shards_{0}, recomputed_maps_{0}, fetch_retries_{0},
-    backpressure_waits_{0}, peak_unacknowledged_{0}, resumed_maps_{0}, checkpoint_errors_{0};
+    rows_read_{0}, bytes_read_{0}, shards_taken_in_place_{0}, messages_sent_{0},
+    messages_received_{0}, bytes_sent_{0}, bytes_received_{0}, lost_shards_{0}, recomputed_maps_{0},
+    fetch_retries_{0}, backpressure_waits_{0}, peak_unacknowledged_{0}, resumed_maps_{0},
+    checkpoint_errors_{0};
   std::optional<map_checkpoint> checkpoint_;  ///< with `checkpoint_directory`
   std::atomic<std::int64_t> map_time_{0}, read_time_{0};
 
@@ -1208,6 +1243,10 @@ std::vector<std::size_t> shuffler::owned_partitions() const { return impl_->owne
 void shuffler::for_each_batch(std::size_t partition,
                               std::function<void(table_view const&)> const& consume) {
   impl_->for_each_batch(partition, consume);
+}
+void shuffler::take_each_batch(std::size_t partition,
+                               std::function<void(std::unique_ptr<table>)> const& consume) {
+  impl_->take_each_batch(partition, consume);
 }
 std::unique_ptr<table> shuffler::read_partition(std::size_t partition) {
   return impl_->read_partition(partition);

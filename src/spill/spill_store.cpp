@@ -761,6 +761,25 @@ std::unique_ptr<table> spill_store_impl::take_resident(std::uint64_t id) {
   return taken;
 }
 
+std::optional<buffer> spill_store_impl::take_resident_buffer(std::uint64_t id) {
+  garbage trash;
+  std::vector<std::string> dead_files;
+  std::optional<buffer> taken;
+  {
+    scoped_lock lock(mutex_);
+    auto& entry = find(id);
+    if (entry.is_table || entry.tier != spill_tier::DEVICE || entry.state != entry_state::STABLE ||
+        entry.pins > 0 || entry.device_data.size() != entry.raw_size) {
+      return taken;
+    }
+    taken = std::move(entry.device_data);
+    erase(entry, trash, dead_files);  // its device bytes leave the store's count with it
+  }
+  trash.clear();
+  remove_files(dead_files);
+  return taken;
+}
+
 void spill_store_impl::drop_blocks(std::vector<disk_block>& blocks,
                                    std::vector<std::string>& dead_files) {
   for (auto const& block : blocks) {

@@ -133,6 +133,8 @@ class spill_store_impl {
   void release(std::uint64_t id) noexcept;
   /// The registered table of a stable, unpinned device entry (which is erased), or null.
   std::unique_ptr<table> take_resident(std::uint64_t id);
+  /// The buffer of a stable, unpinned device entry of a buffer (which is erased), or nothing.
+  std::optional<buffer> take_resident_buffer(std::uint64_t id);
   spill_tier tier_of(std::uint64_t id);
   std::pair<int, task_id> priority_and_owner(std::uint64_t id);
 

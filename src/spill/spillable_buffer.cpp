@@ -57,6 +57,16 @@ spill_tier spillable_buffer::tier() const {
   return store_->tier_of(id_);
 }
 
+buffer spillable_buffer::take_if_resident() {
+  SPILLWAY_EXPECTS(store_ != nullptr, "take_if_resident of an empty spillable_buffer", logic_error);
+  auto taken = store_->take_resident_buffer(id_);
+  if (!taken) {
+    return buffer{};
+  }
+  store_ = nullptr;
+  return std::move(*taken);
+}
+
 void spillable_buffer::release() noexcept {
   if (store_ != nullptr) {
     std::exchange(store_, nullptr)->release(id_);

@@ -13,7 +13,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -108,6 +110,43 @@ TEST(Buffer, MoveAssignmentFreesTheOldMemoryOnce) {
   }
   expect_outstanding(stats, 0, 0);
   EXPECT_EQ(stats.statistics().total_count, 2U);
+}
+
+TEST(Buffer, SlicesShareOneAllocationFreedWithTheLastOfThem) {
+  emulated_device_memory_resource device;
+  statistics_resource_adaptor stats{device};
+  {
+    auto whole       = std::make_shared<buffer const>(256, default_stream(), stats);
+    auto* const base = static_cast<std::byte*>(const_cast<void*>(whole->data()));
+    test::fill_block(base, 256, 0x5a);
+    buffer first{whole, base, 64};
+    buffer second{whole, base + 64, 192};
+    EXPECT_EQ(first.size(), 64U);
+    EXPECT_EQ(second.data(), base + 64);
+    EXPECT_EQ(second.kind(), memory_kind::DEVICE);
+    EXPECT_EQ(second.resource(), &stats);
+    EXPECT_TRUE(test::block_holds(second.data(), 192, 0x5a));
+    whole.reset();  // the slices keep it
+    expect_outstanding(stats, 256, 1);
+    buffer moved{std::move(first)};
+    EXPECT_TRUE(first.empty());  // NOLINT(bugprone-use-after-move)
+    moved = buffer{};            // one slice gone: the other still holds the allocation
+    expect_outstanding(stats, 256, 1);
+    EXPECT_TRUE(test::block_holds(second.data(), 192, 0x5a));
+  }
+  expect_outstanding(stats, 0, 0);
+  EXPECT_EQ(stats.statistics().total_count, 1U);
+}
+
+TEST(Buffer, ASliceMustLieInsideItsAllocation) {
+  host_memory_resource host;
+  auto whole       = std::make_shared<buffer const>(128, default_stream(), host);
+  auto* const base = static_cast<std::byte*>(const_cast<void*>(whole->data()));
+  EXPECT_THROW((buffer{whole, base + 64, 65}), invalid_argument);
+  EXPECT_THROW((buffer{whole, base + 129, 0}), invalid_argument);
+  EXPECT_THROW((buffer{nullptr, base, 8}), invalid_argument);
+  buffer const end{whole, base + 128, 0};  // empty, at the end
+  EXPECT_TRUE(end.empty());
 }
 
 TEST(Buffer, CopiesFromASource) {

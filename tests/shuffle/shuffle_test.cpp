@@ -264,6 +264,9 @@ struct run_settings {
   std::size_t inbox_budget = 64_MiB;
   double loss_probability  = 0.0;
   bool read_as_batches     = false;
+  /// With `read_as_batches`: by `take_each_batch`, every taken table kept until the partition
+  /// is read (each must own its rows: the next shards' reads do not touch them).
+  bool take_batches = false;
   /// Map inputs come from the test's batches (not from the store), and after `finish_maps` every
   /// shard is spilled to disk and each of its reads there is corrupted: every shard is recomputed.
   bool corrupt_spilled_shards = false;
@@ -338,9 +341,20 @@ std::unique_ptr<run_result> run_and_check(communicator& comm,
     std::unique_ptr<table> actual;
     if (s.read_as_batches) {
       std::vector<std::unique_ptr<table>> copies;
-      shuffle->for_each_batch(partition, [&](table_view const& batch) {
-        copies.push_back(copy(batch, default_stream(), reference_memory));
-      });
+      if (s.take_batches) {
+        std::vector<std::unique_ptr<table>> taken;
+        shuffle->take_each_batch(partition, [&](std::unique_ptr<table> batch) {
+          EXPECT_GT(batch->num_rows(), 0U);
+          taken.push_back(std::move(batch));
+        });
+        for (auto const& batch : taken) {
+          copies.push_back(copy(batch->view(), default_stream(), reference_memory));
+        }
+      } else {
+        shuffle->for_each_batch(partition, [&](table_view const& batch) {
+          copies.push_back(copy(batch, default_stream(), reference_memory));
+        });
+      }
       std::vector<table_view> views;
       for (auto const& piece : copies) {
         views.push_back(piece->view());
@@ -408,6 +422,37 @@ TEST_P(ConcurrentShuffle, BatchesComeInGlobalMapOrder) {
     settings.rows            = 200;
     settings.read_as_batches = true;
     (void)run_and_check(comm, GetParam(), settings);
+  });
+}
+
+TEST_P(ConcurrentShuffle, TakenBatchesOwnTheirRowsInGlobalMapOrder) {
+  testing::for_each_rank_group([&](communicator& comm) {
+    run_settings settings;
+    settings.rows            = 200;
+    settings.read_as_batches = true;
+    settings.take_batches    = true;
+    auto const result        = run_and_check(comm, GetParam(), settings);
+    // Nothing spilled (64 MiB of device): every shard handed over as it was stored or received.
+    EXPECT_EQ(sum_over_ranks(comm, result->statistics.shards_read),
+              sum_over_ranks(comm, result->statistics.shards_written));
+    EXPECT_EQ(result->statistics.shards_taken_in_place, result->statistics.shards_read);
+  });
+}
+
+TEST_P(ConcurrentShuffle, TakenBatchesOfLostOrCorruptShardsAreRecomputed) {
+  testing::for_each_rank_group([&](communicator& comm) {
+    run_settings settings;
+    settings.rows             = 300;
+    settings.read_as_batches  = true;
+    settings.take_batches     = true;
+    settings.loss_probability = 0.2;
+    auto result               = run_and_check(comm, GetParam(), settings);
+    EXPECT_GT(sum_over_ranks(comm, result->statistics.recomputed_maps), 0U);
+    // Every shard on disk and corrupt when read there: taken as copies of the recomputed rows.
+    settings.loss_probability       = 0.0;
+    settings.corrupt_spilled_shards = true;
+    result                          = run_and_check(comm, GetParam(), settings);
+    EXPECT_GT(sum_over_ranks(comm, result->spills.read_errors), 0U);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/lease/lease_arbiter.hpp>
 #include <spillway/lease/task_context.hpp>
+#include <spillway/memory/copy.hpp>
 #include <spillway/memory/failure_callback_resource_adaptor.hpp>
 #include <spillway/spill/spill_file.hpp>
 #include <spillway/spill/spill_store.hpp>
@@ -12,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -324,6 +326,39 @@ TEST_F(SpillStoreTest, TakeIfResidentLeavesPinnedSpilledAndUnspilledTablesInTheS
   handle.release();
   EXPECT_EQ(store.bytes_on(spill_tier::DEVICE), 0U);
   EXPECT_EQ(device_.used_bytes(), 0U);
+}
+
+TEST_F(SpillStoreTest, TakeIfResidentHandsBackABufferWithoutACopyOnlyWhenItIsOnTheDevice) {
+  spill_store store(options());
+  buffer bytes(4_KiB, default_stream(), device_);
+  std::memset(bytes.data(), 0x3c, bytes.size());
+  auto handle = store.make_spillable(std::move(bytes), 0);
+  {
+    auto const pinned = handle.acquire();
+    EXPECT_TRUE(handle.take_if_resident().empty());  // pinned
+  }
+  (void)store.spill(1_GiB, spill_tier::DEVICE);
+  ASSERT_EQ(handle.tier(), spill_tier::HOST);
+  EXPECT_TRUE(handle.take_if_resident().empty());  // on the host
+  EXPECT_TRUE(handle.valid());
+  void const* again = nullptr;
+  {
+    auto const pinned = handle.acquire();  // back on the device, in new memory
+    again             = pinned.data();
+  }
+  std::size_t const used = device_.used_bytes();
+  buffer taken           = handle.take_if_resident();
+  ASSERT_EQ(taken.size(), 4_KiB);
+  EXPECT_EQ(taken.data(), again);
+  EXPECT_FALSE(handle.valid());
+  EXPECT_EQ(store.bytes_on(spill_tier::DEVICE), 0U);  // no longer the store's
+  EXPECT_EQ(device_.used_bytes(), used);              // nothing copied or freed
+  std::vector<std::uint8_t> host(taken.size());
+  copy_bytes(host.data(), memory_kind::HOST, taken.data(), taken.kind(), host.size(), {});
+  EXPECT_TRUE(std::all_of(host.begin(), host.end(), [](std::uint8_t b) { return b == 0x3c; }));
+  taken = buffer{};
+  EXPECT_EQ(device_.used_bytes(), 0U);
+  EXPECT_THROW((void)handle.take_if_resident(), logic_error);
 }
 
 TEST_F(SpillStoreTest, PrefetchBringsDiskDataToTheHost) {

@@ -9,11 +9,13 @@
 #include <spillway/memory/resource_ref.hpp>
 
 #include <cstddef>
+#include <memory>
 
 namespace spillway {
 
 /**
- * @brief `bytes` bytes from a resource, freed to it at destruction.
+ * @brief `bytes` bytes from a resource, freed to it at destruction; or a slice of such an
+ * allocation, shared with other slices, freed with the last of them.
  * @note Move-only. The resource must outlive the buffer. Not thread-safe.
  */
 class buffer {
@@ -34,6 +36,14 @@ class buffer {
          stream_view stream,
          resource_ref resource);
 
+  /**
+   * @brief Views `bytes` bytes at `data`, inside the allocation `owner` holds, without copying:
+   * several such slices may share one allocation (the columns of one packed table), which is
+   * freed with the last of them. Of `owner`'s kind and resource; frees nothing itself.
+   * @throws spillway::invalid_argument when `owner` is null or the bytes are not inside it
+   */
+  buffer(std::shared_ptr<buffer const> owner, void* data, std::size_t bytes);
+
   ~buffer();
   buffer(buffer&& other) noexcept;
   buffer& operator=(buffer&& other) noexcept;
@@ -47,7 +57,8 @@ class buffer {
   [[nodiscard]] stream_view stream() const noexcept { return stream_; }
   /** @return the kind of memory; HOST for an empty buffer */
   [[nodiscard]] memory_kind kind() const noexcept { return kind_; }
-  /** @return the resource, or null for a default-constructed buffer */
+  /** @return the resource (a slice's: its allocation's), or null for a default-constructed
+   * buffer */
   [[nodiscard]] memory_resource* resource() const noexcept { return resource_; }
 
  private:
@@ -58,6 +69,7 @@ class buffer {
   stream_view stream_        = {};
   memory_resource* resource_ = nullptr;
   memory_kind kind_          = memory_kind::HOST;
+  std::shared_ptr<buffer const> owner_;  ///< a slice's allocation; null for an allocation
 };
 
 }  // namespace spillway

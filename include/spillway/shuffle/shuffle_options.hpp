@@ -109,18 +109,20 @@ struct shuffle_options {
 
 /** @brief What a shuffle did on one rank. */
 struct shuffle_statistics {
-  std::size_t map_tasks          = 0;  ///< map tasks run (first runs, not recomputations)
-  std::size_t resumed_maps       = 0;  ///< map tasks whose shards were read from a checkpoint
-  std::size_t checkpoint_errors  = 0;  ///< map tasks that could not be checkpointed (warned)
-  std::size_t shards_written     = 0;  ///< non-empty shards the map tasks produced
-  std::size_t bytes_written      = 0;  ///< their packed bytes
-  std::size_t shards_read        = 0;  ///< shards read by this rank's readers
-  std::size_t rows_read          = 0;  ///< their rows
-  std::size_t bytes_read         = 0;  ///< their packed bytes
-  std::size_t messages_sent      = 0;  ///< point-to-point messages sent (all kinds)
-  std::size_t messages_received  = 0;  ///< point-to-point messages received (all kinds)
-  std::size_t bytes_sent         = 0;  ///< bytes of those messages
-  std::size_t bytes_received     = 0;  ///< bytes of those messages
+  std::size_t map_tasks         = 0;  ///< map tasks run (first runs, not recomputations)
+  std::size_t resumed_maps      = 0;  ///< map tasks whose shards were read from a checkpoint
+  std::size_t checkpoint_errors = 0;  ///< map tasks that could not be checkpointed (warned)
+  std::size_t shards_written    = 0;  ///< non-empty shards the map tasks produced
+  std::size_t bytes_written     = 0;  ///< their packed bytes
+  std::size_t shards_read       = 0;  ///< shards read by this rank's readers
+  std::size_t rows_read         = 0;  ///< their rows
+  std::size_t bytes_read        = 0;  ///< their packed bytes
+  /// Shards `take_each_batch` handed over in the memory they were stored or received in (no copy)
+  std::size_t shards_taken_in_place = 0;
+  std::size_t messages_sent         = 0;  ///< point-to-point messages sent (all kinds)
+  std::size_t messages_received     = 0;  ///< point-to-point messages received (all kinds)
+  std::size_t bytes_sent            = 0;  ///< bytes of those messages
+  std::size_t bytes_received        = 0;  ///< bytes of those messages
   std::size_t lost_shards        = 0;  ///< shards found dropped, released, corrupt or not received
   std::size_t recomputed_maps    = 0;  ///< map tasks rerun (by this rank) to rebuild lost shards
   std::size_t fetch_retries      = 0;  ///< shard requests repeated after a loss on the way

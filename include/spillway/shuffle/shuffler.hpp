@@ -10,7 +10,8 @@
  * 2. `finish_maps()` (collective): every rank publishes its shard sizes (one allgather); each
  *    rank's `directory()` then knows every shard.
  * 3. Read the partitions this rank owns (`owned_partitions()`, `partition_owner`):
- *    `for_each_batch(p, ...)` gives its shards one at a time, `read_partition(p)` one table.
+ *    `for_each_batch(p, ...)` gives its shards one at a time (`take_each_batch` as tables of
+ *    their own), `read_partition(p)` one table.
  *    Rows come in global map order (rank, then map number), and inside a map in input order.
  * 4. `close()` (collective): waits until every rank has read, then stops the service threads.
  *
@@ -163,6 +164,16 @@ class shuffler {
    */
   void for_each_batch(std::size_t partition,
                       std::function<void(table_view const& batch)> const& consume);
+  /**
+   * @brief Hands each non-empty shard of `partition` to `consume` as a table of its own, in the
+   * order of `for_each_batch`: the shard's memory itself when it is on the device, not pinned,
+   * when its turn comes (no copy: the columns are slices of it, from the resource the shard was
+   * stored or received in, no longer counted by the spill store), else a copy from
+   * `mrs.output()`. For a reader that keeps the rows, such as a sort.
+   * @see for_each_batch for the order and errors
+   */
+  void take_each_batch(std::size_t partition,
+                       std::function<void(std::unique_ptr<table> batch)> const& consume);
   /**
    * @brief The rows of `partition` as one table from `mrs.output()` (its shards are fetched into
    * the spill store first, so they can spill while the others arrive). An empty partition is an

@@ -72,6 +72,16 @@ class spillable_buffer {
   [[nodiscard]] bool valid() const noexcept { return store_ != nullptr; }
   /** @brief Frees the data on every tier; the handle becomes empty. */
   void release() noexcept;
+  /**
+   * @brief Hands the bytes back without a copy when they are on the device, not pinned and not
+   * being spilled: the store forgets them and the handle becomes empty. Otherwise nothing
+   * changes and an empty buffer comes back; `acquire()` then gives the bytes.
+   * @return the bytes (`size()` of them), whose memory stays allocated from the device resource
+   * it came from and no longer counts as the store's; or an empty buffer
+   * @throws spillway::logic_error on an empty handle
+   * @note One thread per handle, and no `acquire` of it meanwhile.
+   */
+  [[nodiscard]] buffer take_if_resident();
 
  private:
   friend class detail::spill_store_impl;
