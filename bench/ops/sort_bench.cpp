@@ -8,10 +8,16 @@
  *
  * merge_order of the 10M random INT64 keys cut into 16, 128 or 1024 sorted runs: the merge
  * rounds of the out-of-core sort (a run per sorted batch, a few chunks of each loaded).
+ *
+ * upper_bound of the 10M rows of the two INT64 keys in K splitters (1, 63 or 1023 rows of them,
+ * evenly spaced in their order): a range partitioning's partition ids, as the distributed sort's
+ * shuffle makes them for K + 1 ranks.
  */
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/ops/bounds.hpp>
 #include <spillway/ops/merge.hpp>
 #include <spillway/ops/sort.hpp>
+#include <spillway/table/gather.hpp>
 #include <spillway/table/table.hpp>
 
 #include <benchmark/benchmark.h>
@@ -135,6 +141,27 @@ void sorted_order_two_int64(benchmark::State& state) {
                               int64_column(shape::RANDOM)->view()});
 }
 
+void upper_bound_splitters(benchmark::State& state) {
+  table_view const keys{int64_column(shape::THOUSAND_DISTINCT)->view(),
+                        int64_column(shape::RANDOM)->view()};
+  memory_resources const mrs{host()};
+  auto const order = sorted_order(keys, {}, sort_stability::STABLE, default_stream(), mrs);
+  auto const count = static_cast<std::size_t>(state.range(0));
+  auto picks       = make_fixed_width_column(
+    type_id::UINT64, count, mask_state::UNALLOCATED, default_stream(), host());
+  for (std::size_t pick = 0; pick < count; ++pick) {
+    picks->mutable_data<std::uint64_t>()[pick] =
+      order->view().data<std::uint64_t>()[(pick + 1) * keys.num_rows() / (count + 1)];
+  }
+  auto const splitters =
+    gather(keys, picks->view(), out_of_bounds_policy::FAIL, default_stream(), mrs);
+  for (auto _ : state) {
+    auto ids = upper_bound(splitters->view(), keys, {}, default_stream(), mrs);
+    benchmark::DoNotOptimize(ids->mutable_data<std::uint64_t>());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(keys.num_rows()));
+}
+
 void sorted_order_strings(benchmark::State& state) {
   run_sorted_order(state, table_view{string_column()->view()});
 }
@@ -207,6 +234,14 @@ BENCHMARK_CAPTURE(sorted_order_int64, skewed, shape::SKEWED)
   ->UseRealTime();
 BENCHMARK(sorted_order_two_int64)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(sorted_order_strings)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(upper_bound_splitters)
+  ->Arg(1)
+  ->Arg(3)
+  ->Arg(7)
+  ->Arg(63)
+  ->Arg(1023)
+  ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
 BENCHMARK(merge_order_strings)->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(merge_order_int64)
   ->Arg(16)
