@@ -15,7 +15,8 @@ distributed sort (each rank checks its sorted batches in order and counts them, 
 key ranges are checked in rank order); dask persists the input, then times
 `sort_values([...]).map_partitions(len).compute()`; `duckdb-sort` (in-memory only) loads the
 dataset into a DuckDB table, then times a sorted copy of it on 2 threads, the same sort done by
-one machine's engine. Nothing is written.
+one machine's engine; `polars-sort` (in-memory only) the same with Polars (`read_parquet`, then
+`DataFrame.sort` timed, POLARS_MAX_THREADS=2). Nothing is written.
 
   python3 bench/compare/dsort_vs_dask.py --data data/timeseries-1g --by id,timestamp \
       --ranks 2 --mpi-ranks 4 --device-memory 256MiB --host-memory 1GiB
@@ -112,6 +113,33 @@ for run in range({args.repeat}):
     return [float(line[0]) for line in lines], int(lines[-1][1])
 
 
+def run_polars_sort_in_memory(args):
+    """Polars on 2 threads: the dataset read into a DataFrame (not timed), then sorted --repeat
+    times; (seconds of each run, rows of the last)."""
+    code = f"""
+import time
+import polars as pl
+by = {args.by.split(",")!r}
+df = pl.read_parquet('{args.data}/*.parquet')
+for run in range({args.repeat}):
+    start = time.perf_counter()
+    s = df.sort(by)
+    seconds = time.perf_counter() - start
+    # In order: from the last key to the first, each row greater, or equal and not before on the
+    # later keys, than the row before it.
+    ok = pl.col(by[-1]) >= pl.col(by[-1]).shift(1)
+    for name in reversed(by[:-1]):
+        ok = (pl.col(name) > pl.col(name).shift(1)) | ((pl.col(name) == pl.col(name).shift(1)) & ok)
+    ordered = s.select(ok.fill_null(True).all()).item()
+    print(seconds, s.height, ordered, flush=True)
+"""
+    _, stdout = run_timed([sys.executable, "-c", code], env=dict(os.environ, POLARS_MAX_THREADS="2"))
+    lines = [line.split() for line in stdout.strip().splitlines()[-args.repeat:]]
+    if not all(line[2] == "True" for line in lines):
+        raise SystemExit("polars-sort: rows out of order")
+    return [float(line[0]) for line in lines], int(lines[-1][1])
+
+
 def run_in_memory(args, rows, nbytes):
     """Each engine's sort of the loaded input, --repeat times; a table of first and best runs."""
     by = args.by.split(",")
@@ -126,6 +154,9 @@ def run_in_memory(args, rows, nbytes):
             runs, out_rows = run_duckdb_sort_in_memory(args)
             extra = ("table loaded first; CREATE TABLE AS ... ORDER BY timed, 2 threads "
                      "(one process: the sort a single machine's engine does)")
+        elif engine.startswith("polars-"):
+            runs, out_rows = run_polars_sort_in_memory(args)
+            extra = "DataFrame read first; DataFrame.sort timed, 2 threads (one process)"
         else:
             try:
                 runs, out_rows = run_dask_in_memory(
@@ -159,8 +190,8 @@ def main():
     if args.in_memory:
         run_in_memory(args, rows, nbytes)
         return
-    if "duckdb-" in args.engines:
-        raise SystemExit("duckdb-sort runs with --in-memory only")
+    if "duckdb-" in args.engines or "polars-" in args.engines:
+        raise SystemExit("duckdb-sort and polars-sort run with --in-memory only")
     results = []
     for label, engine, mode, ranks in engine_runs(args.engines, args.ranks, args.mpi_ranks):
         out_dir = os.path.join(args.temp, "out-" + re.sub(r"[^A-Za-z0-9_-]", "_", label))
