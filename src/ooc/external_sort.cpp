@@ -246,25 +246,32 @@ bool external_sorter::may_defer(table_view const& batch, std::size_t bytes) cons
 
 namespace {
 
+/// A column of the schema and its values in the sorted order, decoded from the sort's prefixes.
+using sorted_column = std::pair<std::size_t, column_view>;
+
 /**
- * The rows `ids[starts[p], starts[p + 1])` of `inputs` as piece `p`: with `sorted_key` (the key
- * column `key` in the same sorted order), every other column is gathered and the key column is
- * a copy of its rows of `sorted_key`; without it, every column is gathered.
+ * The rows `ids[starts[p], starts[p + 1])` of `inputs` as piece `p`: the columns of `sorted`
+ * (each with its values in the order of `ids`) are copies of those rows of theirs, every other
+ * column is gathered.
  */
-std::vector<std::unique_ptr<table>> gather_with_sorted_key(std::span<table_view const> inputs,
-                                                           std::uint64_t const* ids,
-                                                           std::span<std::size_t const> starts,
-                                                           column_view const* sorted_key,
-                                                           std::size_t key,
-                                                           stream_view stream,
-                                                           memory_resources mrs) {
-  if (sorted_key == nullptr) {
+std::vector<std::unique_ptr<table>> gather_with_sorted_keys(std::span<table_view const> inputs,
+                                                            std::uint64_t const* ids,
+                                                            std::span<std::size_t const> starts,
+                                                            std::span<sorted_column const> sorted,
+                                                            stream_view stream,
+                                                            memory_resources mrs) {
+  if (sorted.empty()) {
     return detail::gather_pieces_in_parallel(
       inputs, ids, starts, detail::SOURCE_ROW_BITS, stream, mrs);
   }
+  std::size_t const num_columns = inputs.front().num_columns();
+  std::vector<column_view const*> decoded(num_columns, nullptr);
+  for (auto const& [index, values] : sorted) {
+    decoded[index] = &values;
+  }
   std::vector<std::size_t> others;
-  for (std::size_t index = 0; index < inputs.front().num_columns(); ++index) {
-    if (index != key) {
+  for (std::size_t index = 0; index < num_columns; ++index) {
+    if (decoded[index] == nullptr) {
       others.push_back(index);
     }
   }
@@ -272,13 +279,23 @@ std::vector<std::unique_ptr<table>> gather_with_sorted_key(std::span<table_view 
   for (auto const& input : inputs) {
     rest.push_back(input.select(others));
   }
-  auto gathered =
-    detail::gather_pieces_in_parallel(rest, ids, starts, detail::SOURCE_ROW_BITS, stream, mrs);
+  auto gathered = others.empty() ? std::vector<std::unique_ptr<table>>{}
+                                 : detail::gather_pieces_in_parallel(
+                                     rest, ids, starts, detail::SOURCE_ROW_BITS, stream, mrs);
   std::vector<std::unique_ptr<table>> pieces;
-  for (std::size_t piece = 0; piece < gathered.size(); ++piece) {
-    auto columns = gathered[piece]->release();
-    columns.insert(columns.begin() + static_cast<std::ptrdiff_t>(key),
-                   detail::copy(slice(*sorted_key, starts[piece], starts[piece + 1]), stream, mrs));
+  for (std::size_t piece = 0; piece + 1 < starts.size(); ++piece) {
+    std::vector<std::unique_ptr<column>> columns;
+    auto others_of_piece =
+      others.empty() ? std::vector<std::unique_ptr<column>>{} : gathered[piece]->release();
+    std::size_t next_other = 0;
+    for (std::size_t index = 0; index < num_columns; ++index) {
+      if (decoded[index] != nullptr) {
+        columns.push_back(
+          detail::copy(slice(*decoded[index], starts[piece], starts[piece + 1]), stream, mrs));
+      } else {
+        columns.push_back(std::move(others_of_piece[next_other++]));
+      }
+    }
     pieces.push_back(std::make_unique<table>(std::move(columns)));
   }
   return pieces;
@@ -460,17 +477,21 @@ external_sorter::run_outcome external_sorter::sort_run(std::vector<spillable_tab
         return;
       }
     }
-    std::unique_ptr<column> sorted_key;  // decoded from the sort's prefixes, not gathered
-    auto const order = detail::sorted_sources(keys, options_.orders, stream_, scratch, &sorted_key);
-    std::optional<column_view> const key_view =
-      sorted_key ? std::optional<column_view>{sorted_key->view()} : std::nullopt;
-    chunks = gather_with_sorted_key(inputs,
-                                    order->view().data<std::uint64_t>(),
-                                    starts,
-                                    key_view ? &*key_view : nullptr,
-                                    options_.key_columns.front(),
-                                    stream_,
-                                    scratch);
+    std::vector<std::unique_ptr<column>> sorted_keys;  // decoded from the sort's prefixes
+    auto const order =
+      detail::sorted_sources(keys,
+                             options_.orders,
+                             stream_,
+                             scratch,
+                             keys.front().num_columns() == 1 ? &sorted_keys : nullptr);
+    std::vector<sorted_column> decoded;
+    for (std::size_t key = 0; key < sorted_keys.size(); ++key) {
+      if (sorted_keys[key] != nullptr) {
+        decoded.emplace_back(options_.key_columns[key], sorted_keys[key]->view());
+      }
+    }
+    chunks = gather_with_sorted_keys(
+      inputs, order->view().data<std::uint64_t>(), starts, decoded, stream_, scratch);
   });
   lease.reset();
   if (!done) {
@@ -536,14 +557,16 @@ bool external_sorter::sort_deferred() {
   memory_resources const scratch = mrs_.with_output(mrs_.temporary());
   std::optional<memory_lease> lease;
   std::unique_ptr<column> sources;
-  std::unique_ptr<column> sorted_key;     // decoded from the sort's prefixes, not gathered
-  std::unique_ptr<column> sorted_values;  // carried with the key (sorted_key_values)
+  std::unique_ptr<column> sorted_key;                // sorted_key_values: the key
+  std::unique_ptr<column> sorted_values;             // carried with the key (sorted_key_values)
+  std::vector<std::unique_ptr<column>> sorted_keys;  // decoded from the sort's prefixes
   bool fits       = true;
   bool const done = run_protected([&] {
     // What a rolled-back attempt allocated goes before the next one.
     sources.reset();
     sorted_key.reset();
     sorted_values.reset();
+    sorted_keys.clear();
     if (options_.task != nullptr) {
       std::size_t const base = options_.task->base_lease();
       if (need > base && !lease) {
@@ -576,7 +599,16 @@ bool external_sorter::sort_deferred() {
         return;
       }
     }
-    sources = detail::sorted_sources(keys, options_.orders, stream_, scratch, &sorted_key);
+    // One key is decoded (the output's key column is then copied, not moved or gathered);
+    // several are not: each decoded column is memory a first run must fault in while the sort's
+    // merge writes it, which cost more than moving the columns saved (the in-memory distributed
+    // sort by two INT64 keys, first runs 2.9-3.0 s -> 4.2-5.3 s, later ones 2.27-2.32 -> 2.15-2.19
+    // s; docs/BENCHMARKS.md, "Rows moved in place").
+    sources = detail::sorted_sources(keys,
+                                     options_.orders,
+                                     stream_,
+                                     scratch,
+                                     options_.key_columns.size() == 1 ? &sorted_keys : nullptr);
   });
   lease.reset();
   if (!done || !fits) {
@@ -603,8 +635,12 @@ bool external_sorter::sort_deferred() {
   }
   sorted_rows_ = sources->size();
   columns.push_back(std::move(sources));
-  if (sorted_key) {
-    columns.push_back(std::move(sorted_key));
+  decoded_keys_.clear();
+  for (std::size_t key = 0; key < sorted_keys.size(); ++key) {
+    if (sorted_keys[key] != nullptr) {
+      decoded_keys_.push_back(options_.key_columns[key]);
+      columns.push_back(std::move(sorted_keys[key]));
+    }
   }
   // Spillable between output batches, like everything else the sort holds.
   sorted_sources_ =
@@ -659,12 +695,16 @@ bool external_sorter::gather_whole_output() {
       detail::cuda::on_device(owned.back()->view())) {
     return give_back();
   }
-  // Fixed-width columns without nulls move in place; the others are gathered anew into batches
-  // of the same rows.
+  // Key columns the sort decoded are copied from their sorted values; the other fixed-width
+  // columns without nulls move in place; the rest are gathered anew into batches of the same
+  // rows.
   std::vector<std::size_t> plain;
   std::vector<std::size_t> others;
   std::size_t strings = 0;
   for (std::size_t index = 0; index < num_columns_; ++index) {
+    if (std::find(decoded_keys_.begin(), decoded_keys_.end(), index) != decoded_keys_.end()) {
+      continue;
+    }
     bool nulls = false;
     for (auto const& batch : owned) {
       nulls = nulls || batch->view().column(index).has_nulls();
@@ -676,11 +716,12 @@ bool external_sorter::gather_whole_output() {
   for (auto const& batch : owned) {
     others_bytes += others.empty() ? 0 : estimate_size(batch->view().select(others));
   }
-  // Beside the batches and the order: the columns gathered anew, with each string's length and
-  // place (16 bytes a row a string column), where each row goes and one column copied out (8
-  // bytes a row each).
+  // Beside the batches and the order (the ids and the decoded keys): the columns gathered
+  // anew, with each string's length and place (16 bytes a row a string column), where each row
+  // goes and one column copied out (8 bytes a row each).
   std::size_t const need =
-    deferred_bytes_ + others_bytes + sorted_rows_ * (2 + 2 + 2 * strings) * sizeof(std::uint64_t);
+    deferred_bytes_ + others_bytes +
+    sorted_rows_ * (1 + decoded_keys_.size() + 2 + 2 * strings) * sizeof(std::uint64_t);
   if (need > options_.merge_budget_bytes) {
     return give_back();
   }
@@ -715,9 +756,26 @@ bool external_sorter::gather_whole_output() {
         gathered = detail::gather_pieces_in_parallel(
           selected, ids, detail::first_rows(inputs), detail::SOURCE_ROW_BITS, stream_, mrs_);
       }
-      if (!detail::permute_in_place(
+      if (!plain.empty() &&
+          !detail::permute_in_place(
             tables, ids, detail::SOURCE_ROW_BITS, plain, stream_, mrs_.temporary())) {
         return;  // (the ids are not every row once: nothing moved)
+      }
+      std::size_t first = 0;
+      for (table* const batch : tables) {
+        std::size_t const rows = batch->num_rows();
+        for (std::size_t at = 0; at < decoded_keys_.size(); ++at) {
+          column& values             = batch->get_column(decoded_keys_[at]);
+          column_view const& decoded = order.view().column(1 + at);
+          std::size_t const width    = size_of(values.type());
+          copy_bytes(values.mutable_data<std::byte>(),
+                     values.kind(),
+                     decoded.data<std::byte>() + first * width,
+                     decoded.kind(),
+                     rows * width,
+                     stream_);
+        }
+        first += rows;
       }
       for (std::size_t at = 0; at < owned.size() && !others.empty(); ++at) {
         auto columns     = owned[at]->release();
@@ -830,19 +888,14 @@ std::unique_ptr<table> external_sorter::take_sorted() {
       std::size_t const rows =
         rows_within(inputs, schema_, ids, sorted_rows_ - sorted_taken_, limit);
       std::array<std::size_t, 2> const starts{0, rows};
-      // The key column, when the sort decoded it, is copied from its sorted rows.
-      std::optional<column_view> const key_view =
-        order.view().num_columns() > 1
-          ? std::optional<column_view>{slice(
-              order.view().column(1), sorted_taken_, sorted_taken_ + rows)}
-          : std::nullopt;
-      auto pieces = gather_with_sorted_key(inputs,
-                                           ids,
-                                           starts,
-                                           key_view ? &*key_view : nullptr,
-                                           options_.key_columns.front(),
-                                           stream_,
-                                           mrs_);
+      // The key columns the sort decoded are copied from their sorted rows.
+      std::vector<sorted_column> decoded;
+      for (std::size_t at = 0; at < decoded_keys_.size(); ++at) {
+        decoded.emplace_back(
+          decoded_keys_[at],
+          slice(order.view().column(1 + at), sorted_taken_, sorted_taken_ + rows));
+      }
+      auto pieces = gather_with_sorted_keys(inputs, ids, starts, decoded, stream_, mrs_);
       batch       = std::move(pieces.front());
     });
     lease.reset();

@@ -292,6 +292,31 @@ void decode_prefixes(normalized_key_layout const& layout,
   });
 }
 
+bool word_decodes(normalized_key_layout const& layout, std::size_t index, data_type type) noexcept {
+  if (!layout.complete || index >= layout.segments.size() || !is_fixed_width(type) ||
+      size_of(type) != sizeof(std::uint64_t) || type.id() == type_id::FLOAT64) {
+    return false;
+  }
+  auto const& segment = layout.segments[index];
+  return !segment.null_byte && segment.offset % sizeof(std::uint64_t) == 0 &&
+         segment.value_bytes == sizeof(std::uint64_t);
+}
+
+void decode_word(normalized_key_layout::segment const& segment,
+                 data_type type,
+                 std::uint64_t const* words,
+                 std::size_t rows,
+                 void* out) noexcept {
+  // The inverse of order_preserving_bits for 8-byte integers: the sign bit flipped back if
+  // signed, every bit if descending.
+  std::uint64_t const flip = (segment.descending ? ~std::uint64_t{0} : 0) ^
+                             (type.id() == type_id::UINT64 ? 0 : std::uint64_t{1} << 63);
+  auto* values = static_cast<std::uint64_t*>(out);
+  for (std::size_t row = 0; row < rows; ++row) {
+    values[row] = words[row] ^ flip;
+  }
+}
+
 template <std::size_t Words>
 void encode_normalized_keys(normalized_key_layout const& layout,
                             table_view const& keys,

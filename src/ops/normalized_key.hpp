@@ -120,6 +120,25 @@ void decode_prefixes(normalized_key_layout const& layout,
                      void* out) noexcept;
 
 /**
+ * @brief Whether segment `index` of a complete `layout` is a word of the prefix that gives back
+ * its key values: an 8-byte integer or timestamp key (`type`), whole, without a null byte, at a
+ * word boundary. Word `layout.segments[index].offset / 8` of the sorted prefixes is then that
+ * key column in sorted order, once `decode_word` is applied.
+ */
+bool word_decodes(normalized_key_layout const& layout, std::size_t index, data_type type) noexcept;
+
+/**
+ * @brief Writes the key values of `rows` prefix words of `segment` into `out` (8-byte values of
+ * `type`; `out` may be `words`).
+ * @pre `word_decodes` of the segment
+ */
+void decode_word(normalized_key_layout::segment const& segment,
+                 data_type type,
+                 std::uint64_t const* words,
+                 std::size_t rows,
+                 void* out) noexcept;
+
+/**
  * @brief Writes the prefixes and row indices of rows `[begin, end)` of `keys` into
  * `records[0 .. end - begin)`.
  * @pre `layout.words() == Words`

@@ -64,6 +64,22 @@ unsigned digit(key_record<Words> const& record, std::size_t byte) noexcept {
   return static_cast<unsigned>((record.key[byte / 8] >> (56 - 8 * (byte % 8))) & 0xFFU);
 }
 
+/// Where a sort writes the words of its sorted prefixes, word by word (null: that word is not
+/// written), beside the sorted rows.
+using prefix_words = std::array<std::uint64_t*, 3>;
+
+/// Writes the words of `record`'s prefix that `prefixes` wants at position `at`.
+template <std::size_t Words>
+void write_prefix(prefix_words const& prefixes,
+                  std::size_t at,
+                  key_record<Words> const& record) noexcept {
+  for (std::size_t word = 0; word < Words; ++word) {
+    if (prefixes[word] != nullptr) {
+      prefixes[word][at] = record.key[word];
+    }
+  }
+}
+
 /**
  * The count of each digit at prefix byte `byte` of `records`. Four counter arrays take turns,
  * so that a run of one digit (a heavy key) does not chain every increment to the one before.
@@ -400,7 +416,7 @@ void merge_rows(key_record<Words> const* left,
                 std::size_t right_count,
                 tie_breaker<Words> const& order,
                 std::uint64_t* out,
-                std::uint64_t* prefixes,
+                prefix_words const& prefixes,
                 std::size_t produce) noexcept {
   if constexpr (Front) {
     std::size_t l = 0;
@@ -409,9 +425,7 @@ void merge_rows(key_record<Words> const* left,
       bool const take_right = l == left_count || (r < right_count && order.less(right[r], left[l]));
       key_record<Words> const& taken = take_right ? right[r++] : left[l++];
       out[position]                  = taken.row;
-      if (prefixes != nullptr) {
-        prefixes[position] = taken.key[0];
-      }
+      write_prefix(prefixes, position, taken);
     }
   } else {
     std::size_t l           = left_count;
@@ -422,9 +436,7 @@ void merge_rows(key_record<Words> const* left,
       bool const take_left           = r == 0 || (l > 0 && order.less(right[r - 1], left[l - 1]));
       key_record<Words> const& taken = take_left ? left[--l] : right[--r];
       out[total - 1 - produced]      = taken.row;
-      if (prefixes != nullptr) {
-        prefixes[total - 1 - produced] = taken.key[0];
-      }
+      write_prefix(prefixes, total - 1 - produced, taken);
     }
   }
 }
@@ -596,7 +608,7 @@ bool bucket_sort_records(std::size_t rows,
                          tie_breaker<Words> const& order,
                          key_record<Words>* records,
                          std::uint64_t* out,
-                         std::uint64_t* prefixes,
+                         prefix_words const& prefixes,
                          stream_view stream,
                          resource_ref temporary) {
   using record             = key_record<Words>;
@@ -740,9 +752,7 @@ bool bucket_sort_records(std::size_t rows,
       }
       for (std::size_t index = 0; index < size; ++index) {
         out[begin + index] = sorted[index].row;
-        if (prefixes != nullptr) {
-          prefixes[begin + index] = sorted[index].key[0];
-        }
+        write_prefix(prefixes, begin + index, sorted[index]);
       }
     }
   });
@@ -761,7 +771,7 @@ void sort_records(std::size_t rows,
                   Encode const& encode,
                   tie_breaker<Words> const& order,
                   std::uint64_t* out,
-                  std::uint64_t* prefixes,
+                  prefix_words const& prefixes,
                   bool encode_twice,
                   bool carried,
                   stream_view stream,
@@ -798,9 +808,7 @@ void sort_records(std::size_t rows,
     record const* sorted = sort_range(0, rows);
     for (std::size_t index = 0; index < rows; ++index) {
       out[index] = sorted[index].row;
-      if (prefixes != nullptr) {
-        prefixes[index] = sorted[index].key[0];
-      }
+      write_prefix(prefixes, index, sorted[index]);
     }
     return;
   }
@@ -843,7 +851,7 @@ void sort_rows(table_view const& keys,
     },
     order,
     out,
-    nullptr,
+    prefix_words{},
     encode_twice,
     false,
     stream,
@@ -859,7 +867,7 @@ void sort_sources(std::span<table_view const> keys,
                   normalized_key_layout const& layout,
                   row_comparator const& comparator,
                   std::uint64_t* out,
-                  std::uint64_t* prefixes,
+                  prefix_words const& prefixes,
                   std::size_t rows,
                   stream_view stream,
                   resource_ref temporary) {
@@ -986,7 +994,7 @@ std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
                                        sort_order const& orders,
                                        stream_view stream,
                                        memory_resources mrs,
-                                       std::unique_ptr<column>* sorted_keys) {
+                                       std::vector<std::unique_ptr<column>>* sorted_keys) {
   SPILLWAY_EXPECTS(!keys.empty(), "sorted_sources: no key tables", invalid_argument);
   SPILLWAY_EXPECTS_LT(keys.size(),
                       std::size_t{1} << (64 - SOURCE_ROW_BITS),
@@ -1011,7 +1019,8 @@ std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
       // On the device: the keys stacked and radix sorted stably (any key types), the key column
       // not decoded.
       if (sorted_keys != nullptr) {
-        sorted_keys->reset();
+        sorted_keys->clear();
+        sorted_keys->resize(keys.front().num_columns());
       }
       return cuda::sorted_sources(keys, resolved, stream, mrs);
     }
@@ -1026,17 +1035,23 @@ std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
                    invalid_argument);
   auto result =
     make_fixed_width_column(type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.output());
-  auto* out               = result->mutable_data<std::uint64_t>();
-  std::uint64_t* prefixes = nullptr;
-  data_type const first_type =
-    keys.front().num_columns() > 0 ? keys.front().column(0).type() : data_type{type_id::INT64};
+  auto* out = result->mutable_data<std::uint64_t>();
+  // The key columns that come back from their words of the sorted prefixes are written there
+  // and then decoded in place.
+  prefix_words prefixes{};
+  std::vector<std::size_t> decoded;  // their segments
   if (sorted_keys != nullptr) {
-    sorted_keys->reset();
-    if (prefixes_decode(layout, first_type) && size_of(first_type) == sizeof(std::uint64_t)) {
-      // The sorted prefixes are written where their keys are then decoded in place.
-      *sorted_keys =
-        make_fixed_width_column(first_type, rows, mask_state::UNALLOCATED, stream, mrs.output());
-      prefixes = (*sorted_keys)->mutable_data<std::uint64_t>();
+    sorted_keys->clear();
+    sorted_keys->resize(keys.front().num_columns());
+    for (std::size_t index = 0; index < layout.segments.size(); ++index) {
+      auto const& segment  = layout.segments[index];
+      data_type const type = keys.front().column(segment.column).type();
+      if (word_decodes(layout, index, type)) {
+        auto& key = (*sorted_keys)[segment.column];
+        key = make_fixed_width_column(type, rows, mask_state::UNALLOCATED, stream, mrs.output());
+        prefixes[segment.offset / sizeof(std::uint64_t)] = key->mutable_data<std::uint64_t>();
+        decoded.push_back(index);
+      }
     }
   }
   if (rows == 0) {
@@ -1046,8 +1061,14 @@ std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
   with_prefix_words(layout.words(), [&]<std::size_t Words>() {
     sort_sources<Words>(keys, layout, comparator, out, prefixes, rows, stream, mrs.temporary());
   });
-  if (prefixes != nullptr) {
-    decode_prefixes(layout, first_type, prefixes, rows, prefixes);
+  for (std::size_t const index : decoded) {
+    auto const& segment = layout.segments[index];
+    auto& key           = *(*sorted_keys)[segment.column];
+    decode_word(segment,
+                key.type(),
+                key.mutable_data<std::uint64_t>(),
+                rows,
+                key.mutable_data<std::uint64_t>());
   }
   return result;
 }
@@ -1147,7 +1168,7 @@ std::pair<std::unique_ptr<column>, std::unique_ptr<column>> sorted_key_values(
     },
     order,
     out,
-    prefixes,
+    prefix_words{prefixes, nullptr, nullptr},
     true,  // the key is fixed-width
     true,  // records carry values, not rows
     stream,

@@ -669,6 +669,26 @@ TEST(ExternalSortInPlace, FewKeyRunsAreMovedInPlaceIntoTheBatchesTheyCameIn) {
   EXPECT_LE(env.raw_device().peak_bytes(), 64_MiB);
 }
 
+TEST(ExternalSortInPlace, TwoKeysMoveWithTheOtherPlainColumns) {
+  // Two INT64 keys (not decoded from the sort's prefixes: only a single key is) move in place
+  // with the other plain column (FLOAT64). Sorted by the row number first, the rows are in order
+  // already: nothing to move.
+  sort_environment env{64_MiB, 32_MiB};
+  testing::default_resource_guard const guard;
+  auto const batches = series_batches(10, 10000, 50, env.host());
+  for (auto const& keys : {std::vector<std::size_t>{0, 1}, std::vector<std::size_t>{1, 0}}) {
+    auto options        = in_place_options();
+    options.key_columns = keys;
+    // The key column descending, the row number ascending: still 50 ascending runs.
+    options.orders = sort_order(keys.size(), {order::ASCENDING, null_order::BEFORE});
+    options.orders[keys[0] == 0 ? 0 : 1].direction = order::DESCENDING;
+    auto const [stats, rows]                       = sort_stably_and_check(env, batches, options);
+    bool const in_order                            = keys.front() == 1;
+    EXPECT_EQ(stats.batches_sorted_in_place, in_order ? 0U : 10U);
+    EXPECT_EQ(stats.output_rows, 100000U);
+  }
+}
+
 TEST(ExternalSortInPlace, SpilledSortedBatchesComeBackInOrder) {
   // Every sorted batch not yet handed out is spilled after the first: each comes back from the
   // host tier (a copy) in its place.

@@ -421,12 +421,14 @@ TEST_F(CudaSortTest, SortedSourcesIsTheStableOrderOfTheStackedKeys) {
     device_views.push_back(device_keys.back()->view());
   }
   sort_order const orders{{order::DESCENDING, null_order::AFTER}, {}};
-  auto const expected             = detail::sorted_sources(views, orders, default_stream(), host_);
-  std::unique_ptr<column> decoded = make_fixed_column<std::int64_t>(
-    data_type{type_id::INT64}, {1}, {}, host_);  // must come back reset
+  auto const expected = detail::sorted_sources(views, orders, default_stream(), host_);
+  std::vector<std::unique_ptr<column>> decoded;  // one null entry per key column comes back
+  decoded.push_back(make_fixed_column<std::int64_t>(data_type{type_id::INT64}, {1}, {}, host_));
   auto const result = detail::sorted_sources(
     device_views, orders, parts_->stream.view(), memory_resources{*output_, *temporary_}, &decoded);
-  EXPECT_EQ(decoded, nullptr);
+  ASSERT_EQ(decoded.size(), 2U);
+  EXPECT_EQ(decoded[0], nullptr);
+  EXPECT_EQ(decoded[1], nullptr);
   auto const back = testing::to_host(table_view{result->view()}, *parts_, host_);
   EXPECT_EQ(to_vector(back->view().column(0)), to_vector(expected->view()));
 }

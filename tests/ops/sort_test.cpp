@@ -702,8 +702,10 @@ TEST_F(SortedSources, EightByteIntegerKeysComeBackDecodedInSortedOrder) {
       table_view const whole{key->view()};
       std::vector<table_view> const parts{slice(whole, 0, rows / 3), slice(whole, rows / 3, rows)};
       sort_order const orders{{direction, null_order::BEFORE}};
-      std::unique_ptr<column> sorted_key;
-      auto const ids = detail::sorted_sources(parts, orders, default_stream(), mrs_, &sorted_key);
+      std::vector<std::unique_ptr<column>> sorted_keys;
+      auto const ids = detail::sorted_sources(parts, orders, default_stream(), mrs_, &sorted_keys);
+      ASSERT_EQ(sorted_keys.size(), 1U);
+      auto const& sorted_key = sorted_keys.front();
       ASSERT_NE(sorted_key, nullptr);
       expect_resources(ids->allocated_bytes() + sorted_key->allocated_bytes());
       auto const expected = detail::gather_sources_in_parallel(parts,
@@ -715,18 +717,55 @@ TEST_F(SortedSources, EightByteIntegerKeysComeBackDecodedInSortedOrder) {
       SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), table_view{sorted_key->view()});
     }
   }
-  // Keys that do not come back from their prefixes bit for bit, or not whole: none decoded.
-  auto const floats   = random_column(type_id::FLOAT64, 500, 3, 0.0, input_);
-  auto const narrow   = random_column(type_id::INT32, 500, 4, 0.0, input_);
-  auto const nullable = random_column(type_id::INT64, 500, 5, 0.2, input_);
-  for (table_view const& keys : {table_view{floats->view()},
-                                 table_view{narrow->view()},
-                                 table_view{nullable->view()},
-                                 table_view{int64_key->view(), uint64_key->view()}}) {
-    std::vector<table_view> const parts{slice(keys, 0, 500)};
-    auto sorted_key = make_fixed_column<std::int64_t>(type_id::INT64, {1}, {}, input_);
-    (void)detail::sorted_sources(parts, {}, default_stream(), mrs_, &sorted_key);
-    EXPECT_EQ(sorted_key, nullptr);
+  // Several keys: each 8-byte integer or timestamp in a word of its own comes back, in both
+  // directions, from both halves' merges.
+  for (auto const direction : {order::ASCENDING, order::DESCENDING}) {
+    table_view const whole{int64_key->view(), uint64_key->view(), timestamp_key->view()};
+    std::vector<table_view> const parts{slice(whole, 0, rows / 2), slice(whole, rows / 2, rows)};
+    sort_order const orders{{direction, null_order::BEFORE},
+                            {order::ASCENDING, null_order::BEFORE},
+                            {direction, null_order::AFTER}};
+    std::vector<std::unique_ptr<column>> sorted_keys;
+    auto const ids = detail::sorted_sources(parts, orders, default_stream(), mrs_, &sorted_keys);
+    ASSERT_EQ(sorted_keys.size(), 3U);
+    auto const expected = detail::gather_sources_in_parallel(parts,
+                                                             ids->view().data<std::uint64_t>(),
+                                                             rows,
+                                                             detail::SOURCE_ROW_BITS,
+                                                             default_stream(),
+                                                             memory_resources{input_});
+    for (std::size_t key = 0; key < 3; ++key) {
+      ASSERT_NE(sorted_keys[key], nullptr) << "key " << key;
+      SPILLWAY_EXPECT_TABLES_EQUAL(table_view{expected->view().column(key)},
+                                   table_view{sorted_keys[key]->view()});
+    }
+  }
+  // Keys that do not come back from their prefixes bit for bit, or not whole, or not in a word
+  // of their own: not decoded.
+  auto const floats      = random_column(type_id::FLOAT64, 500, 3, 0.0, input_);
+  auto const narrow      = random_column(type_id::INT32, 500, 4, 0.0, input_);
+  auto const nullable    = random_column(type_id::INT64, 500, 5, 0.2, input_);
+  column_view const wide = slice(int64_key->view(), 0, 500);
+  struct decoded_case {
+    table_view keys;
+    std::vector<bool> decoded;
+  };
+  std::vector<decoded_case> const cases{
+    {table_view{floats->view()}, {false}},
+    {table_view{narrow->view()}, {false}},
+    {table_view{nullable->view()}, {false}},
+    {table_view{narrow->view(), wide}, {false, false}},    // at byte 4
+    {table_view{nullable->view(), wide}, {false, false}},  // null bytes
+    {table_view{wide, floats->view()}, {true, false}},
+    {table_view{wide, narrow->view()}, {true, false}}};
+  for (auto const& c : cases) {
+    std::vector<table_view> const parts{slice(c.keys, 0, 500)};
+    std::vector<std::unique_ptr<column>> sorted_keys(5);
+    (void)detail::sorted_sources(parts, {}, default_stream(), mrs_, &sorted_keys);
+    ASSERT_EQ(sorted_keys.size(), c.decoded.size());
+    for (std::size_t key = 0; key < c.decoded.size(); ++key) {
+      EXPECT_EQ(sorted_keys[key] != nullptr, c.decoded[key]) << "key " << key;
+    }
   }
 }
 

@@ -324,9 +324,12 @@ class external_sorter {
   std::size_t runs_flushed_   = 0;  ///< times waiting batches were sorted into chunks
   std::vector<bool> key_nulls_;     ///< per key column: whether a deferred batch has nulls in it
   /// After one sort of the deferred batches: every row's source id in order (one UINT64 column,
-  /// and the key column decoded when it can be), or, when `sorted_whole_`, the rows themselves
-  /// (`detail::sorted_key_values`: a key and one value column).
+  /// then the key columns decoded from the sorted prefixes, those of `decoded_keys_`), or, when
+  /// `sorted_whole_`, the rows themselves (`detail::sorted_key_values`: a key and one value
+  /// column).
   spillable_table sorted_sources_;
+  /// The columns (of the schema) after the ids in `sorted_sources_`, in order.
+  std::vector<std::size_t> decoded_keys_;
   bool sorted_whole_        = false;
   std::size_t sorted_rows_  = 0;
   std::size_t sorted_taken_ = 0;  ///< rows of `sorted_sources_` handed out

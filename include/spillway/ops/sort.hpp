@@ -28,6 +28,7 @@
 #include <memory>
 #include <span>
 #include <utility>
+#include <vector>
 
 namespace spillway {
 
@@ -112,9 +113,11 @@ inline constexpr unsigned SOURCE_ROW_BITS = 40;
  * `(input << SOURCE_ROW_BITS) | row`: a stable sort of their concatenation (ties in input order,
  * then row order) without concatenating them. Uses both cores for large inputs.
  * @param keys key tables with the same column types; each under 2^40 rows, fewer than 2^24 tables
- * @param sorted_keys when not null and the key is one 8-byte integer or timestamp column
- * without nulls: set to that key column in sorted order (from `mrs.output()`), decoded from the
- * sorted prefixes instead of gathered; otherwise set to null
+ * @param sorted_keys when not null: one entry per key column, set to that key column in sorted
+ * order (from `mrs.output()`) when it is an 8-byte integer or timestamp column without nulls
+ * that the prefix holds whole in a word of its own (the first key when it is one, a second after
+ * such a first key, ...), decoded from the sorted prefixes instead of gathered;
+ * the other entries null
  * @return a UINT64 column from `mrs.output()`; scratch (two records of prefix and id per row)
  * comes from `mrs.temporary()`
  * @throws spillway::invalid_argument unless the keys encode into a complete normalized-key prefix
@@ -125,7 +128,7 @@ std::unique_ptr<column> sorted_sources(std::span<table_view const> keys,
                                        sort_order const& orders,
                                        stream_view stream,
                                        memory_resources mrs,
-                                       std::unique_ptr<column>* sorted_keys = nullptr);
+                                       std::vector<std::unique_ptr<column>>* sorted_keys = nullptr);
 
 /**
  * @brief Whether `sorted_key_values` sorts these tables: one key column, an 8-byte integer or
