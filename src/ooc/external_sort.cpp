@@ -603,7 +603,7 @@ bool external_sorter::sort_deferred() {
     // several are not: each decoded column is memory a first run must fault in while the sort's
     // merge writes it, which cost more than moving the columns saved (the in-memory distributed
     // sort by two INT64 keys, first runs 2.9-3.0 s -> 4.2-5.3 s, later ones 2.27-2.32 -> 2.15-2.19
-    // s; docs/BENCHMARKS.md, "Rows moved in place").
+    // s; docs/BENCHMARKS.md, "More runs scattered, shards taken as stored").
     sources = detail::sorted_sources(keys,
                                      options_.orders,
                                      stream_,

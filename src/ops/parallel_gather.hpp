@@ -200,8 +200,9 @@ inline constexpr std::size_t SCATTER_MIN_ROWS = std::size_t{1} << 16;
 /// group of 4 columns of 8 bytes: 1 MiB, about a core's L2). `spillway_gather_bench`'s
 /// `gather_narrow_runs` (10M rows of two INT64 columns, a time series sorted by a key of K
 /// values, then by time), scattered against gathered on one machine in one session: 1200 runs
-/// 137-149 against 175-183 ms, 4096 runs 156-170 against 175-182 ms, 8192 runs 183-207 against
-/// 177-187 ms, 16384 runs 201-232 against 177-189 ms (docs/BENCHMARKS.md, "More runs scattered").
+/// 137-149 against 180-183 ms, 4096 runs 156-170 against 182-189 ms, 8192 runs 183-207 against
+/// 187-191 ms, 16384 runs 201-232 against 189-196 ms (docs/BENCHMARKS.md, "More runs
+/// scattered, shards taken as stored").
 inline constexpr std::size_t SCATTER_MAX_RUNS = 4096;
 
 /**
