@@ -713,14 +713,22 @@ bool external_sorter::gather_whole_output() {
     strings += is_fixed_width(schema_[index]) ? std::size_t{0} : std::size_t{1};
   }
   std::size_t others_bytes = 0;
-  for (auto const& batch : owned) {
-    others_bytes += others.empty() ? 0 : estimate_size(batch->view().select(others));
+  std::size_t kept_bytes   = 0;  // replaced columns that stay allocated: slices of a shared one
+  for (auto& batch : owned) {
+    for (std::size_t const index : others) {
+      column& replaced        = batch->get_column(index);
+      std::size_t const bytes = replaced.allocated_bytes();
+      others_bytes += bytes;
+      kept_bytes += replaced.shares_allocation() ? bytes : 0;
+    }
   }
   // Beside the batches and the order (the ids and the decoded keys): the columns gathered
   // anew, with each string's length and place (16 bytes a row a string column), where each row
-  // goes and one column copied out (8 bytes a row each).
+  // goes and one column copied out (8 bytes a row each). A replaced column that is a slice of
+  // its batch's shared memory (a shard taken as it was stored) is not freed before the batch
+  // is: it counts beside its new column until then.
   std::size_t const need =
-    deferred_bytes_ + others_bytes +
+    deferred_bytes_ + others_bytes + kept_bytes +
     sorted_rows_ * (1 + decoded_keys_.size() + 2 + 2 * strings) * sizeof(std::uint64_t);
   if (need > options_.merge_budget_bytes) {
     return give_back();

@@ -55,6 +55,9 @@ class buffer {
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   [[nodiscard]] stream_view stream() const noexcept { return stream_; }
+  /** @return whether this is a slice of a shared allocation (which outlives it while other
+   * slices of it live) */
+  [[nodiscard]] bool is_slice() const noexcept { return owner_ != nullptr; }
   /** @return the kind of memory; HOST for an empty buffer */
   [[nodiscard]] memory_kind kind() const noexcept { return kind_; }
   /** @return the resource (a slice's: its allocation's), or null for a default-constructed

@@ -78,6 +78,12 @@ class column {
   /** @brief Hands over the buffers; the column is empty afterwards. */
   [[nodiscard]] contents release() noexcept;
 
+  /** @return whether a buffer is a slice of an allocation shared with other columns (the
+   * columns of a packed table taken as they are): its bytes are freed with the last of them */
+  [[nodiscard]] bool shares_allocation() const noexcept {
+    return data_.is_slice() || null_mask_.is_slice() || offsets_.is_slice();
+  }
+
   /** @return the bytes held by the buffers */
   [[nodiscard]] std::size_t allocated_bytes() const noexcept {
     return data_.size() + null_mask_.size() + offsets_.size();
