@@ -8,7 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -179,6 +182,33 @@ TEST_F(Table, AllocatedBytesSumsEveryBuffer) {
   // int32: 40 data + 64 mask; strings: "s0".."s9" but "s4" = 18 chars + 11 offsets + 64 mask.
   EXPECT_EQ(source->allocated_bytes(), 40U + 64 + 18 + 11 * 8 + 64);
   EXPECT_EQ(table{}.allocated_bytes(), 0U);
+}
+
+TEST_F(Table, AllocatedBytesCountAnAllocationSharedBySlicesOnceWhole) {
+  // Two INT64 columns and a string column's offsets as slices of one 4 KiB allocation (a packed
+  // table taken as it is), the characters and a third column allocated on their own.
+  auto const whole = std::make_shared<buffer const>(4096, default_stream(), host_);
+  auto* const base = static_cast<std::byte*>(const_cast<void*>(whole->data()));
+  std::memset(base, 0, 4096);
+  std::vector<std::unique_ptr<column>> columns;
+  columns.push_back(
+    std::make_unique<column>(data_type{type_id::INT64}, 8, buffer{whole, base, 64}, buffer{}, 0));
+  columns.push_back(std::make_unique<column>(data_type{type_id::STRING},
+                                             8,
+                                             buffer{16, default_stream(), host_},
+                                             buffer{},
+                                             0,
+                                             buffer{whole, base + 64, 72}));
+  columns.push_back(std::make_unique<column>(
+    data_type{type_id::INT64}, 8, buffer{whole, base + 192, 64}, buffer{}, 0));
+  columns.push_back(
+    make_fixed_column<std::int32_t>(type_id::INT32, {1, 2, 3, 4, 5, 6, 7, 8}, {}, host_));
+  table shared{std::move(columns)};
+  EXPECT_EQ(shared.allocated_bytes(), 4096U + 16 + 32);
+  // A column's own count is its slices' bytes.
+  EXPECT_TRUE(shared.get_column(1).shares_allocation());
+  EXPECT_EQ(shared.get_column(1).allocated_bytes(), 16U + 72);
+  EXPECT_FALSE(shared.get_column(3).shares_allocation());
 }
 
 TEST_F(Table, GetColumnAndView) {

@@ -58,6 +58,10 @@ class buffer {
   /** @return whether this is a slice of a shared allocation (which outlives it while other
    * slices of it live) */
   [[nodiscard]] bool is_slice() const noexcept { return owner_ != nullptr; }
+  /** @return the allocation this buffer's bytes are in: its shared one for a slice, else itself */
+  [[nodiscard]] buffer const* allocation() const noexcept {
+    return owner_ != nullptr ? owner_.get() : this;
+  }
   /** @return the kind of memory; HOST for an empty buffer */
   [[nodiscard]] memory_kind kind() const noexcept { return kind_; }
   /** @return the resource (a slice's: its allocation's), or null for a default-constructed

@@ -84,7 +84,15 @@ class column {
     return data_.is_slice() || null_mask_.is_slice() || offsets_.is_slice();
   }
 
-  /** @return the bytes held by the buffers */
+  /** @brief Calls `visit(buffer const&)` with each of the column's three buffers. */
+  template <typename Visit>
+  void visit_buffers(Visit&& visit) const {
+    visit(data_);
+    visit(null_mask_);
+    visit(offsets_);
+  }
+
+  /** @return the bytes held by the buffers (a slice's own bytes; see table::allocated_bytes) */
   [[nodiscard]] std::size_t allocated_bytes() const noexcept {
     return data_.size() + null_mask_.size() + offsets_.size();
   }

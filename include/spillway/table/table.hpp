@@ -29,7 +29,9 @@ class table {
   [[nodiscard]] spillway::column& get_column(std::size_t index) { return *columns_.at(index); }
   /** @brief Hands over the columns; the table is empty afterwards. */
   [[nodiscard]] std::vector<std::unique_ptr<spillway::column>> release() noexcept;
-  /** @return the bytes held by every column's buffers */
+  /** @return the bytes held by every column's buffers; an allocation that buffers of its
+   * columns share as slices (a packed table taken as it is) counts once, whole, as that is what
+   * freeing the table frees */
   [[nodiscard]] std::size_t allocated_bytes() const noexcept;
 
  private:
