@@ -473,8 +473,10 @@ class shuffle_engine {
     return result;
   }
 
-  void for_each_batch(std::size_t partition,
-                      std::function<void(table_view const&)> const& consume) {
+  /// Calls `read(location, handle, pinned)` with each shard of `partition` in order, pinned and
+  /// checked (fetched again or recomputed if lost or corrupt), under the read lock, timed.
+  template <typename Read>
+  void read_each_shard(std::size_t partition, Read const& read) {
     auto const locations = locations_to_read(partition);
     auto const start     = clock_type::now();
     scoped_lock read_lock(read_mutex_);
@@ -482,43 +484,47 @@ class shuffle_engine {
       spillable_buffer handle = obtain(location, 0);
       std::vector<std::uint8_t> metadata;
       auto pinned = pin(location, handle, metadata);
-      consume(pinned.second);
+      read(location, handle, pinned, metadata);
       count_read(location);
     }
     read_time_.fetch_add((clock_type::now() - start).count(), std::memory_order_relaxed);
   }
 
+  void for_each_batch(std::size_t partition,
+                      std::function<void(table_view const&)> const& consume) {
+    read_each_shard(partition, [&](shard_location const&, spillable_buffer&, auto& pinned, auto&) {
+      consume(pinned.second);
+    });
+  }
+
   void take_each_batch(std::size_t partition,
                        std::function<void(std::unique_ptr<table>)> const& consume) {
-    auto const locations = locations_to_read(partition);
-    auto const start     = clock_type::now();
-    scoped_lock read_lock(read_mutex_);
-    for (auto const& location : locations) {
-      spillable_buffer handle = obtain(location, 0);
-      std::vector<std::uint8_t> metadata;
-      auto pinned = pin(location, handle, metadata);  // checked (fetched again if lost or corrupt)
-      void const* const at    = pinned.first.data();
-      table_view const viewed = pinned.second;
-      pinned.first.reset();
-      std::unique_ptr<table> rows;
-      buffer frame = handle.take_if_resident();
-      if (!frame.empty()) {
-        // The frame becomes the table; viewed again only if it moved since it was checked (spilled
-        // and brought back in between).
-        table_view const view =
-          frame.data() == at
-            ? viewed
-            : view_shard_frame(frame.data(), frame.size(), frame.kind(), stream_, metadata);
-        rows = detail::adopt_shard_frame(std::move(frame), view, stream_);
-        shards_taken_in_place_.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        auto again = pin(location, handle, metadata);
-        rows       = gate_.run([&] { return detail::copy(again.second, stream_, mrs_); });
-      }
-      count_read(location);
-      consume(std::move(rows));
-    }
-    read_time_.fetch_add((clock_type::now() - start).count(), std::memory_order_relaxed);
+    read_each_shard(partition,
+                    [&](shard_location const& location,
+                        spillable_buffer& handle,
+                        std::pair<pinned_buffer, table_view>& pinned,
+                        std::vector<std::uint8_t>& metadata) {
+                      void const* const at    = pinned.first.data();
+                      table_view const viewed = pinned.second;
+                      pinned.first.reset();
+                      std::unique_ptr<table> rows;
+                      buffer frame = handle.take_if_resident();
+                      if (!frame.empty()) {
+                        // The frame becomes the table; viewed again only if it moved since it
+                        // was checked (spilled and brought back in between).
+                        table_view const view =
+                          frame.data() == at
+                            ? viewed
+                            : view_shard_frame(
+                                frame.data(), frame.size(), frame.kind(), stream_, metadata);
+                        rows = detail::adopt_shard_frame(std::move(frame), view, stream_);
+                        shards_taken_in_place_.fetch_add(1, std::memory_order_relaxed);
+                      } else {
+                        auto again = pin(location, handle, metadata);
+                        rows = gate_.run([&] { return detail::copy(again.second, stream_, mrs_); });
+                      }
+                      consume(std::move(rows));
+                    });
   }
 
   std::unique_ptr<table> read_partition(std::size_t partition) {

@@ -742,18 +742,18 @@ void spill_store_impl::release(std::uint64_t id) noexcept {
   remove_files(dead_files);
 }
 
-std::unique_ptr<table> spill_store_impl::take_resident(std::uint64_t id) {
+template <typename Taken, typename Take>
+Taken spill_store_impl::take_from_device(std::uint64_t id, Take const& take) {
   garbage trash;
   std::vector<std::string> dead_files;
-  std::unique_ptr<table> taken;
+  Taken taken{};
   {
     scoped_lock lock(mutex_);
     auto& entry = find(id);
     if (entry.tier != spill_tier::DEVICE || entry.state != entry_state::STABLE || entry.pins > 0 ||
-        entry.device_table == nullptr) {
-      return nullptr;
+        !take(entry, taken)) {
+      return taken;
     }
-    taken = std::move(entry.device_table);
     erase(entry, trash, dead_files);  // its device bytes leave the store's count with it
   }
   trash.clear();
@@ -761,23 +761,23 @@ std::unique_ptr<table> spill_store_impl::take_resident(std::uint64_t id) {
   return taken;
 }
 
+std::unique_ptr<table> spill_store_impl::take_resident(std::uint64_t id) {
+  return take_from_device<std::unique_ptr<table>>(
+    id, [](spill_entry& entry, std::unique_ptr<table>& taken) {
+      taken = std::move(entry.device_table);  // null unless registered as a table, as it is
+      return taken != nullptr;
+    });
+}
+
 std::optional<buffer> spill_store_impl::take_resident_buffer(std::uint64_t id) {
-  garbage trash;
-  std::vector<std::string> dead_files;
-  std::optional<buffer> taken;
-  {
-    scoped_lock lock(mutex_);
-    auto& entry = find(id);
-    if (entry.is_table || entry.tier != spill_tier::DEVICE || entry.state != entry_state::STABLE ||
-        entry.pins > 0 || entry.device_data.size() != entry.raw_size) {
-      return taken;
-    }
-    taken = std::move(entry.device_data);
-    erase(entry, trash, dead_files);  // its device bytes leave the store's count with it
-  }
-  trash.clear();
-  remove_files(dead_files);
-  return taken;
+  return take_from_device<std::optional<buffer>>(
+    id, [](spill_entry& entry, std::optional<buffer>& taken) {
+      if (entry.is_table || entry.device_data.size() != entry.raw_size) {
+        return false;
+      }
+      taken = std::move(entry.device_data);
+      return true;
+    });
 }
 
 void spill_store_impl::drop_blocks(std::vector<disk_block>& blocks,

@@ -153,6 +153,10 @@ class spill_store_impl {
 
   spill_entry& find(std::uint64_t id) SPILLWAY_REQUIRES(mutex_);
   std::uint64_t insert(std::unique_ptr<spill_entry> entry) SPILLWAY_REQUIRES(mutex_);
+  /// Of a stable, unpinned device entry, what `take(entry, taken)` moves out (it returns
+  /// whether it did; the entry is then erased); else `Taken{}`.
+  template <typename Taken, typename Take>
+  Taken take_from_device(std::uint64_t id, Take const& take);
   /// Moves a registered entry to `tier`, keeping `by_tier_` in order.
   void set_tier(spill_entry& entry, spill_tier tier) SPILLWAY_REQUIRES(mutex_);
   /// Marks a registered entry as just used, keeping `by_tier_` in order.

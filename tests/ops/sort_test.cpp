@@ -696,6 +696,15 @@ TEST_F(SortedSources, EightByteIntegerKeysComeBackDecodedInSortedOrder) {
     make_fixed_column<std::int64_t>(type_id::TIMESTAMP, signed_values, {}, input_);
   auto const uint64_key =
     make_fixed_column<std::uint64_t>(type_id::UINT64, unsigned_values, {}, input_);
+  // The keys gathered by the sorted ids: what the decoded columns must equal.
+  auto const gathered = [&](std::vector<table_view> const& parts, column const& ids) {
+    return detail::gather_sources_in_parallel(parts,
+                                              ids.view().data<std::uint64_t>(),
+                                              rows,
+                                              detail::SOURCE_ROW_BITS,
+                                              default_stream(),
+                                              memory_resources{input_});
+  };
   for (column const* key : {int64_key.get(), timestamp_key.get(), uint64_key.get()}) {
     for (auto const direction : {order::ASCENDING, order::DESCENDING}) {
       SCOPED_TRACE(to_string(key->type()) + (direction == order::ASCENDING ? " asc" : " desc"));
@@ -708,13 +717,7 @@ TEST_F(SortedSources, EightByteIntegerKeysComeBackDecodedInSortedOrder) {
       auto const& sorted_key = sorted_keys.front();
       ASSERT_NE(sorted_key, nullptr);
       expect_resources(ids->allocated_bytes() + sorted_key->allocated_bytes());
-      auto const expected = detail::gather_sources_in_parallel(parts,
-                                                               ids->view().data<std::uint64_t>(),
-                                                               rows,
-                                                               detail::SOURCE_ROW_BITS,
-                                                               default_stream(),
-                                                               memory_resources{input_});
-      SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), table_view{sorted_key->view()});
+      SPILLWAY_EXPECT_TABLES_EQUAL(gathered(parts, *ids)->view(), table_view{sorted_key->view()});
     }
   }
   // Several keys: each 8-byte integer or timestamp in a word of its own comes back, in both
@@ -728,12 +731,7 @@ TEST_F(SortedSources, EightByteIntegerKeysComeBackDecodedInSortedOrder) {
     std::vector<std::unique_ptr<column>> sorted_keys;
     auto const ids = detail::sorted_sources(parts, orders, default_stream(), mrs_, &sorted_keys);
     ASSERT_EQ(sorted_keys.size(), 3U);
-    auto const expected = detail::gather_sources_in_parallel(parts,
-                                                             ids->view().data<std::uint64_t>(),
-                                                             rows,
-                                                             detail::SOURCE_ROW_BITS,
-                                                             default_stream(),
-                                                             memory_resources{input_});
+    auto const expected = gathered(parts, *ids);
     for (std::size_t key = 0; key < 3; ++key) {
       ASSERT_NE(sorted_keys[key], nullptr) << "key " << key;
       SPILLWAY_EXPECT_TABLES_EQUAL(table_view{expected->view().column(key)},
