@@ -261,37 +261,6 @@ void narrow_string_prefix(normalized_key_layout& layout, std::span<table_view co
   }
 }
 
-bool prefixes_decode(normalized_key_layout const& layout, data_type type) noexcept {
-  if (!layout.complete || layout.segments.size() != 1 || layout.words() != 1 ||
-      !is_fixed_width(type) || type.id() == type_id::FLOAT32 || type.id() == type_id::FLOAT64) {
-    return false;
-  }
-  auto const& segment = layout.segments.front();
-  return !segment.null_byte && segment.offset == 0 && segment.value_bytes == size_of(type);
-}
-
-void decode_prefixes(normalized_key_layout const& layout,
-                     data_type type,
-                     std::uint64_t const* prefixes,
-                     std::size_t rows,
-                     void* out) noexcept {
-  std::uint64_t const invert = layout.segments.front().descending ? ~std::uint64_t{0} : 0;
-  visit_fixed_width(type, [&]<typename T>() {
-    if constexpr (std::is_integral_v<T>) {
-      // The inverse of order_preserving_bits: the top bytes, sign bit flipped back if signed.
-      constexpr std::size_t bits = 8 * sizeof(T);
-      using unsigned_type        = std::make_unsigned_t<T>;
-      constexpr auto sign =
-        static_cast<unsigned_type>(std::is_signed_v<T> ? std::uint64_t{1} << (bits - 1) : 0);
-      auto* values = static_cast<T*>(out);
-      for (std::size_t row = 0; row < rows; ++row) {
-        auto const image = static_cast<unsigned_type>((prefixes[row] ^ invert) >> (64 - bits));
-        values[row]      = static_cast<T>(static_cast<unsigned_type>(image ^ sign));
-      }
-    }
-  });
-}
-
 bool word_decodes(normalized_key_layout const& layout, std::size_t index, data_type type) noexcept {
   if (!layout.complete || index >= layout.segments.size() || !is_fixed_width(type) ||
       size_of(type) != sizeof(std::uint64_t) || type.id() == type_id::FLOAT64) {

@@ -102,24 +102,6 @@ normalized_key_layout plan_normalized_keys(std::span<table_view const> keys,
 void narrow_string_prefix(normalized_key_layout& layout, std::span<table_view const> keys);
 
 /**
- * @brief Whether one-word prefixes of `layout` give back the key values themselves: a single
- * integer, BOOL8 or timestamp key, whole and without a null byte (floats are canonicalized and
- * do not come back bit for bit).
- * @param type the key column's type
- */
-bool prefixes_decode(normalized_key_layout const& layout, data_type type) noexcept;
-
-/**
- * @brief Writes the key values of `rows` one-word prefixes into `out` (values of `type`).
- * @pre `prefixes_decode(layout, type)`
- */
-void decode_prefixes(normalized_key_layout const& layout,
-                     data_type type,
-                     std::uint64_t const* prefixes,
-                     std::size_t rows,
-                     void* out) noexcept;
-
-/**
  * @brief Whether segment `index` of a complete `layout` is a word of the prefix that gives back
  * its key values: an 8-byte integer or timestamp key (`type`), whole, without a null byte, at a
  * word boundary. Word `layout.segments[index].offset / 8` of the sorted prefixes is then that

@@ -1099,7 +1099,8 @@ bool sorts_key_values(std::span<table_view const> keys,
   }
   normalized_key_layout const layout =
     plan_normalized_keys(keys, resolve_orders(orders, keys.front().num_columns()));
-  return layout.complete && layout.words() == 1 && prefixes_decode(layout, key_type);
+  return layout.complete && layout.words() == 1 && layout.segments.size() == 1 &&
+         word_decodes(layout, 0, key_type);
 }
 
 std::pair<std::unique_ptr<column>, std::unique_ptr<column>> sorted_key_values(
@@ -1173,7 +1174,7 @@ std::pair<std::unique_ptr<column>, std::unique_ptr<column>> sorted_key_values(
     true,  // records carry values, not rows
     stream,
     mrs.temporary());
-  decode_prefixes(layout, key_type, prefixes, rows, prefixes);
+  decode_word(layout.segments.front(), key_type, prefixes, rows, prefixes);
   if (wide) {
     sorted_values = make_values();
     auto* narrow  = sorted_values->mutable_data<std::byte>();
