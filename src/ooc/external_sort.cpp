@@ -362,6 +362,19 @@ std::size_t rows_within(std::span<table_view const> inputs,
 }
 
 /**
+ * Where `sorted_sources` hands back the key columns it decodes from its sorted prefixes, or null.
+ * One key is decoded (the output's key column is then copied, not moved or gathered); several are
+ * not: each decoded column is memory a first run must fault in while the sort's merge writes it,
+ * which cost more than moving the columns saved (the in-memory distributed sort by two INT64
+ * keys, first runs 2.9-3.0 s -> 4.2-5.3 s, later ones 2.27-2.32 -> 2.15-2.19 s;
+ * docs/BENCHMARKS.md, "More runs scattered, shards taken as stored").
+ */
+std::vector<std::unique_ptr<column>>* decoded_keys_target(
+  std::vector<std::size_t> const& key_columns, std::vector<std::unique_ptr<column>>& decoded) {
+  return key_columns.size() == 1 ? &decoded : nullptr;
+}
+
+/**
  * The value column `sorted_key_values` would carry with the key: the one column besides the one
  * key column (whether it qualifies, `detail::sorts_key_values` says).
  */
@@ -483,7 +496,7 @@ external_sorter::run_outcome external_sorter::sort_run(std::vector<spillable_tab
                              options_.orders,
                              stream_,
                              scratch,
-                             keys.front().num_columns() == 1 ? &sorted_keys : nullptr);
+                             decoded_keys_target(options_.key_columns, sorted_keys));
     std::vector<sorted_column> decoded;
     for (std::size_t key = 0; key < sorted_keys.size(); ++key) {
       if (sorted_keys[key] != nullptr) {
@@ -599,16 +612,11 @@ bool external_sorter::sort_deferred() {
         return;
       }
     }
-    // One key is decoded (the output's key column is then copied, not moved or gathered);
-    // several are not: each decoded column is memory a first run must fault in while the sort's
-    // merge writes it, which cost more than moving the columns saved (the in-memory distributed
-    // sort by two INT64 keys, first runs 2.9-3.0 s -> 4.2-5.3 s, later ones 2.27-2.32 -> 2.15-2.19
-    // s; docs/BENCHMARKS.md, "More runs scattered, shards taken as stored").
     sources = detail::sorted_sources(keys,
                                      options_.orders,
                                      stream_,
                                      scratch,
-                                     options_.key_columns.size() == 1 ? &sorted_keys : nullptr);
+                                     decoded_keys_target(options_.key_columns, sorted_keys));
   });
   lease.reset();
   if (!done || !fits) {
