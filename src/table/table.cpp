@@ -1,6 +1,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/table/table.hpp>
 
+#include <algorithm>
 #include <string>
 
 namespace spillway {
@@ -90,32 +91,19 @@ std::vector<std::unique_ptr<spillway::column>> table::release() noexcept {
   return std::move(columns_);
 }
 
-std::size_t table::allocated_bytes() const noexcept {
-  // Every buffer in order, three a column; an allocation that slices share counts, whole, at
-  // the first of them (tables have few columns: no set needed).
-  auto const buffer_at = [this](std::size_t at) -> buffer const& {
-    buffer const* found = nullptr;
-    std::size_t part    = 0;
-    columns_[at / 3]->visit_buffers([&](buffer const& each) {
-      if (part++ == at % 3) {
-        found = &each;
+std::size_t table::allocated_bytes() const {
+  // An allocation that slices share counts once, whole, at the first of them.
+  std::size_t total = 0;
+  std::vector<buffer const*> shared;  // the shared allocations counted so far
+  for (auto const& column : columns_) {
+    column->visit_buffers([&](buffer const& part) {
+      if (!part.is_slice()) {
+        total += part.size();
+      } else if (std::find(shared.begin(), shared.end(), part.allocation()) == shared.end()) {
+        shared.push_back(part.allocation());
+        total += part.allocation()->size();
       }
     });
-    return *found;
-  };
-  std::size_t total = 0;
-  for (std::size_t at = 0; at < 3 * columns_.size(); ++at) {
-    buffer const& part = buffer_at(at);
-    if (!part.is_slice()) {
-      total += part.size();
-      continue;
-    }
-    bool first = true;
-    for (std::size_t before = 0; before < at && first; ++before) {
-      buffer const& other = buffer_at(before);
-      first               = !(other.is_slice() && other.allocation() == part.allocation());
-    }
-    total += first ? part.allocation()->size() : 0;
   }
   return total;
 }

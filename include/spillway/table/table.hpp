@@ -32,7 +32,7 @@ class table {
   /** @return the bytes held by every column's buffers; an allocation that buffers of its
    * columns share as slices (a packed table taken as it is) counts once, whole, as that is what
    * freeing the table frees */
-  [[nodiscard]] std::size_t allocated_bytes() const noexcept;
+  [[nodiscard]] std::size_t allocated_bytes() const;
 
  private:
   std::vector<std::unique_ptr<spillway::column>> columns_;
