@@ -254,42 +254,67 @@ inline void copy_chars(char* out,
 }
 
 /// From this many partitions on, `scatter_partitions` writes fixed-width values and string
-/// offsets through a cache line per partition (`scatter_lines`); with fewer, plain stores keep up.
+/// offsets through cache lines buffered per partition (`scatter_lines`); with fewer, plain
+/// stores keep up.
 constexpr std::size_t LINE_SCATTER_MIN_PARTITIONS = 16;
-/// Up to this many: the line buffers (64 bytes each) stay within a core's L2.
+/// Up to this many: the buffers (two lines a partition at the least) stay within a core's L2.
 constexpr std::size_t LINE_SCATTER_MAX_PARTITIONS = 8192;
 
 constexpr std::size_t CACHE_LINE = 64;
-struct alignas(CACHE_LINE) cache_line {
-  std::byte bytes[CACHE_LINE];
+/// The most cache lines a partition's buffer collects before they are written together.
+constexpr std::size_t MAX_BUFFER_LINES = 8;
+/// The bytes the buffers of all partitions may take together (within a core's L2), beyond
+/// buffers of two lines.
+constexpr std::size_t SCATTER_BUFFER_BYTES = std::size_t{1} << 20;
+static_assert(2 * CACHE_LINE * LINE_SCATTER_MAX_PARTITIONS <= SCATTER_BUFFER_BYTES);
+
+/**
+ * Lines per partition buffer for `num_partitions` partitions: as many as fit
+ * SCATTER_BUFFER_BYTES, a power of two from 2 up to MAX_BUFFER_LINES (8 up to 2048 partitions, 4
+ * for 4096, 2 for 8192). Several lines written at once
+ * drain the non-temporal stores faster than one at a time: 64 partitions of the timeseries, the
+ * in-memory shuffle 0.61-0.64 s (1 line) -> 0.56 (2) -> 0.53 (4) -> 0.50-0.52 (8); 1024
+ * partitions 0.72 -> 0.65 s (8); 4096 partitions no gain (docs/BENCHMARKS.md, 2026-12-02).
+ */
+std::size_t buffer_lines(std::size_t num_partitions) noexcept {
+  std::size_t lines = MAX_BUFFER_LINES;
+  while (lines > 2 && lines * CACHE_LINE * num_partitions > SCATTER_BUFFER_BYTES) {
+    lines /= 2;
+  }
+  return lines;
+}
+
+template <std::size_t Lines>
+struct alignas(CACHE_LINE) line_buffer {
+  std::byte bytes[CACHE_LINE * Lines];
 };
 
-/// Writes the 64 bytes of `line` to `to` (64-byte aligned) without reading `to`'s line first.
-inline void stream_line(void* to, cache_line const& line) noexcept {
+/// Writes the bytes of `buffer` to `to` (64-byte aligned) without reading `to`'s lines first.
+template <std::size_t Lines>
+inline void stream_lines(void* to, line_buffer<Lines> const& buffer) noexcept {
 #if defined(__SSE2__)
   auto* out      = static_cast<__m128i*>(to);
-  auto const* in = reinterpret_cast<__m128i const*>(line.bytes);
-  _mm_stream_si128(out, _mm_load_si128(in));
-  _mm_stream_si128(out + 1, _mm_load_si128(in + 1));
-  _mm_stream_si128(out + 2, _mm_load_si128(in + 2));
-  _mm_stream_si128(out + 3, _mm_load_si128(in + 3));
+  auto const* in = reinterpret_cast<__m128i const*>(buffer.bytes);
+  for (std::size_t i = 0; i < 4 * Lines; ++i) {
+    _mm_stream_si128(out + i, _mm_load_si128(in + i));
+  }
 #else
-  std::memcpy(to, line.bytes, CACHE_LINE);
+  std::memcpy(to, buffer.bytes, sizeof(buffer.bytes));
 #endif
 }
 
 /**
  * @brief Writes `value(row, p)` for each row of `[begin, end)` at `out[p]` (p = `ids[row]`),
- * advancing `out[p]`, through one cache line of buffer per partition.
+ * advancing `out[p]`, through a buffer of `Lines` cache lines per partition.
  *
  * A store to one of many partitions misses the cache and first reads the destination's line; the
- * buffers (64 bytes a partition, in L1/L2) collect a whole line and write it with non-temporal
- * stores, which read nothing. Only lines wholly written here are streamed: a partition's first
- * line, when `out[p]` does not start one, and its last, partial line are written with plain
- * stores of their own values, so that the neighbouring bytes (another thread's rows of the same
- * partition, the next part) are left alone. `out[p]` must be aligned to `T`.
+ * buffers (in L1/L2) collect whole lines and write them with non-temporal stores, which read
+ * nothing. Only buffers wholly written here are streamed: a partition's first buffer, when
+ * `out[p]` does not start a line, and its last, partial one are written with plain stores of their
+ * own values, so that the neighbouring bytes (another thread's rows of the same partition, the
+ * next part) are left alone. `out[p]` must be aligned to `T`.
  */
-template <typename T, typename Id, typename Value>
+template <std::size_t Lines, typename T, typename Id, typename Value>
 void scatter_lines(Id const* ids,
                    std::size_t begin,
                    std::size_t end,
@@ -297,8 +322,8 @@ void scatter_lines(Id const* ids,
                    T** out,
                    Value&& value) {
   static_assert(CACHE_LINE % sizeof(T) == 0);
-  constexpr auto PER_LINE = static_cast<std::uint32_t>(CACHE_LINE / sizeof(T));
-  std::vector<cache_line> lines(num_partitions);
+  constexpr auto PER_LINE = static_cast<std::uint32_t>(CACHE_LINE * Lines / sizeof(T));
+  std::vector<line_buffer<Lines>> lines(num_partitions);
   std::vector<std::uint32_t> fill(num_partitions, 0);   // next slot of the buffer
   std::vector<std::uint32_t> start(num_partitions, 0);  // first slot this part owns in the line
   std::vector<T*> line_at(num_partitions, nullptr);     // the destination line being collected
@@ -315,7 +340,7 @@ void scatter_lines(Id const* ids,
     std::memcpy(buf + fill[p] * sizeof(T), &item, sizeof(T));
     if (++fill[p] == PER_LINE) {
       if (start[p] == 0) {
-        stream_line(line_at[p], lines[p]);
+        stream_lines(line_at[p], lines[p]);
       } else {
         std::memcpy(
           line_at[p] + start[p], buf + start[p] * sizeof(T), (PER_LINE - start[p]) * sizeof(T));
@@ -339,6 +364,27 @@ void scatter_lines(Id const* ids,
 #if defined(__SSE2__)
   _mm_sfence();  // the streamed lines are visible before the caller hands the frames on
 #endif
+}
+
+/// `scatter_lines` with buffers of `buffer_lines(num_partitions)` lines.
+template <typename T, typename Id, typename Value>
+void scatter_buffered(Id const* ids,
+                      std::size_t begin,
+                      std::size_t end,
+                      std::size_t num_partitions,
+                      T** out,
+                      Value&& value) {
+  switch (buffer_lines(num_partitions)) {
+    case 8:
+      scatter_lines<8>(ids, begin, end, num_partitions, out, value);
+      break;
+    case 4:
+      scatter_lines<4>(ids, begin, end, num_partitions, out, value);
+      break;
+    default:  // 2
+      scatter_lines<2>(ids, begin, end, num_partitions, out, value);
+      break;
+  }
 }
 
 /**
@@ -511,7 +557,7 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
           }
           T const* in = column.data<T>();
           if (lines) {
-            scatter_lines(
+            scatter_buffered(
               ids, begin, end, num_partitions, out.data(), [in](std::size_t row, std::size_t) {
                 return in[row];
               });
@@ -552,7 +598,7 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
           return at;
         };
         if (lines) {
-          scatter_lines(ids, begin, end, num_partitions, offsets.data(), string_offset);
+          scatter_buffered(ids, begin, end, num_partitions, offsets.data(), string_offset);
         } else {
           for (std::size_t row = begin; row < end; ++row) {
             auto const p  = static_cast<std::size_t>(ids[row]);

@@ -603,7 +603,8 @@ TEST_F(Pack, PartitionsScatteredIntoMappedMemoryMatchFreshMemory) {
   // Frames in memory the process has touched (poisoned: every page written) take the
   // line-buffered scatter (streaming stores, partial first and last lines written by plain
   // stores); fresh frames take plain stores. Both must give the same bytes, with one thread or
-  // two (the second starts inside a cache line), for every width, strings and nulls.
+  // two (the second starts inside a cache line), for every width, strings and nulls (buffers of
+  // 8 lines a partition).
   auto const input        = random_table(all_types(), 300000, 29, 0.1, host_);
   table_view const sliced = slice(input->view(), 3, 299990);
   poisoning_resource poisoned{host_};
@@ -640,6 +641,47 @@ TEST_F(Pack, PartitionsScatteredIntoMappedMemoryMatchFreshMemory) {
         mapped[middle].metadata, frame + 64, mapped[middle].frame.size() - 64, memory_kind::HOST);
       SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), unpacked);
     }
+  }
+}
+
+TEST_F(Pack, ManyPartitionsScatteredIntoMappedMemoryMatchFreshMemory) {
+  // 4096 and 8192 partitions scatter through buffers of 4 and 2 lines a partition, and only
+  // where a partition's column takes two pages or more (below that, which memory is mapped is
+  // not sampled): 1030 INT64 rows a partition, a string column beside them.
+  poisoning_resource poisoned{host_};
+  for (std::size_t const num_partitions : {std::size_t{4096}, std::size_t{8192}}) {
+    SCOPED_TRACE(std::to_string(num_partitions) + " partitions");
+    std::size_t const rows = 1030 * num_partitions;
+    auto const input =
+      random_table({data_type{type_id::INT64}, data_type{type_id::STRING}}, rows, 31, 0.0, host_);
+    std::vector<std::uint16_t> ids(rows);
+    for (std::size_t row = 0; row < rows; ++row) {
+      ids[row] = static_cast<std::uint16_t>((row * 2654435761U + row / 7) % num_partitions);
+    }
+    auto const map   = testing::make_fixed_column<std::uint16_t>(type_id::UINT16, ids, {}, host_);
+    auto const fresh = detail::pack_partitions(
+      input->view(), map->view(), num_partitions, 64, 2, default_stream(), host_);
+    auto const mapped = detail::pack_partitions(
+      input->view(), map->view(), num_partitions, 64, 2, default_stream(), poisoned);
+    for (std::size_t p = 0; p < num_partitions; ++p) {
+      ASSERT_EQ(fresh[p].metadata, mapped[p].metadata);
+      ASSERT_EQ(frame_bytes(fresh[p]), frame_bytes(mapped[p])) << "partition " << p;
+    }
+    std::size_t const last = num_partitions - 1;
+    std::vector<std::uint64_t> members;
+    for (std::size_t row = 0; row < rows; ++row) {
+      if (ids[row] == last) {
+        members.push_back(row);
+      }
+    }
+    auto const member_map =
+      testing::make_fixed_column<std::uint64_t>(type_id::UINT64, members, {}, host_);
+    auto const expected = gather(
+      input->view(), member_map->view(), out_of_bounds_policy::FAIL, default_stream(), host_);
+    auto const* frame = static_cast<std::uint8_t const*>(mapped[last].frame.data());
+    SPILLWAY_EXPECT_TABLES_EQUAL(
+      expected->view(),
+      unpack(mapped[last].metadata, frame + 64, mapped[last].frame.size() - 64, memory_kind::HOST));
   }
 }
 
