@@ -273,8 +273,9 @@ static_assert(2 * CACHE_LINE * LINE_SCATTER_MAX_PARTITIONS <= SCATTER_BUFFER_BYT
  * SCATTER_BUFFER_BYTES, a power of two from 2 up to MAX_BUFFER_LINES (8 up to 2048 partitions, 4
  * for 4096, 2 for 8192). Several lines written at once
  * drain the non-temporal stores faster than one at a time: 64 partitions of the timeseries, the
- * in-memory shuffle 0.61-0.64 s (1 line) -> 0.56 (2) -> 0.53 (4) -> 0.50-0.52 (8); 1024
- * partitions 0.72 -> 0.65 s (8); 4096 partitions no gain (docs/BENCHMARKS.md, 2026-12-02).
+ * in-memory shuffle's later runs 0.61-0.68 s (1 line), 0.56-0.61 (2), 0.52-0.64 (4), 0.50-0.56
+ * (8); 1024 partitions 0.72-0.78 -> 0.64-0.66 s (8); 4096 partitions no gain (docs/BENCHMARKS.md,
+ * "Buffers of eight lines").
  */
 std::size_t buffer_lines(std::size_t num_partitions) noexcept {
   std::size_t lines = MAX_BUFFER_LINES;

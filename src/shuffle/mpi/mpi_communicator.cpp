@@ -628,8 +628,9 @@ void mpi_engine::loop() {
         // A send or receive under way is not slept on for up to IN_FLIGHT_SPIN since the last
         // completion: a large message moves a shared-memory fragment at a time, each needing a
         // call here, and sleeps between them held 16 MiB messages to 1.0 GB/s (1.5-2.4 without;
-        // the in-memory shuffle over 2 processes 0.94 -> 0.76 s, docs/BENCHMARKS.md). Past it
-        // (a peer that does not receive yet), the sleeps come back and the core is not burnt.
+        // the in-memory shuffle over 2 processes, pull, 0.82-0.94 -> 0.69-0.80 s; see
+        // docs/BENCHMARKS.md, "Buffers of eight lines"). Past it (a peer that does not receive
+        // yet), the sleeps come back and the core is not burnt.
         bool const in_flight = std::any_of(
           completions_.begin(), completions_.end(), [](auto const& c) { return !c->background(); });
         bool const user_work =
