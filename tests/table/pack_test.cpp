@@ -646,8 +646,9 @@ TEST_F(Pack, PartitionsScatteredIntoMappedMemoryMatchFreshMemory) {
 
 TEST_F(Pack, ManyPartitionsScatteredIntoMappedMemoryMatchFreshMemory) {
   // 4096 and 8192 partitions scatter through buffers of 4 and 2 lines a partition, and only
-  // where a partition's column takes two pages or more (below that, which memory is mapped is
-  // not sampled): 1030 INT64 rows a partition, a string column beside them.
+  // where a partition's largest column part takes two pages or more (below that, which memory
+  // is mapped is not sampled): 1030 rows a partition, whose string characters (about 12 bytes a
+  // row) take three pages, beside an INT64 column (8 bytes a row).
   poisoning_resource poisoned{host_};
   for (std::size_t const num_partitions : {std::size_t{4096}, std::size_t{8192}}) {
     SCOPED_TRACE(std::to_string(num_partitions) + " partitions");

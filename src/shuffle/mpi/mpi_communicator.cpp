@@ -251,6 +251,7 @@ class mpi_engine {
   bool stop_ = false;
 
   // Progress thread only:
+  bool user_completed_ = false;  ///< the last test_requests completed a non-background request
   std::vector<MPI_Request> requests_;
   std::vector<std::unique_ptr<completion>> completions_;
   std::vector<int> indices_;
@@ -585,6 +586,7 @@ bool mpi_engine::test_requests() {
     }
     requests_.clear();
     completions_.clear();
+    user_completed_ = true;
     return true;
   }
   if (done == MPI_UNDEFINED || done == 0) {
@@ -597,6 +599,7 @@ bool mpi_engine::test_requests() {
     auto const index   = static_cast<std::size_t>(finished[static_cast<std::size_t>(i)]);
     auto const& status = statuses[static_cast<std::size_t>(i)];
     int const error    = code == MPI_ERR_IN_STATUS ? status.MPI_ERROR : MPI_SUCCESS;
+    user_completed_    = user_completed_ || !completions_[index]->background();
     completions_[index]->complete(status, error == MPI_ERR_PENDING ? MPI_SUCCESS : error);
   }
   std::sort(finished.begin(), finished.end(), std::greater<>{});
@@ -626,10 +629,10 @@ void mpi_engine::loop() {
         // Nothing moved: spin a little (a reply is often near), then sleep longer and longer.
         // While user work is pending the sleep stays short; otherwise only notices are awaited.
         // A send or receive under way is not slept on for up to IN_FLIGHT_SPIN since the last
-        // completion: a large message moves a shared-memory fragment at a time, each needing a
-        // call here, and sleeps between them held 16 MiB messages to 1.0 GB/s (1.5-2.4 without;
-        // the in-memory shuffle over 2 processes, pull, 0.82-0.94 -> 0.69-0.80 s; see
-        // docs/BENCHMARKS.md, "Buffers of eight lines"). Past it (a peer that does not receive
+        // user work started or completed: a large message moves a shared-memory fragment at a time,
+        // each needing a call here, and sleeps between them held 16 MiB messages to 1.0 GB/s
+        // (1.5-2.4 without; the in-memory shuffle over 2 processes, pull, 0.82-0.94 -> 0.69-0.80 s;
+        // see docs/BENCHMARKS.md, "Buffers of eight lines"). Past it (a peer that does not receive
         // yet), the sleeps come back and the core is not burnt.
         bool const in_flight = std::any_of(
           completions_.begin(), completions_.end(), [](auto const& c) { return !c->background(); });
@@ -651,18 +654,19 @@ void mpi_engine::loop() {
       }
       tasks.swap(queue_);
     }
-    bool progressed = !tasks.empty();
+    bool started = !tasks.empty();  // user work posted, or a matched message's receive
     for (auto& t : tasks) {
       t->run();
     }
     tasks.clear();
     for (auto* state : states_) {
-      progressed = state->poll_receives() || progressed;
+      started = state->poll_receives() || started;
     }
-    progressed = test_requests() || progressed;
-    idle       = progressed ? 0 : std::min(idle + 1, 1 << 20);  // (bounded: no overflow)
-    if (progressed) {
-      moved = clock::now();
+    user_completed_       = false;
+    bool const progressed = test_requests() || started;
+    idle                  = progressed ? 0 : std::min(idle + 1, 1 << 20);  // (bounded: no overflow)
+    if (started || user_completed_) {
+      moved = clock::now();  // (background completions, such as notices, do not count)
     }
   }
 }
