@@ -1,8 +1,8 @@
 /**
  * @file large_pages_test.cpp
  * @brief The cache of freed large blocks behind the emulated device and the host resource:
- * reuse, a larger block cut down to a request, a smaller one grown to it, the limit, small blocks
- * passed through, and concurrent use.
+ * reuse, a larger block cut down to a request or split, a smaller one grown to it, the limit, small
+ * blocks passed through, and concurrent use.
  */
 #include "memory/detail/large_pages.hpp"
 
@@ -61,31 +61,43 @@ TEST(BlockCache, AFreedBlockIsHandedOutAgain) {
   cache.deallocate(again, 8_MiB - 100, 64);
 }
 
-TEST(BlockCache, ASomewhatLargerBlockIsCutDownToTheRequestAMuchLargerOneIsNot) {
+TEST(BlockCache, ASomewhatLargerBlockIsCutDownAMuchLargerOneSplitOnlyWhereNoneGrows) {
   SKIP_UNLESS_MAPPED();
   block_cache cache{64_MiB};
+  // A block up to a quarter larger than the request is cut down to it; the short tail goes.
   void* large = cache.allocate(8_MiB, 64);
   cache.deallocate(large, 8_MiB, 64);
   void* smaller = cache.allocate(7_MiB, 4096);
   EXPECT_EQ(smaller, large);
-  EXPECT_EQ(cache.cached_bytes(), 0U) << "the unused tail is unmapped, not cached";
+  EXPECT_EQ(cache.cached_bytes(), 0U) << "the short tail is unmapped, not cached";
   fill_and_check(smaller, 7_MiB, 3);
   cache.deallocate(smaller, 7_MiB, 4096);
-  EXPECT_EQ(cache.cached_bytes(), 7_MiB);
-  // 7 MiB is too large to cut down to 2 MiB (its pages would be lost to a later large
-  // request): 2 MiB maps a fresh block. 8 MiB grows the 7 MiB block instead, whose pages (and
-  // bytes) stay; only the last MiB is fresh.
-  void* small = cache.allocate(2_MiB, 64);
-  EXPECT_NE(small, smaller);
-  EXPECT_EQ(cache.cached_bytes(), 7_MiB);
-  void* grown = cache.allocate(8_MiB, 64);
+  // Much larger, and no smaller block to grow: the request takes the head, the tail stays
+  // cached with its pages and bytes.
+  void* head = cache.allocate(2_MiB, 64);
+  EXPECT_EQ(head, large);
+  EXPECT_EQ(cache.cached_bytes(), 5_MiB);
+  void* tail = cache.allocate(5_MiB, 64);
+  EXPECT_EQ(tail, static_cast<std::byte*>(large) + 2_MiB);
   EXPECT_EQ(cache.cached_bytes(), 0U);
+  check_pages(tail, 5_MiB, 3);
+  fill_and_check(head, 2_MiB, 4);
+  fill_and_check(tail, 5_MiB, 5);
+  check_pages(head, 2_MiB, 4);  // the two parts of one mapping stay apart
+  // Much larger, with a smaller block: the smaller one grows (its bytes stay, only the growth
+  // is fresh) and the large block is kept whole for a large request.
+  cache.deallocate(head, 2_MiB, 64);
+  cache.deallocate(tail, 5_MiB, 64);
+  EXPECT_EQ(cache.cached_bytes(), 7_MiB);
+  void* grown = cache.allocate(3_MiB, 64);
+  EXPECT_EQ(cache.cached_bytes(), 5_MiB);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(grown) % detail::LARGE_BLOCK_ALIGNMENT, 0U);
-  check_pages(grown, 7_MiB, 3);  // the cached block's bytes
-  fill_and_check(grown, 8_MiB, 4);
-  cache.deallocate(grown, 8_MiB, 64);
-  cache.deallocate(small, 2_MiB, 64);
-  EXPECT_EQ(cache.cached_bytes(), 10_MiB);
+  check_pages(grown, 2_MiB, 4);
+  fill_and_check(grown, 3_MiB, 6);
+  EXPECT_EQ(cache.allocate(5_MiB, 64), tail);
+  cache.deallocate(grown, 3_MiB, 64);
+  cache.deallocate(tail, 5_MiB, 64);
+  EXPECT_EQ(cache.cached_bytes(), 8_MiB);
 }
 
 TEST(BlockCache, TheLargestSmallerBlockGrowsToARequestNoneFits) {
@@ -178,10 +190,10 @@ TEST(BlockCache, TheEmulatedDeviceCountsLiveBytesOnly) {
   EXPECT_EQ(device.peak_bytes(), 40_MiB);
   // The 40 MiB request grew the cached 24 MiB block: one block of 40 MiB is cached now.
   EXPECT_EQ(device.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 40_MiB : 0U);
-  // Two sizes the 40 MiB block is too large to serve: fresh blocks, all three cached while they
-  // fit in twice the capacity (80 MiB); past it the largest goes.
+  // 30 MiB, with no smaller block to grow, is cut from it (10 MiB stay cached); 20 MiB then
+  // grows the 10 MiB piece rather than cutting the 30 MiB block: 50 MiB cached.
   device.deallocate(device.allocate(30_MiB), 30_MiB);
-  EXPECT_EQ(device.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 70_MiB : 0U);
+  EXPECT_EQ(device.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 40_MiB : 0U);
   device.deallocate(device.allocate(20_MiB), 20_MiB);
   EXPECT_EQ(device.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 50_MiB : 0U);
   EXPECT_EQ(device.used_bytes(), 0U);

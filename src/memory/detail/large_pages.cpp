@@ -8,7 +8,8 @@
 namespace spillway::detail {
 namespace {
 
-/// A cached block serves a request of at least 1 / (1 + 1 / MAX_CUT_FRACTION) of its size.
+/// A cached block serves a request of at least 1 / (1 + 1 / MAX_CUT_FRACTION) of its size
+/// before a smaller block is grown for it.
 constexpr std::size_t MAX_CUT_FRACTION = 4;
 /// Blocks under this size (chunks of a few thousand rows, one column each) may hold at most
 /// 1/SMALL_BLOCKS_SHARE of the cache: evicting the largest blocks first, many of them would
@@ -56,17 +57,29 @@ void* block_cache::allocate(std::size_t bytes, std::size_t alignment) {
   {
     std::scoped_lock const lock(mutex_);
     // The smallest cached block that fits, unless it is much larger (cutting a large block down
-    // for a small request would unmap pages that a large request reuses later); else the largest
-    // smaller one, grown to the size.
+    // for a small request would take pages that a large request reuses later); else the largest
+    // smaller one, grown to the size; else, rather than fresh pages, the head of the much larger
+    // block, whose tail stays cached (still mapped: a large block freed before many smaller
+    // requests, such as a sort's records before its output batches, serves them).
     auto found = blocks_.lower_bound(size);
-    if (found == blocks_.end() || found->first - size > size / MAX_CUT_FRACTION) {
+    bool const fits_close =
+      found != blocks_.end() && found->first - size <= size / MAX_CUT_FRACTION;
+    if (!fits_close) {
       // (A request over the limit is never cached when freed: it takes none of the blocks.)
-      found = found == blocks_.begin() || size > limit_ ? blocks_.end() : std::prev(found);
+      auto const smaller =
+        found == blocks_.begin() || size > limit_ ? blocks_.end() : std::prev(found);
+      if (smaller != blocks_.end()) {
+        found = smaller;
+      }
     }
     if (found != blocks_.end()) {
       found_size = found->first;
       block      = found->second;
       forget(found);
+      if (found_size > size && !fits_close) {
+        keep(static_cast<std::byte*>(block) + size, found_size - size);  // split
+        found_size = size;
+      }
     }
   }
   if (block == nullptr) {
@@ -82,7 +95,7 @@ void* block_cache::allocate(std::size_t bytes, std::size_t alignment) {
     unmap_block(block, found_size);
     return map_block(size);
   }
-  if (found_size > size) {
+  if (found_size > size) {  // a close fit: its short tail goes back to the kernel
     unmap_block(static_cast<std::byte*>(block) + size, found_size - size);
   }
   return block;

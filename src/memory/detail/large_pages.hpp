@@ -38,10 +38,11 @@ inline constexpr bool LARGE_BLOCKS_MAPPED = true;
  * @brief Keeps freed large blocks mapped, up to `limit` bytes, and hands them out again, so that
  * memory used once is not cleared by the kernel on every reuse (a device's memory is not either).
  *
- * A request takes the smallest cached block that fits unless it is much larger (its tail is
+ * A request takes the smallest cached block that fits unless it is much larger (a short tail is
  * unmapped); else the largest smaller block grows to the request (`mremap`: its pages stay, only
- * the growth is fresh). When a freed block does
- * not fit under the limit, the largest cached blocks are unmapped first; blocks under 256 KiB
+ * the growth is fresh); else, rather than fresh pages, it takes the head of the much larger block
+ * and the rest stays cached as a block of its own. When a freed block does not fit under the
+ * limit, the largest cached blocks are unmapped first; blocks under 256 KiB
  * may hold only an eighth of the limit (past it they are unmapped at once), so that many of them
  * never push out the large ones. Blocks below LARGE_BLOCK_MIN_BYTES, or aligned to more than a
  * page, come from `operator new`.
