@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <string>
 #include <sys/mman.h>
 #include <thread>
@@ -271,8 +272,8 @@ static_assert(2 * CACHE_LINE * LINE_SCATTER_MAX_PARTITIONS <= SCATTER_BUFFER_BYT
 /**
  * Lines per partition buffer for `num_partitions` partitions: as many as fit
  * SCATTER_BUFFER_BYTES, a power of two from 2 up to MAX_BUFFER_LINES (8 up to 2048 partitions, 4
- * for 4096, 2 for 8192). Several lines written at once
- * drain the non-temporal stores faster than one at a time: 64 partitions of the timeseries, the
+ * for 4096, 2 for 8192). Several lines written at once drain the non-temporal stores faster than
+ * one at a time: 64 partitions of the timeseries, the
  * in-memory shuffle's later runs 0.61-0.68 s (1 line), 0.56-0.61 (2), 0.52-0.64 (4), 0.50-0.56
  * (8); 1024 partitions 0.72-0.78 -> 0.64-0.66 s (8); 4096 partitions no gain (docs/BENCHMARKS.md,
  * "Buffers of eight lines").
@@ -323,8 +324,9 @@ void scatter_lines(Id const* ids,
                    T** out,
                    Value&& value) {
   static_assert(CACHE_LINE % sizeof(T) == 0);
-  constexpr auto PER_LINE = static_cast<std::uint32_t>(CACHE_LINE * Lines / sizeof(T));
-  std::vector<line_buffer<Lines>> lines(num_partitions);
+  constexpr auto PER_BUFFER = static_cast<std::uint32_t>(CACHE_LINE * Lines / sizeof(T));
+  // (Left unset: every slot is written before it is read; up to 1 MiB a call.)
+  auto const lines = std::make_unique_for_overwrite<line_buffer<Lines>[]>(num_partitions);
   std::vector<std::uint32_t> fill(num_partitions, 0);   // next slot of the buffer
   std::vector<std::uint32_t> start(num_partitions, 0);  // first slot this part owns in the line
   std::vector<T*> line_at(num_partitions, nullptr);     // the destination line being collected
@@ -339,15 +341,15 @@ void scatter_lines(Id const* ids,
     T const item   = value(row, p);
     std::byte* buf = lines[p].bytes;
     std::memcpy(buf + fill[p] * sizeof(T), &item, sizeof(T));
-    if (++fill[p] == PER_LINE) {
+    if (++fill[p] == PER_BUFFER) {
       if (start[p] == 0) {
         stream_lines(line_at[p], lines[p]);
       } else {
         std::memcpy(
-          line_at[p] + start[p], buf + start[p] * sizeof(T), (PER_LINE - start[p]) * sizeof(T));
+          line_at[p] + start[p], buf + start[p] * sizeof(T), (PER_BUFFER - start[p]) * sizeof(T));
         start[p] = 0;
       }
-      line_at[p] += PER_LINE;
+      line_at[p] += PER_BUFFER;
       fill[p] = 0;
     }
   }

@@ -618,7 +618,7 @@ void mpi_engine::loop() {
   using clock = std::chrono::steady_clock;
   std::vector<std::unique_ptr<task>> tasks;
   int idle                = 0;
-  clock::time_point moved = clock::now();  // when something last completed or ran
+  clock::time_point moved = clock::now();  // when user work last started or completed
   while (true) {
     {
       std::unique_lock lock(mutex_);
