@@ -65,6 +65,9 @@ std::span<std::byte const> bytes_of(std::vector<std::uint64_t> const& words) {
 /// Receives that found no room, in a row, before a reader gives up on a shard.
 constexpr std::size_t MAX_NO_ROOM_RETRIES = 8;
 
+/// Runs of a device step alone (`device_gate::run`) while spilling frees something meanwhile.
+constexpr std::size_t MAX_ALONE_RUNS = 8;
+
 /// The first word of a rank's published schema when it ran no map task.
 constexpr std::uint64_t NO_SCHEMA = std::numeric_limits<std::uint64_t>::max();
 
@@ -119,7 +122,10 @@ std::unique_ptr<table> make_empty_table(std::vector<data_type> const& schema,
  * unwinding). It then waits until no other step of the rank runs and no shard of the rank is
  * being handed to another rank (those hold pinned device memory until their receiver takes it,
  * which never waits on this rank's steps), spills every unpinned buffer of the store, and runs
- * again. Steps must not wait on other ranks, nor run other steps, while inside `run`.
+ * again. It is alone among the rank's steps only: receives (the push inbox, replies) are not
+ * steps and may fill the device again meanwhile, so it spills and runs again while spilling
+ * frees something, up to MAX_ALONE_RUNS times. Steps must not wait on other ranks, nor run other
+ * steps, while inside `run`.
  */
 class device_gate {
  public:
@@ -138,7 +144,15 @@ class device_gate {
     }
     exclusive_entry const entry(*this);
     make_room_alone();
-    return step();
+    for (std::size_t run = 1;; ++run) {
+      try {
+        return step();
+      } catch (out_of_memory const&) {
+        if (run == MAX_ALONE_RUNS || make_room_alone() == 0) {
+          throw;
+        }
+      }
+    }
   }
 
   /** @brief Waits until this rank's steps and hand-overs are done, then spills the store. */
@@ -222,9 +236,10 @@ class device_gate {
     device_gate& gate_;
   };
 
-  void make_room_alone() {
+  /// @return the bytes spilled
+  std::size_t make_room_alone() {
     retries_.fetch_add(1, std::memory_order_relaxed);
-    (void)store_.spill(std::numeric_limits<std::size_t>::max(), spill_tier::DEVICE);
+    return store_.spill(std::numeric_limits<std::size_t>::max(), spill_tier::DEVICE);
   }
 
   spill_store& store_;

@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -554,9 +555,11 @@ TEST_P(ConcurrentShuffleSkew, NinetyPercentOnOnePartitionSpillsAndStaysRight) {
     settings.batches = 4 * static_cast<std::size_t>(comm.size());
     settings.rows    = 12000;
     settings.skew    = true;
-    // Each rank with input makes about 1.7 MiB of shards from 1.7 MiB of (packed) input, and
-    // the hot partition's owner reads 90% of all rows: neither fits 2 MiB with the rest, in
-    // every group size (one rank included), so both modes must spill and never fail.
+    // 90% of the rows have the integer key 7; with the string key beside it they spread, and the
+    // largest partition takes about a third of the rows. Each rank with input (all but the last)
+    // runs 4 to 8 batches, keeping a packed copy of each (about 420 KB) beside shards as large:
+    // more than the 2 MiB device in every group size (one rank included), so both modes must
+    // spill, and never fail.
     settings.device          = 2_MiB;
     settings.host_budget     = 256_KiB;
     settings.inbox_budget    = 256_KiB;
@@ -592,6 +595,85 @@ TEST(ConcurrentShuffleBackpressure, PushKeepsOneShardInFlightPerReceiverWithATin
     if (comm.size() > 1 && comm.rank() + 1 < comm.size()) {  // a rank with input sends
       EXPECT_GT(result->statistics.peak_unacknowledged_bytes, 0U);
     }
+  });
+}
+
+/// Fails the allocations of at least `large` bytes numbered (from 1) `fail_at` to `fail_at +
+/// count - 1`, as a full device would, calling `before_failing(number)` first.
+class failing_resource final : public memory_resource {
+ public:
+  failing_resource(resource_ref upstream,
+                   std::size_t large,
+                   std::size_t fail_at,
+                   std::size_t count                               = 1,
+                   std::function<void(std::size_t)> before_failing = {})
+    : upstream_(upstream),
+      large_(large),
+      fail_at_(fail_at),
+      count_(count),
+      before_failing_(std::move(before_failing)) {}
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t alignment, stream_view stream) override {
+    if (bytes >= large_) {
+      std::size_t const number = large_seen_.fetch_add(1) + 1;
+      if (number >= fail_at_ && number < fail_at_ + count_) {
+        if (before_failing_) {
+          before_failing_(number);
+        }
+        throw out_of_memory("test: no room", bytes);
+      }
+    }
+    return upstream_.allocate(bytes, alignment, stream);
+  }
+  void do_deallocate(void* pointer,
+                     std::size_t bytes,
+                     std::size_t alignment,
+                     stream_view stream) noexcept override {
+    upstream_.deallocate(pointer, bytes, alignment, stream);
+  }
+  [[nodiscard]] memory_kind do_kind() const noexcept override { return upstream_.kind(); }
+
+  resource_ref upstream_;
+  std::size_t large_;
+  std::size_t fail_at_;
+  std::size_t count_;
+  std::function<void(std::size_t)> before_failing_;
+  std::atomic<std::size_t> large_seen_{0};
+};
+
+TEST(ConcurrentShuffleRecovery, AStepOutOfMemoryAgainWhenAloneRunsAgainWhileSpillingFreesMemory) {
+  testing::for_each_rank_group([&](communicator& comm) {
+    host_memory_resource memory;
+    rank_environment env(comm.rank(), 64_MiB, 64_MiB);
+    // The second map's copy of its input (the 2nd allocation of over 64 KiB: about 100 KB; its
+    // shards are a third of that) fails beside other steps; run alone after a spill, it fails
+    // again (3rd), while a buffer arrived in the store meanwhile, as a received shard does:
+    // spilled in turn, the third run succeeds.
+    std::vector<spillable_buffer> arrived;
+    failing_resource device(env.device(), 64_KiB, 2, 2, [&](std::size_t number) {
+      if (number == 3) {
+        arrived.push_back(
+          env.store().make_spillable(buffer{100_KiB, default_stream(), env.device()}, 0));
+      }
+    });
+    auto const batches = make_batches(2, 3000, false, memory);
+    shuffle_options options(env.host());
+    options.partitions.key_columns    = KEYS;
+    options.partitions.num_partitions = 3;
+    pull_shuffler shuffle(comm, env.store(), options, default_stream(), device);
+    for (auto const& batch : batches) {
+      shuffle.add_map(batch->view());
+    }
+    shuffle.finish_maps();
+    std::size_t rows = 0;
+    for (std::size_t const partition : shuffle.owned_partitions()) {
+      shuffle.for_each_batch(partition, [&](table_view const& batch) { rows += batch.num_rows(); });
+    }
+    EXPECT_EQ(shuffle.statistics().oom_retries, 2U);  // two spills, each before a run alone
+    shuffle.close();
+    EXPECT_EQ(arrived.size(), 1U);
+    EXPECT_EQ(sum_over_ranks(comm, rows), 2U * 3000U * static_cast<std::size_t>(comm.size()));
   });
 }
 
