@@ -68,6 +68,9 @@ constexpr std::size_t MAX_NO_ROOM_RETRIES = 8;
 /// Runs of a device step alone (`device_gate::run`) while spilling frees something meanwhile.
 constexpr std::size_t MAX_ALONE_RUNS = 8;
 
+/// PULL: the most shard requests a reader sends ahead of the shard it reads (see `read_ahead`).
+constexpr std::size_t MAX_FETCHES_AHEAD = 8;
+
 /// The first word of a rank's published schema when it ran no map task.
 constexpr std::uint64_t NO_SCHEMA = std::numeric_limits<std::uint64_t>::max();
 
@@ -495,8 +498,10 @@ class shuffle_engine {
     auto const locations = locations_to_read(partition);
     auto const start     = clock_type::now();
     scoped_lock read_lock(read_mutex_);
-    for (auto const& location : locations) {
-      spillable_buffer handle = obtain(location, 0);
+    read_ahead ahead(*this, locations);
+    for (std::size_t index = 0; index < locations.size(); ++index) {
+      shard_location const& location = locations[index];
+      spillable_buffer handle        = ahead.take(index);
       std::vector<std::uint8_t> metadata;
       auto pinned = pin(location, handle, metadata);
       read(location, handle, pinned, metadata);
@@ -549,8 +554,11 @@ class shuffle_engine {
     // Everything arrives in the spill store first, so shards can spill while others arrive.
     std::vector<spillable_buffer> handles;
     handles.reserve(locations.size());
-    for (auto const& location : locations) {
-      handles.push_back(obtain(location, 0));
+    {
+      read_ahead ahead(*this, locations);
+      for (std::size_t index = 0; index < locations.size(); ++index) {
+        handles.push_back(ahead.take(index));
+      }
     }
     std::vector<std::vector<std::uint8_t>> metadata(locations.size());
     std::vector<pinned_buffer> pins;
@@ -604,6 +612,7 @@ class shuffle_engine {
     result.backpressure_waits        = backpressure_waits_.load();
     result.oom_retries               = gate_.retries();
     result.peak_unacknowledged_bytes = peak_unacknowledged_.load();
+    result.peak_fetches_ahead        = peak_fetches_ahead_.load();
     result.map_time                  = std::chrono::nanoseconds(map_time_.load());
     result.read_time                 = std::chrono::nanoseconds(read_time_.load());
     return result;
@@ -906,18 +915,169 @@ class shuffle_engine {
                   io_error);
   }
 
-  /// Asks `key.rank` for the shard, into `fetched` when it arrives.
-  fetch_outcome fetch(shard_key const& key,
-                      bool first_copy,
-                      std::optional<spillable_buffer>& fetched) {
-    auto reply = comm_.receive(key.rank, tag(REPLY_TAG), mrs_.output());
-    std::vector<std::uint64_t> const request{FETCH, key.map, key.partition};
-    auto sent = comm_.send(key.rank, tag(REQUEST_TAG), bytes_of(request));
-    sent.get();
-    count_sent(request.size() * sizeof(std::uint64_t));
+  /// A request for a shard: the reply's receive is posted before the request is sent.
+  struct pending_fetch {
+    shard_key key;
+    std::future<received_message> reply;
+    std::vector<std::uint64_t> request;  ///< the request's words, kept until it is sent
+    std::future<void> sent;
+  };
+
+  /**
+   * @brief PULL: a reader's requests for the remote shards it reads next, sent before it reads
+   * them, so that their round trips overlap the reading of the shards before them.
+   *
+   * Requests go out in reading order while the shards asked for and not yet taken stay within
+   * `inbox_budget` bytes and MAX_FETCHES_AHEAD requests (the next shard is always asked for: a
+   * larger one is read alone, as without read-ahead). A received shard waits in its reply, outside
+   * the spill store, until taken; when a reply finds no room, every shard asked for is received
+   * into the store (where it can spill) before that one is asked for again, and no more are asked
+   * for ahead. Local shards and PUSH readers (whose shards come to the inbox) ask for nothing.
+   * Every request sent is waited on, at the latest when this is destroyed, so that later
+   * receives from the same rank match their own replies.
+   */
+  class read_ahead {
+   public:
+    read_ahead(shuffle_engine& engine, std::vector<shard_location> const& locations)
+      : engine_(engine), locations_(locations), slots_(locations.size()) {}
+    read_ahead(read_ahead const&)            = delete;
+    read_ahead& operator=(read_ahead const&) = delete;
+    read_ahead(read_ahead&&)                 = delete;
+    read_ahead& operator=(read_ahead&&)      = delete;
+
+    ~read_ahead() {
+      for (auto& each : slots_) {
+        if (each.asked) {
+          drain(*each.asked);
+        }
+      }
+    }
+
+    /// The shard at `index` (taken in increasing order), after asking for those after it.
+    spillable_buffer take(std::size_t index) {
+      ask_from(index);
+      fetch_slot& at = slots_[index];
+      if (at.held) {
+        return std::move(*at.held);
+      }
+      if (!at.asked) {
+        return engine_.obtain(locations_[index], at.attempt);
+      }
+      pending_fetch asked = std::move(*at.asked);
+      at.asked.reset();
+      forget(index);
+      std::optional<spillable_buffer> fetched;
+      auto const outcome = engine_.collect(asked, true, fetched);
+      if (outcome == fetch_outcome::RECEIVED) {
+        return std::move(*fetched);
+      }
+      engine_.fetch_retries_.fetch_add(1, std::memory_order_relaxed);
+      if (outcome == fetch_outcome::NO_ROOM) {
+        receive_all();
+        engine_.gate_.make_room();
+        return engine_.obtain(locations_[index], 0);
+      }
+      return engine_.obtain(locations_[index], 1);
+    }
+
+   private:
+    struct fetch_slot {
+      std::optional<pending_fetch> asked;    ///< sent, reply not yet waited on
+      std::optional<spillable_buffer> held;  ///< received ahead into the store
+      std::size_t attempt = 0;               ///< where `obtain` goes on without either
+    };
+
+    /// Asks for the remote shards from `index` on that fit.
+    void ask_from(std::size_t index) {
+      if (engine_.mode_ != shuffle_mode::PULL || stopped_) {
+        return;
+      }
+      next_ = std::max(next_, index);
+      for (; next_ < locations_.size(); ++next_) {
+        shard_location const& location = locations_[next_];
+        if (location.key.rank == engine_.comm_.rank()) {
+          continue;
+        }
+        if (asked_ > 0 && (asked_ == MAX_FETCHES_AHEAD ||
+                           bytes_ + location.bytes > engine_.options_.inbox_budget)) {
+          return;
+        }
+        slots_[next_].asked.emplace(engine_.ask(location.key));
+        bytes_ += location.bytes;
+        ++asked_;
+        engine_.note_fetches_ahead(asked_);
+      }
+    }
+
+    /// `index`'s request is answered or dropped: it no longer counts ahead.
+    void forget(std::size_t index) {
+      bytes_ -= locations_[index].bytes;
+      --asked_;
+    }
+
+    /// Receives every shard asked for into the store and asks for no more ahead.
+    void receive_all() {
+      stopped_ = true;
+      for (std::size_t index = 0; index < slots_.size(); ++index) {
+        fetch_slot& each = slots_[index];
+        if (!each.asked) {
+          continue;
+        }
+        pending_fetch asked = std::move(*each.asked);
+        each.asked.reset();
+        forget(index);
+        std::optional<spillable_buffer> fetched;
+        auto const outcome = engine_.collect(asked, true, fetched);
+        if (outcome == fetch_outcome::RECEIVED) {
+          each.held = std::move(fetched);
+        } else {
+          engine_.fetch_retries_.fetch_add(1, std::memory_order_relaxed);
+          each.attempt = outcome == fetch_outcome::LOST ? 1 : 0;
+        }
+      }
+    }
+
+    /// Waits out a request whose shard will not be read (a reader that failed).
+    static void drain(pending_fetch& asked) noexcept {
+      try {
+        asked.sent.wait();
+        asked.reply.wait();
+      } catch (...) {  // (waiting throws nothing the reader could act on here)
+      }
+    }
+
+    shuffle_engine& engine_;
+    std::vector<shard_location> const& locations_;
+    std::vector<fetch_slot> slots_;
+    std::size_t next_  = 0;  ///< the next location to consider asking for
+    std::size_t asked_ = 0;  ///< requests sent and not yet taken
+    std::size_t bytes_ = 0;  ///< their shards' bytes
+    bool stopped_      = false;
+  };
+
+  /// Asks `key.rank` for the shard without waiting. Replies from one rank come in the order of the
+  /// requests (one service thread answers them in turn; messages do not overtake), so the
+  /// receives posted here match them in order, as long as each is waited on (`collect`) or
+  /// drained.
+  pending_fetch ask(shard_key const& key) {
+    pending_fetch asked{key,
+                        comm_.receive(key.rank, tag(REPLY_TAG), mrs_.output()),
+                        std::vector<std::uint64_t>{FETCH, key.map, key.partition},
+                        {}};
+    asked.sent = comm_.send(key.rank, tag(REQUEST_TAG), bytes_of(asked.request));
+    return asked;
+  }
+
+  /// Waits for the reply to `asked`, into `fetched` when it arrived whole.
+  fetch_outcome collect(pending_fetch& asked,
+                        bool first_copy,
+                        std::optional<spillable_buffer>& fetched) {
+    shard_key const& key = asked.key;
+    asked.sent.get();
+    count_sent(asked.request.size() * sizeof(std::uint64_t));
     received_message message;
     try {
-      message = reply.get();
+      message = asked.reply.get();
     } catch (out_of_memory const&) {  // no room to receive it: the producer sends it again
       lost_shards_.fetch_add(1, std::memory_order_relaxed);
       return fetch_outcome::NO_ROOM;
@@ -937,6 +1097,14 @@ class shuffle_engine {
     }
     fetched.emplace(std::move(handle));
     return fetch_outcome::RECEIVED;
+  }
+
+  /// Asks `key.rank` for the shard, into `fetched` when it arrives.
+  fetch_outcome fetch(shard_key const& key,
+                      bool first_copy,
+                      std::optional<spillable_buffer>& fetched) {
+    pending_fetch asked = ask(key);
+    return collect(asked, first_copy, fetched);
   }
 
   /// Pins `handle` and views its table; a corrupt copy is fetched (or rebuilt) again.
@@ -960,6 +1128,12 @@ class shuffle_engine {
         fetch_retries_.fetch_add(1, std::memory_order_relaxed);
         handle = obtain(location, attempt);
       }
+    }
+  }
+
+  void note_fetches_ahead(std::size_t asked) {
+    if (asked > peak_fetches_ahead_.load(std::memory_order_relaxed)) {
+      peak_fetches_ahead_.store(asked, std::memory_order_relaxed);  // (one reader at a time)
     }
   }
 
@@ -1227,7 +1401,7 @@ class shuffle_engine {
     rows_read_{0}, bytes_read_{0}, shards_taken_in_place_{0}, messages_sent_{0},
     messages_received_{0}, bytes_sent_{0}, bytes_received_{0}, lost_shards_{0}, recomputed_maps_{0},
     fetch_retries_{0}, backpressure_waits_{0}, peak_unacknowledged_{0}, resumed_maps_{0},
-    checkpoint_errors_{0};
+    checkpoint_errors_{0}, peak_fetches_ahead_{0};
   std::optional<map_checkpoint> checkpoint_;  ///< with `checkpoint_directory`
   std::atomic<std::int64_t> map_time_{0}, read_time_{0};
 

@@ -598,6 +598,31 @@ TEST(ConcurrentShuffleBackpressure, PushKeepsOneShardInFlightPerReceiverWithATin
   });
 }
 
+TEST(ConcurrentShuffleReadAhead, PullAsksForSeveralShardsAheadWithinTheInboxBudget) {
+  testing::for_each_rank_group([&](communicator& comm) {
+    for (std::size_t const budget : {std::size_t{1}, std::size_t{64_MiB}}) {
+      run_settings settings;
+      settings.batches      = 4 * static_cast<std::size_t>(comm.size());
+      settings.rows         = 1000;
+      settings.inbox_budget = budget;  // 1: only the next shard is ever asked for
+      auto const result =
+        run_and_check(comm, shuffle_case{shuffle_mode::PULL, 7, partition_method::HASH}, settings);
+      std::size_t const peak = result->statistics.peak_fetches_ahead;
+      EXPECT_LE(peak, budget == 1 ? 1U : 8U);
+      // Ranks reading several remote shards of a partition: each owner of a partition, with
+      // maps on at least one other rank (four each).
+      std::size_t const ahead = sum_over_ranks(comm, peak > 1 ? 1U : 0U);
+      std::size_t const asked = sum_over_ranks(comm, peak > 0 ? 1U : 0U);
+      if (comm.size() == 1) {
+        EXPECT_EQ(asked, 0U);
+      } else {
+        EXPECT_GT(asked, 0U);
+        EXPECT_EQ(ahead, budget == 1 ? 0U : asked);
+      }
+    }
+  });
+}
+
 /// Fails the allocations of at least `large` bytes numbered (from 1) `fail_at` to `fail_at +
 /// count - 1`, as a full device would, calling `before_failing(number)` first.
 class failing_resource final : public memory_resource {
@@ -641,6 +666,47 @@ class failing_resource final : public memory_resource {
   std::function<void(std::size_t)> before_failing_;
   std::atomic<std::size_t> large_seen_{0};
 };
+
+TEST(ConcurrentShuffleReadAhead, AReplyAskedForAheadThatFindsNoRoomIsAskedForAgain) {
+  testing::for_each_rank_group([&](communicator& comm) {
+    host_memory_resource memory;
+    rank_environment env(comm.rank(), 64_MiB, 64_MiB);
+    // Rank 0 reads every shard (one partition), all made by the other ranks (about 100 KB each),
+    // and its device fails the third of them to arrive: a reply to a request sent ahead.
+    failing_resource device(env.device(), 64_KiB, 3);
+    auto const batches = make_batches(4, 3000, false, memory);
+    shuffle_options options(env.host());
+    options.partitions.key_columns    = KEYS;
+    options.partitions.num_partitions = 1;
+    pull_shuffler shuffle(comm, env.store(), options, default_stream(), device);
+    if (comm.rank() != 0) {
+      for (auto const& batch : batches) {
+        shuffle.add_map(batch->view());
+      }
+    }
+    shuffle.finish_maps();
+    // Shards come in map order (rank 1's four maps, rank 2's, ...), each a whole batch: a reply
+    // matched to another request would show as the wrong batch.
+    std::size_t read = 0;
+    for (std::size_t const partition : shuffle.owned_partitions()) {
+      shuffle.for_each_batch(partition, [&](table_view const& batch) {
+        EXPECT_EQ(testing::describe_table_difference(batches[read % 4]->view(), batch), "")
+          << "shard " << read;
+        ++read;
+      });
+    }
+    auto const statistics = shuffle.statistics();
+    shuffle.close();
+    if (comm.rank() == 0) {
+      std::size_t const shards = 4 * static_cast<std::size_t>(comm.size() - 1);
+      EXPECT_EQ(read, shards);
+      EXPECT_EQ(statistics.shards_read, shards);
+      EXPECT_EQ(statistics.peak_fetches_ahead, std::min<std::size_t>(shards, 8));
+      EXPECT_EQ(statistics.lost_shards, shards >= 3 ? 1U : 0U);
+      EXPECT_EQ(statistics.fetch_retries, shards >= 3 ? 1U : 0U);
+    }
+  });
+}
 
 TEST(ConcurrentShuffleRecovery, AStepOutOfMemoryAgainWhenAloneRunsAgainWhileSpillingFreesMemory) {
   testing::for_each_rank_group([&](communicator& comm) {

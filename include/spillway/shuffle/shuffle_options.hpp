@@ -79,12 +79,16 @@ struct shuffle_options {
   std::uint32_t shuffle_id = 1;
   int shard_priority       = 0;  ///< spill priority of shards (lower spills first)
   /**
-   * @brief PUSH: bytes a receiver accepts from all senders before acknowledging them.
+   * @brief Bytes a receiver lets arrive ahead of reading them.
    *
-   * Each sender may have `inbox_budget / size()` bytes (at least one shard) sent to one receiver
-   * and not yet acknowledged; the receiver acknowledges a shard (a credit message with its size)
-   * once it holds it in its spill store, where it can spill to host and disk. A sender out of
+   * PUSH: each sender may have `inbox_budget / size()` bytes (at least one shard) sent to one
+   * receiver and not yet acknowledged; the receiver acknowledges a shard (a credit message with its
+   * size) once it holds it in its spill store, where it can spill to host and disk. A sender out of
    * credit for a receiver waits for credits; the map tasks do not wait for sends.
+   *
+   * PULL: a reader asks for the next remote shards of a partition before it reads them, up to 8
+   * requests and this many bytes (at least the next shard), so that their round trips overlap its
+   * reading; those shards are held in device memory, outside the spill store, until read.
    */
   std::size_t inbox_budget = 64_MiB;
   /// How often a reader asks for a shard that keeps arriving lost or corrupt before giving up.
@@ -133,6 +137,9 @@ struct shuffle_statistics {
   /// PUSH: the most bytes this rank ever had sent to one receiver and not yet acknowledged
   /// (at most `inbox_budget / size()`, or one shard when a shard is larger)
   std::size_t peak_unacknowledged_bytes = 0;
+  /// PULL: the most shard requests this rank's reader had sent ahead of the shard it was reading
+  /// (at most 8, and within `inbox_budget` bytes unless one shard is larger)
+  std::size_t peak_fetches_ahead = 0;
   std::chrono::nanoseconds map_time{0};   ///< time in map tasks (partitioning and packing)
   std::chrono::nanoseconds read_time{0};  ///< time reading partitions
 };
