@@ -18,7 +18,13 @@
  *
  *   spillway_shuffle_bench DATASET --by id --partitions 64 --mode push --ranks 2 [--repeat N]
  *   spillway_shuffle_bench DATASET --sort --by id,timestamp --mode pull --ranks 2 [--repeat N]
+ *
+ * `--latency-us N` hands every point-to-point message to the communicator N microseconds after
+ * it was sent (bench/shuffle/delayed_communicator.hpp): a network's latency between ranks that
+ * share a machine.
  */
+#include "delayed_communicator.hpp"
+
 #include <spillway/core/units.hpp>
 #include <spillway/io/dataset.hpp>
 #include <spillway/io/parquet.hpp>
@@ -58,6 +64,7 @@ struct arguments {
   std::size_t batch        = 64_MiB;
   int repeat               = 1;
   bool sort                = false;  ///< time the distributed sort instead of the shuffle
+  long latency_us          = 0;      ///< one-way latency added to every message (0: none)
   std::size_t merge_budget = 0;      ///< --sort: the local sort's merge budget (0: half the device)
 };
 
@@ -86,6 +93,8 @@ arguments parse(int argc, char** argv) {
       args.sort = true;
     } else if (flag == "--repeat") {
       args.repeat = std::max(1, std::stoi(value()));
+    } else if (flag == "--latency-us") {
+      args.latency_us = std::max(0L, std::stol(value()));
     } else {
       args.dataset = flag;
     }
@@ -228,7 +237,19 @@ std::vector<std::size_t> key_columns(table_schema const& schema, std::string con
   return keys;
 }
 
+void run_timed(communicator& comm, arguments const& args, std::vector<std::string> const& files);
+
+/// Runs this rank's part, every message `--latency-us` late when given.
 void run_rank(communicator& comm, arguments const& args, std::vector<std::string> const& files) {
+  if (args.latency_us > 0) {
+    bench::delayed_communicator delayed(comm, std::chrono::microseconds{args.latency_us});
+    run_timed(delayed, args, files);
+    return;
+  }
+  run_timed(comm, args, files);
+}
+
+void run_timed(communicator& comm, arguments const& args, std::vector<std::string> const& files) {
   device_environment_options options;
   options.device_memory = args.device;
   options.host_memory   = args.host;
@@ -412,7 +433,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: spillway_shuffle_bench DATASET [--sort] [--by col,...] [--partitions P] "
                  "[--mode pull|push] [--ranks N] [--device-memory B] [--host-memory B] "
-                 "[--batch-size B] [--merge-budget B] [--repeat N]\n");
+                 "[--batch-size B] [--merge-budget B] [--repeat N] [--latency-us N]\n");
     return 2;
   }
   try {
