@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <spillway/core/error.hpp>
 #include <spillway/shuffle/communicator.hpp>
 
 #include <chrono>
@@ -65,6 +66,10 @@ class delayed_communicator final : public communicator {
                                        std::uint32_t tag,
                                        std::span<std::byte const> bytes,
                                        memory_kind kind) override {
+    if (destination < 0 || destination >= size() || tag > max_message_tag) {
+      throw invalid_argument("delayed send: destination " + std::to_string(destination) +
+                             " or tag " + std::to_string(tag) + " out of range");
+    }
     auto done   = std::make_shared<std::promise<void>>();
     auto result = done->get_future();
     {
@@ -155,10 +160,10 @@ class delayed_communicator final : public communicator {
         pending.push_back(std::move(sending_.front()));
         sending_.pop_front();
       }
+      if (moved_all_) {
+        return;  // (being destroyed: sends still pending are abandoned, their futures broken)
+      }
       if (pending.empty()) {
-        if (moved_all_) {
-          return;
-        }
         changed_.wait(lock, [this] { return moved_all_ || !sending_.empty(); });
         continue;
       }

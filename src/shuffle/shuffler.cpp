@@ -147,11 +147,12 @@ class device_gate {
     }
     exclusive_entry const entry(*this);
     make_room_alone();
-    for (std::size_t run = 1;; ++run) {
+    for (std::size_t alone = 1;; ++alone) {
+      retries_.fetch_add(1, std::memory_order_relaxed);
       try {
         return step();
       } catch (out_of_memory const&) {
-        if (run == MAX_ALONE_RUNS || make_room_alone() == 0) {
+        if (alone == MAX_ALONE_RUNS || make_room_alone() == 0) {
           throw;
         }
       }
@@ -161,6 +162,7 @@ class device_gate {
   /** @brief Waits until this rank's steps and hand-overs are done, then spills the store. */
   void make_room() {
     exclusive_entry const entry(*this);
+    retries_.fetch_add(1, std::memory_order_relaxed);  // (the receive that asked runs again)
     make_room_alone();
   }
 
@@ -185,7 +187,7 @@ class device_gate {
     device_gate& gate_;
   };
 
-  /** @return the steps run again alone so far */
+  /** @return the steps run again alone so far, and the receives that made room to run again */
   [[nodiscard]] std::size_t retries() const noexcept {
     return retries_.load(std::memory_order_relaxed);
   }
@@ -241,7 +243,6 @@ class device_gate {
 
   /// @return the bytes spilled
   std::size_t make_room_alone() {
-    retries_.fetch_add(1, std::memory_order_relaxed);
     return store_.spill(std::numeric_limits<std::size_t>::max(), spill_tier::DEVICE);
   }
 
@@ -503,7 +504,7 @@ class shuffle_engine {
       shard_location const& location = locations[index];
       spillable_buffer handle        = ahead.take(index);
       std::vector<std::uint8_t> metadata;
-      auto pinned = pin(location, handle, metadata);
+      auto pinned = pin(location, handle, metadata, &ahead);
       read(location, handle, pinned, metadata);
       count_read(location);
     }
@@ -891,7 +892,7 @@ class shuffle_engine {
       // Only the first copy of a shard is offered to the loss hook: a refetch always counts.
       bool const first_copy = attempt == 0 && mode_ == shuffle_mode::PULL;
       std::optional<spillable_buffer> fetched;
-      auto const outcome = fetch(key, first_copy, fetched);
+      auto const outcome = fetch(location, first_copy, fetched);
       if (outcome == fetch_outcome::RECEIVED) {
         return std::move(*fetched);
       }
@@ -917,10 +918,14 @@ class shuffle_engine {
 
   /// A request for a shard: the reply's receive is posted before the request is sent.
   struct pending_fetch {
-    shard_key key;
-    std::future<received_message> reply;
+    shard_location location;
     std::vector<std::uint64_t> request;  ///< the request's words, kept until it is sent
+    std::future<received_message> reply;
     std::future<void> sent;
+
+    [[nodiscard]] bool arrived() const {
+      return reply.wait_for(std::chrono::seconds{0}) == std::future_status::ready;
+    }
   };
 
   /**
@@ -928,13 +933,15 @@ class shuffle_engine {
    * them, so that their round trips overlap the reading of the shards before them.
    *
    * Requests go out in reading order while the shards asked for and not yet taken stay within
-   * `inbox_budget` bytes and MAX_FETCHES_AHEAD requests (the next shard is always asked for: a
-   * larger one is read alone, as without read-ahead). A received shard waits in its reply, outside
-   * the spill store, until taken; when a reply finds no room, every shard asked for is received
-   * into the store (where it can spill) before that one is asked for again, and no more are asked
-   * for ahead. Local shards and PUSH readers (whose shards come to the inbox) ask for nothing.
-   * Every request sent is waited on, at the latest when this is destroyed, so that later
-   * receives from the same rank match their own replies.
+   * `read_ahead_budget` (and `inbox_budget`) bytes and MAX_FETCHES_AHEAD requests (the next shard
+   * is always asked for: a larger one is read alone, as without read-ahead). A received shard waits
+   * in its reply, outside the spill store, until the reader next takes a shard, when every reply
+   * that has arrived goes into the store (where it can spill). Before a shard is asked for again (a
+   * reply that found no room, a corrupt copy), every shard asked for is received into the store and
+   * no more are asked for ahead. Local shards and PUSH readers (whose shards come to the inbox) ask
+   * for nothing. Every request sent is waited on, at the latest when this is destroyed, so that
+   * later receives from the same rank match their own replies; a reply of another size than the
+   * directory's is a logic_error.
    */
   class read_ahead {
    public:
@@ -955,36 +962,41 @@ class shuffle_engine {
 
     /// The shard at `index` (taken in increasing order), after asking for those after it.
     spillable_buffer take(std::size_t index) {
+      store_arrived();
       ask_from(index);
       fetch_slot& at = slots_[index];
+      if (at.asked) {
+        receive(index);
+      }
       if (at.held) {
         return std::move(*at.held);
       }
-      if (!at.asked) {
-        return engine_.obtain(locations_[index], at.attempt);
-      }
-      pending_fetch asked = std::move(*at.asked);
-      at.asked.reset();
-      forget(index);
-      std::optional<spillable_buffer> fetched;
-      auto const outcome = engine_.collect(asked, true, fetched);
-      if (outcome == fetch_outcome::RECEIVED) {
-        return std::move(*fetched);
-      }
-      engine_.fetch_retries_.fetch_add(1, std::memory_order_relaxed);
-      if (outcome == fetch_outcome::NO_ROOM) {
+      if (at.no_room) {  // every reply into the store, where the room is made
         receive_all();
         engine_.gate_.make_room();
-        return engine_.obtain(locations_[index], 0);
       }
-      return engine_.obtain(locations_[index], 1);
+      return engine_.obtain(locations_[index], at.attempt);
+    }
+
+    /// Receives every shard asked for into the store and asks for no more ahead.
+    void receive_all() {
+      stopped_ = true;
+      for (std::size_t index = 0; index < slots_.size(); ++index) {
+        if (slots_[index].asked) {
+          receive(index);
+        }
+      }
     }
 
    private:
+    /// Requests sent ahead are the first of their shards (the loss hook sees them).
+    static constexpr bool FIRST_COPY = true;
+
     struct fetch_slot {
       std::optional<pending_fetch> asked;    ///< sent, reply not yet waited on
       std::optional<spillable_buffer> held;  ///< received ahead into the store
       std::size_t attempt = 0;               ///< where `obtain` goes on without either
+      bool no_room        = false;           ///< the reply found no room on the device
     };
 
     /// Asks for the remote shards from `index` on that fit.
@@ -998,15 +1010,18 @@ class shuffle_engine {
         if (location.key.rank == engine_.comm_.rank()) {
           continue;
         }
-        if (asked_ > 0 && (asked_ == MAX_FETCHES_AHEAD ||
-                           bytes_ + location.bytes > engine_.options_.inbox_budget)) {
+        if (asked_ > 0 && (asked_ == MAX_FETCHES_AHEAD || bytes_ + location.bytes > budget())) {
           return;
         }
-        slots_[next_].asked.emplace(engine_.ask(location.key));
+        slots_[next_].asked.emplace(engine_.ask(location));
         bytes_ += location.bytes;
         ++asked_;
         engine_.note_fetches_ahead(asked_);
       }
+    }
+
+    [[nodiscard]] std::size_t budget() const noexcept {
+      return std::min(engine_.options_.read_ahead_budget, engine_.options_.inbox_budget);
     }
 
     /// `index`'s request is answered or dropped: it no longer counts ahead.
@@ -1015,35 +1030,41 @@ class shuffle_engine {
       --asked_;
     }
 
-    /// Receives every shard asked for into the store and asks for no more ahead.
-    void receive_all() {
-      stopped_ = true;
+    /// Receives the reply to `index`'s request into the store (or notes where to ask again).
+    void receive(std::size_t index) {
+      fetch_slot& each    = slots_[index];
+      pending_fetch asked = std::move(*each.asked);
+      each.asked.reset();
+      forget(index);
+      std::optional<spillable_buffer> fetched;
+      auto const outcome = engine_.collect(asked, FIRST_COPY, fetched);
+      if (outcome == fetch_outcome::RECEIVED) {
+        each.held = std::move(fetched);
+      } else {
+        engine_.fetch_retries_.fetch_add(1, std::memory_order_relaxed);
+        each.attempt = outcome == fetch_outcome::LOST ? 1 : 0;
+        each.no_room = outcome == fetch_outcome::NO_ROOM;
+      }
+    }
+
+    /// Puts every reply that has arrived into the store, where it can spill.
+    void store_arrived() {
       for (std::size_t index = 0; index < slots_.size(); ++index) {
-        fetch_slot& each = slots_[index];
-        if (!each.asked) {
-          continue;
-        }
-        pending_fetch asked = std::move(*each.asked);
-        each.asked.reset();
-        forget(index);
-        std::optional<spillable_buffer> fetched;
-        auto const outcome = engine_.collect(asked, true, fetched);
-        if (outcome == fetch_outcome::RECEIVED) {
-          each.held = std::move(fetched);
-        } else {
-          engine_.fetch_retries_.fetch_add(1, std::memory_order_relaxed);
-          each.attempt = outcome == fetch_outcome::LOST ? 1 : 0;
+        if (slots_[index].asked && slots_[index].asked->arrived()) {
+          receive(index);
         }
       }
     }
 
-    /// Waits out a request whose shard will not be read (a reader that failed).
+    /// Waits out a request whose shard will not be read (a reader that failed); a request that
+    /// was not sent has no reply to wait for.
     static void drain(pending_fetch& asked) noexcept {
       try {
-        asked.sent.wait();
-        asked.reply.wait();
-      } catch (...) {  // (waiting throws nothing the reader could act on here)
+        asked.sent.get();
+      } catch (...) {
+        return;
       }
+      asked.reply.wait();
     }
 
     shuffle_engine& engine_;
@@ -1059,12 +1080,11 @@ class shuffle_engine {
   /// requests (one service thread answers them in turn; messages do not overtake), so the
   /// receives posted here match them in order, as long as each is waited on (`collect`) or
   /// drained.
-  pending_fetch ask(shard_key const& key) {
-    pending_fetch asked{key,
-                        comm_.receive(key.rank, tag(REPLY_TAG), mrs_.output()),
-                        std::vector<std::uint64_t>{FETCH, key.map, key.partition},
-                        {}};
-    asked.sent = comm_.send(key.rank, tag(REQUEST_TAG), bytes_of(asked.request));
+  pending_fetch ask(shard_location const& location) {
+    shard_key const& key = location.key;
+    pending_fetch asked{location, {FETCH, key.map, key.partition}, {}, {}};
+    asked.reply = comm_.receive(key.rank, tag(REPLY_TAG), mrs_.output());
+    asked.sent  = comm_.send(key.rank, tag(REQUEST_TAG), bytes_of(asked.request));
     return asked;
   }
 
@@ -1072,7 +1092,7 @@ class shuffle_engine {
   fetch_outcome collect(pending_fetch& asked,
                         bool first_copy,
                         std::optional<spillable_buffer>& fetched) {
-    shard_key const& key = asked.key;
+    shard_key const& key = asked.location.key;
     asked.sent.get();
     count_sent(asked.request.size() * sizeof(std::uint64_t));
     received_message message;
@@ -1088,6 +1108,13 @@ class shuffle_engine {
                        " could not provide shard (map " + std::to_string(key.map) + ", partition " +
                        std::to_string(key.partition) + ")",
                      io_error);
+    SPILLWAY_EXPECTS_EQ(message.data.size(),
+                        asked.location.bytes,
+                        "shuffle: the reply for shard (rank " + std::to_string(key.rank) +
+                          ", map " + std::to_string(key.map) + ", partition " +
+                          std::to_string(key.partition) +
+                          ") is not of the directory's size: replies matched the wrong requests",
+                        logic_error);
     std::size_t const size = message.data.size();
     spillable_buffer handle =
       store_.make_spillable(std::move(message.data), options_.shard_priority);
@@ -1100,17 +1127,18 @@ class shuffle_engine {
   }
 
   /// Asks `key.rank` for the shard, into `fetched` when it arrives.
-  fetch_outcome fetch(shard_key const& key,
+  fetch_outcome fetch(shard_location const& location,
                       bool first_copy,
                       std::optional<spillable_buffer>& fetched) {
-    pending_fetch asked = ask(key);
+    pending_fetch asked = ask(location);
     return collect(asked, first_copy, fetched);
   }
 
   /// Pins `handle` and views its table; a corrupt copy is fetched (or rebuilt) again.
   std::pair<pinned_buffer, table_view> pin(shard_location const& location,
                                            spillable_buffer& handle,
-                                           std::vector<std::uint8_t>& metadata) {
+                                           std::vector<std::uint8_t>& metadata,
+                                           read_ahead* ahead = nullptr) {
     for (std::size_t attempt = 1;; ++attempt) {
       try {
         return gate_.run([&] {
@@ -1126,6 +1154,9 @@ class shuffle_engine {
         }
         handle.release();
         fetch_retries_.fetch_add(1, std::memory_order_relaxed);
+        if (ahead != nullptr) {
+          ahead->receive_all();  // (replies waiting outside the store must not block this one)
+        }
         handle = obtain(location, attempt);
       }
     }

@@ -79,18 +79,24 @@ struct shuffle_options {
   std::uint32_t shuffle_id = 1;
   int shard_priority       = 0;  ///< spill priority of shards (lower spills first)
   /**
-   * @brief Bytes a receiver lets arrive ahead of reading them.
+   * @brief PUSH: bytes a receiver accepts from all senders before acknowledging them.
    *
-   * PUSH: each sender may have `inbox_budget / size()` bytes (at least one shard) sent to one
-   * receiver and not yet acknowledged; the receiver acknowledges a shard (a credit message with its
-   * size) once it holds it in its spill store, where it can spill to host and disk. A sender out of
+   * Each sender may have `inbox_budget / size()` bytes (at least one shard) sent to one receiver
+   * and not yet acknowledged; the receiver acknowledges a shard (a credit message with its size)
+   * once it holds it in its spill store, where it can spill to host and disk. A sender out of
    * credit for a receiver waits for credits; the map tasks do not wait for sends.
-   *
-   * PULL: a reader asks for the next remote shards of a partition before it reads them, up to 8
-   * requests and this many bytes (at least the next shard), so that their round trips overlap its
-   * reading; those shards are held in device memory, outside the spill store, until read.
    */
   std::size_t inbox_budget = 64_MiB;
+  /**
+   * @brief PULL: bytes of shards a reader asks for before it reads them.
+   *
+   * A reader asks for the next remote shards of a partition ahead, up to 8 requests and this many
+   * bytes, and no more than `inbox_budget` (at least the next shard: 0 asks for one at a time), so
+   * that their round trips overlap its reading. A shard that has arrived waits in device memory
+   * outside the spill store (it cannot spill) until the reader next takes a shard, then goes into
+   * the store.
+   */
+  std::size_t read_ahead_budget = 8_MiB;
   /// How often a reader asks for a shard that keeps arriving lost or corrupt before giving up.
   std::size_t max_fetch_attempts = 4;
   shard_loss_hook testing_shard_loss;  ///< drops shards on purpose (tests); empty: none
@@ -137,8 +143,9 @@ struct shuffle_statistics {
   /// PUSH: the most bytes this rank ever had sent to one receiver and not yet acknowledged
   /// (at most `inbox_budget / size()`, or one shard when a shard is larger)
   std::size_t peak_unacknowledged_bytes = 0;
-  /// PULL: the most shard requests this rank's reader had sent ahead of the shard it was reading
-  /// (at most 8, and within `inbox_budget` bytes unless one shard is larger)
+  /// PULL: the most shard requests this rank's reader had in flight at once, the next shard's
+  /// included (at most 8, within `read_ahead_budget` and `inbox_budget` bytes or the next shard
+  /// alone)
   std::size_t peak_fetches_ahead = 0;
   std::chrono::nanoseconds map_time{0};   ///< time in map tasks (partitioning and packing)
   std::chrono::nanoseconds read_time{0};  ///< time reading partitions
