@@ -74,7 +74,8 @@ struct distributed_sort_options {
   std::size_t max_samples   = 65536;
   std::uint64_t sample_seed = 0x5eed;  ///< the seed of the samples
   std::uint32_t shuffle_id  = 2;       ///< the shuffle's tags (see `shuffle_options`)
-  std::size_t inbox_budget  = 64_MiB;  ///< PUSH: see `shuffle_options::inbox_budget`
+  /// See `shuffle_options::inbox_budget` (PUSH), which also bounds a PULL reader's read-ahead
+  std::size_t inbox_budget = 64_MiB;
   /// Drops shards of the range shuffle on purpose (tests; see `shuffle_options`); empty: none.
   /// Each lost shard is recomputed from its map task's input.
   shard_loss_hook testing_shard_loss;

@@ -22,16 +22,20 @@
  *
  * Memory: shards are built with `mrs.output()` (which must be the spill store's device resource,
  * or a resource of the same kind) and registered with the store at once; received shards are
- * allocated from `mrs.output()` when they arrive and registered at once; scratch comes from
- * `mrs.temporary()`; control messages from `shuffle_options::host`.
+ * allocated from `mrs.output()` when they arrive and registered at once, except that a pull
+ * reader's shards asked for ahead wait outside the store, up to `read_ahead_budget` bytes, until it
+ * next takes a shard; scratch comes from `mrs.temporary()`; control messages from
+ * `shuffle_options::host`.
  *
  * Out of device memory: the failure callback of the device resource spills what it can first.
  * When an allocation still fails, the step that made it (a map task, a recomputation, pinning a
  * shard to send or read it) is rolled back and run again alone: the rank's other device steps
  * finish first, shards in flight are handed over, and every unpinned buffer of the store is
- * spilled. A shard whose receive found no room is lost to that receive; its reader makes room
- * the same way and asks its producer again. Only a step that does not fit the device alone fails,
- * with `out_of_memory`.
+ * spilled; while spilling frees something (receives are not steps and may fill the device
+ * meanwhile), up to 8 times. A shard whose receive found no room is lost to that receive; its
+ * reader makes room the same way and asks its producer again. Only a step that does not fit the
+ * device beside what cannot spill (pinned shards, a reader's shards asked for ahead) fails, with
+ * `out_of_memory`.
  */
 #pragma once
 
