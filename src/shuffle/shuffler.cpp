@@ -962,7 +962,7 @@ class shuffle_engine {
 
     /// The shard at `index` (taken in increasing order), after asking for those after it.
     spillable_buffer take(std::size_t index) {
-      store_arrived();
+      store_arrived(index);
       ask_from(index);
       fetch_slot& at = slots_[index];
       if (at.asked) {
@@ -1048,8 +1048,9 @@ class shuffle_engine {
     }
 
     /// Puts every reply that has arrived into the store, where it can spill.
-    void store_arrived() {
-      for (std::size_t index = 0; index < slots_.size(); ++index) {
+    /// Those asked for lie from `from` (the shard about to be taken) up to `next_`.
+    void store_arrived(std::size_t from) {
+      for (std::size_t index = from; index < std::min(next_, slots_.size()); ++index) {
         if (slots_[index].asked && slots_[index].asked->arrived()) {
           receive(index);
         }
