@@ -3,6 +3,7 @@
  * its spill store first (not timed), then the timed part runs the map tasks (hash partitioning
  * into shards), the exchange (pull or push) and the reading of every owned partition (each batch
  * is touched, not written anywhere). Ranks are threads (--ranks) or, under mpirun, processes.
+ * A run's time is from the first rank's start to the last rank's end (`makespan_over`).
  * Prints one JSON line from rank 0; bench/compare/shuffle_vs_dask.py --in-memory drives it.
  * `--repeat N` runs the timed part N times on the same input (for profiles; the line reports
  * the fastest run, every run's time in "runs" and its minor page faults, the fresh pages the
@@ -144,6 +145,30 @@ double max_seconds_over(communicator& comm, std::chrono::nanoseconds value) {
     most = std::max(most, v);
   }
   return static_cast<double>(most) / 1e9;
+}
+
+/**
+ * @brief Seconds from the first rank's start to the last rank's end. Ranks leave the barrier
+ * before a run at different times (more so with more processes than cores): one rank's own start
+ * would miss the time the others ran before it. Ranks on one machine share the steady clock, as
+ * this bench's do; across machines their clocks' offsets would add in.
+ */
+double makespan_over(communicator& comm,
+                     std::chrono::steady_clock::time_point start,
+                     std::chrono::steady_clock::time_point end) {
+  auto const all = gather_over(
+    comm,
+    {static_cast<std::int64_t>(
+       std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count()),
+     static_cast<std::int64_t>(
+       std::chrono::duration_cast<std::chrono::nanoseconds>(end.time_since_epoch()).count())});
+  std::int64_t first = all.at(0);
+  std::int64_t last  = all.at(1);
+  for (std::size_t at = 0; at + 1 < all.size(); at += 2) {
+    first = std::min(first, all[at]);
+    last  = std::max(last, all[at + 1]);
+  }
+  return static_cast<double>(last - first) / 1e9;
 }
 
 /**
@@ -352,8 +377,7 @@ void run_timed(communicator& comm, arguments const& args, std::vector<std::strin
       }
       shuffle.close();
     }
-    double const elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double const elapsed = makespan_over(comm, start, std::chrono::steady_clock::now());
     // The process's CPU time over the timed part (with in-process ranks: every rank's).
     double const cpu = process_cpu_seconds() - cpu_start;
     if (args.sort) {  // untimed: the order across ranks, and the phases of the slowest rank
