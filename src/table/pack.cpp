@@ -291,17 +291,18 @@ struct alignas(CACHE_LINE) line_buffer {
   std::byte bytes[CACHE_LINE * Lines];
 };
 
-/// Writes the bytes of `buffer` to `to` (64-byte aligned) without reading `to`'s lines first.
+/// Writes `Lines` cache lines from `from` (16-byte aligned) to `to` (64-byte aligned) without
+/// reading `to`'s lines first.
 template <std::size_t Lines>
-inline void stream_lines(void* to, line_buffer<Lines> const& buffer) noexcept {
+inline void stream_lines(void* to, void const* from) noexcept {
 #if defined(__SSE2__)
   auto* out      = static_cast<__m128i*>(to);
-  auto const* in = reinterpret_cast<__m128i const*>(buffer.bytes);
+  auto const* in = static_cast<__m128i const*>(from);
   for (std::size_t i = 0; i < 4 * Lines; ++i) {
     _mm_stream_si128(out + i, _mm_load_si128(in + i));
   }
 #else
-  std::memcpy(to, buffer.bytes, sizeof(buffer.bytes));
+  std::memcpy(to, from, CACHE_LINE * Lines);
 #endif
 }
 
@@ -343,7 +344,7 @@ void scatter_lines(Id const* ids,
     std::memcpy(buf + fill[p] * sizeof(T), &item, sizeof(T));
     if (++fill[p] == PER_BUFFER) {
       if (start[p] == 0) {
-        stream_lines(line_at[p], lines[p]);
+        stream_lines<Lines>(line_at[p], lines[p].bytes);
       } else {
         std::memcpy(
           line_at[p] + start[p], buf + start[p] * sizeof(T), (PER_BUFFER - start[p]) * sizeof(T));
@@ -369,6 +370,89 @@ void scatter_lines(Id const* ids,
 #endif
 }
 
+/**
+ * @brief The characters of a string column's rows, appended per partition through a buffer of
+ * `Lines` cache lines each, as `scatter_lines` does for fixed-width values: whole buffers are
+ * streamed (no read of the destination's lines), a partition's first partial line and its last
+ * bytes are written with plain stores of their own bytes only (another thread's characters of
+ * the same partition may share those lines).
+ */
+template <std::size_t Lines>
+class char_lines {
+ public:
+  static constexpr std::size_t CAPACITY = CACHE_LINE * Lines;
+  /// Bytes after a buffer that a wide copy may write past its end (never flushed).
+  static constexpr std::size_t SLACK = 16;
+
+  /// `to[p]`: where partition p's next characters go.
+  char_lines(char* const* to, std::size_t num_partitions)
+    : buffers_(std::make_unique_for_overwrite<slot[]>(num_partitions)), count_(num_partitions) {
+    for (std::size_t p = 0; p < num_partitions; ++p) {
+      auto const address = reinterpret_cast<std::uintptr_t>(to[p]);
+      slot& each         = buffers_[p];
+      each.fill          = static_cast<std::uint32_t>(address % CACHE_LINE);
+      each.start         = each.fill;
+      each.line_at       = reinterpret_cast<char*>(address - address % CACHE_LINE);
+    }
+  }
+
+  /// Appends `length` bytes at `from` to partition p; `from_room` bytes are readable from `from`.
+  void append(std::size_t p, char const* from, std::size_t from_room, std::size_t length) noexcept {
+    slot& each = buffers_[p];
+    if (length <= SLACK && from_room >= SLACK && each.fill + length <= CAPACITY) {
+      std::memcpy(each.bytes + each.fill, from, SLACK);  // (past `length`: into the slack)
+      each.fill += static_cast<std::uint32_t>(length);
+      if (each.fill == CAPACITY) {
+        flush(each);
+      }
+      return;
+    }
+    while (length > 0) {
+      std::size_t const take = std::min(length, CAPACITY - each.fill);
+      std::memcpy(each.bytes + each.fill, from, take);
+      each.fill += static_cast<std::uint32_t>(take);
+      from += take;
+      length -= take;
+      if (each.fill == CAPACITY) {
+        flush(each);
+      }
+    }
+  }
+
+  /// Writes what the buffers still hold.
+  void finish() noexcept {
+    for (std::size_t p = 0; p < count_; ++p) {
+      slot& each = buffers_[p];
+      if (each.fill > each.start) {
+        std::memcpy(each.line_at + each.start, each.bytes + each.start, each.fill - each.start);
+      }
+      each.start = each.fill;
+    }
+  }
+
+ private:
+  struct alignas(CACHE_LINE) slot {
+    char bytes[CAPACITY + SLACK];
+    std::uint32_t fill;   ///< bytes of the buffer in use (from the start of the line)
+    std::uint32_t start;  ///< the first byte this part owns in the first line
+    char* line_at;        ///< the destination of `bytes`
+  };
+
+  static void flush(slot& each) noexcept {
+    if (each.start == 0) {
+      stream_lines<Lines>(each.line_at, each.bytes);
+    } else {
+      std::memcpy(each.line_at + each.start, each.bytes + each.start, CAPACITY - each.start);
+      each.start = 0;
+    }
+    each.line_at += CAPACITY;
+    each.fill = 0;
+  }
+
+  std::unique_ptr<slot[]> buffers_;
+  std::size_t count_;
+};
+
 /// `scatter_lines` with buffers of `buffer_lines(num_partitions)` lines.
 template <typename T, typename Id, typename Value>
 void scatter_buffered(Id const* ids,
@@ -388,6 +472,39 @@ void scatter_buffered(Id const* ids,
       scatter_lines<2>(ids, begin, end, num_partitions, out, value);
       break;
   }
+}
+
+/**
+ * @brief A string column's rows of `[begin, end)` into their partitions through line buffers:
+ * offsets (`cursor[p]`, the characters partition p holds so far, at `offsets[p]`) and characters
+ * (at `chars[p] + cursor[p]`) alike. `in_end`: the characters readable from `in_chars`.
+ */
+template <std::size_t Lines, typename Id>
+void scatter_strings(Id const* ids,
+                     std::size_t begin,
+                     std::size_t end,
+                     std::size_t num_partitions,
+                     std::int64_t** offsets,
+                     char* const* chars,
+                     std::size_t* cursor,
+                     std::int64_t const* in_offsets,
+                     char const* in_chars,
+                     std::size_t in_end) {
+  std::vector<char*> next(num_partitions);
+  for (std::size_t p = 0; p < num_partitions; ++p) {
+    next[p] = chars[p] == nullptr ? nullptr : chars[p] + cursor[p];
+  }
+  char_lines<Lines> buffered(next.data(), num_partitions);
+  scatter_lines<Lines>(
+    ids, begin, end, num_partitions, offsets, [&](std::size_t row, std::size_t p) {
+      auto const from   = static_cast<std::size_t>(in_offsets[row]);
+      auto const length = static_cast<std::size_t>(in_offsets[row + 1]) - from;
+      auto const at     = static_cast<std::int64_t>(cursor[p]);
+      buffered.append(p, in_chars + from, in_end - from, length);
+      cursor[p] += length;
+      return at;
+    });
+  buffered.finish();
 }
 
 /**
@@ -601,7 +718,45 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
           return at;
         };
         if (lines) {
-          scatter_buffered(ids, begin, end, num_partitions, offsets.data(), string_offset);
+          // Two buffers a partition (offsets and characters), within SCATTER_BUFFER_BYTES.
+          switch (buffer_lines(2 * num_partitions)) {
+            case 8:
+              scatter_strings<8>(ids,
+                                 begin,
+                                 end,
+                                 num_partitions,
+                                 offsets.data(),
+                                 out.data(),
+                                 cursor.data(),
+                                 in_offsets,
+                                 in_chars,
+                                 in_end);
+              break;
+            case 4:
+              scatter_strings<4>(ids,
+                                 begin,
+                                 end,
+                                 num_partitions,
+                                 offsets.data(),
+                                 out.data(),
+                                 cursor.data(),
+                                 in_offsets,
+                                 in_chars,
+                                 in_end);
+              break;
+            default:  // 2
+              scatter_strings<2>(ids,
+                                 begin,
+                                 end,
+                                 num_partitions,
+                                 offsets.data(),
+                                 out.data(),
+                                 cursor.data(),
+                                 in_offsets,
+                                 in_chars,
+                                 in_end);
+              break;
+          }
         } else {
           for (std::size_t row = begin; row < end; ++row) {
             auto const p  = static_cast<std::size_t>(ids[row]);
