@@ -484,6 +484,37 @@ TEST_F(PackCorruption, WrongDataBytes) {
                  "string characters");
 }
 
+TEST_F(PackCorruption, StringOffsetsThatDescend) {
+  // Offsets 0 1 3 3 6 6 10 11 13 16 17 ("a" "bb" null "ccc" "" "dddd" "e" "ff" "ggg" "h"); the
+  // sixth is set below the fifth, below 0, and far below a fifth near 2^63 (a difference that
+  // wraps past the sign bit).
+  auto* offsets = reinterpret_cast<std::int64_t*>(static_cast<std::uint8_t*>(data_.data()) +
+                                                  field(entry_at(1, OFFSETS_OFFSET_AT)));
+  ASSERT_EQ(offsets[4], 6);
+  ASSERT_EQ(offsets[10], 17);
+  std::int64_t const fifth = offsets[4];
+  std::int64_t const sixth = offsets[5];
+  for (auto const& [at_four, at_five] : std::vector<std::pair<std::int64_t, std::int64_t>>{
+         {6, 5},
+         {6, -1},
+         {(std::int64_t{3} << 61), -(std::int64_t{1} << 62)},
+         {(std::int64_t{3} << 61), 0}}) {
+    SCOPED_TRACE(std::to_string(at_four) + " then " + std::to_string(at_five));
+    offsets[4] = at_four;
+    offsets[5] = at_five;
+    try {
+      (void)unpack_with(metadata_);
+      ADD_FAILURE() << "descending offsets unpacked";
+    } catch (corruption_error const& error) {
+      EXPECT_NE(std::string{error.what()}.find("descend at row 4"), std::string::npos)
+        << error.what();
+    }
+  }
+  offsets[4] = fifth;
+  offsets[5] = sixth;
+  EXPECT_NO_THROW((void)unpack_with(metadata_));
+}
+
 TEST_F(PackCorruption, NullCountAboveRowsOrWithoutMask) {
   for (std::size_t const column : {0U, 1U}) {
     expect_corrupt(with_field<std::uint64_t>(metadata_, entry_at(column, NULL_COUNT_AT), 11),
