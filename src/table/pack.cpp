@@ -383,76 +383,72 @@ template <std::size_t Lines>
 class char_lines {
  public:
   static constexpr std::size_t CAPACITY = CACHE_LINE * Lines;
-  /// Bytes after a buffer that a wide copy may write past its end (never flushed).
-  static constexpr std::size_t SLACK = 16;
+  /// Strings up to this long are copied with one fixed-size copy where the buffer has room.
+  static constexpr std::size_t WIDE = 16;
 
   /// `to[p]`: where partition p's next characters go.
   char_lines(char* const* to, std::size_t num_partitions)
-    : buffers_(std::make_unique_for_overwrite<slot[]>(num_partitions)), count_(num_partitions) {
+    : buffers_(std::make_unique_for_overwrite<line_buffer<Lines>[]>(num_partitions)),
+      fill_(num_partitions),
+      start_(num_partitions),
+      line_at_(num_partitions) {
     for (std::size_t p = 0; p < num_partitions; ++p) {
       auto const address = reinterpret_cast<std::uintptr_t>(to[p]);
-      slot& each         = buffers_[p];
-      each.fill          = static_cast<std::uint32_t>(address % CACHE_LINE);
-      each.start         = each.fill;
-      each.line_at       = reinterpret_cast<char*>(address - address % CACHE_LINE);
+      fill_[p]           = static_cast<std::uint32_t>(address % CACHE_LINE);
+      start_[p]          = fill_[p];
+      line_at_[p]        = reinterpret_cast<char*>(address - address % CACHE_LINE);
     }
   }
 
   /// Appends `length` bytes at `from` to partition p; `from_room` bytes are readable from `from`.
   void append(std::size_t p, char const* from, std::size_t from_room, std::size_t length) noexcept {
-    slot& each = buffers_[p];
-    if (length <= SLACK && from_room >= SLACK && each.fill + length <= CAPACITY) {
-      std::memcpy(each.bytes + each.fill, from, SLACK);  // (past `length`: into the slack)
-      each.fill += static_cast<std::uint32_t>(length);
-      if (each.fill == CAPACITY) {
-        flush(each);
+    std::byte* const bytes = buffers_[p].bytes;
+    std::uint32_t& fill    = fill_[p];
+    if (length <= WIDE && from_room >= WIDE && fill + WIDE <= CAPACITY) {
+      std::memcpy(bytes + fill, from, WIDE);  // (the bytes past `length` are written over later)
+      fill += static_cast<std::uint32_t>(length);
+      if (fill == CAPACITY) {
+        flush(p);
       }
       return;
     }
     while (length > 0) {
-      std::size_t const take = std::min(length, CAPACITY - each.fill);
-      std::memcpy(each.bytes + each.fill, from, take);
-      each.fill += static_cast<std::uint32_t>(take);
+      std::size_t const take = std::min(length, CAPACITY - fill);
+      std::memcpy(bytes + fill, from, take);
+      fill += static_cast<std::uint32_t>(take);
       from += take;
       length -= take;
-      if (each.fill == CAPACITY) {
-        flush(each);
+      if (fill == CAPACITY) {
+        flush(p);
       }
     }
   }
 
   /// Writes what the buffers still hold.
   void finish() noexcept {
-    for (std::size_t p = 0; p < count_; ++p) {
-      slot& each = buffers_[p];
-      if (each.fill > each.start) {
-        std::memcpy(each.line_at + each.start, each.bytes + each.start, each.fill - each.start);
+    for (std::size_t p = 0; p < fill_.size(); ++p) {
+      if (fill_[p] > start_[p]) {
+        std::memcpy(line_at_[p] + start_[p], buffers_[p].bytes + start_[p], fill_[p] - start_[p]);
       }
-      each.start = each.fill;
     }
   }
 
  private:
-  struct alignas(CACHE_LINE) slot {
-    char bytes[CAPACITY + SLACK];
-    std::uint32_t fill;   ///< bytes of the buffer in use (from the start of the line)
-    std::uint32_t start;  ///< the first byte this part owns in the first line
-    char* line_at;        ///< the destination of `bytes`
-  };
-
-  static void flush(slot& each) noexcept {
-    if (each.start == 0) {
-      stream_lines<Lines>(each.line_at, each.bytes);
+  void flush(std::size_t p) noexcept {
+    if (start_[p] == 0) {
+      stream_lines<Lines>(line_at_[p], buffers_[p].bytes);
     } else {
-      std::memcpy(each.line_at + each.start, each.bytes + each.start, CAPACITY - each.start);
-      each.start = 0;
+      std::memcpy(line_at_[p] + start_[p], buffers_[p].bytes + start_[p], CAPACITY - start_[p]);
+      start_[p] = 0;
     }
-    each.line_at += CAPACITY;
-    each.fill = 0;
+    line_at_[p] += CAPACITY;
+    fill_[p] = 0;
   }
 
-  std::unique_ptr<slot[]> buffers_;
-  std::size_t count_;
+  std::unique_ptr<line_buffer<Lines>[]> buffers_;  ///< CAPACITY bytes each, line-aligned
+  std::vector<std::uint32_t> fill_;   ///< bytes of the buffer in use (from the start of the line)
+  std::vector<std::uint32_t> start_;  ///< the first byte this part owns in the first line
+  std::vector<char*> line_at_;        ///< the destination of the buffer
 };
 
 /// `scatter_lines` with buffers of `buffer_lines(num_partitions)` lines.
@@ -720,7 +716,8 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
           return at;
         };
         if (lines) {
-          // Two buffers a partition (offsets and characters), within SCATTER_BUFFER_BYTES.
+          // Two buffers a partition (offsets and characters), within SCATTER_BUFFER_BYTES up to
+          // 4096 partitions (buffers of two lines at the least: 2 MiB for 8192).
           switch (buffer_lines(2 * num_partitions)) {
             case 8:
               scatter_strings<8>(ids,

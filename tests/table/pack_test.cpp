@@ -676,25 +676,48 @@ TEST_F(Pack, PartitionsScatteredIntoMappedMemoryMatchFreshMemory) {
 }
 
 TEST_F(Pack, StringsLongerThanALineBufferScatterIntoMappedMemoryAsIntoFreshMemory) {
-  // Characters go through line buffers too (8 lines, 512 bytes, a partition): strings of up to
-  // 1200 bytes fill and cross several buffers at once, short ones take the wide copy; one thread
-  // or two (the second's characters start inside a line of each partition).
+  // Characters go through line buffers too (8 lines a partition up to 1024 partitions, 4 for
+  // 1500): strings of up to 1200 bytes fill and cross several buffers at once, short ones take
+  // the wide copy; one thread or two (the second's characters start inside a line of each
+  // partition). Every partition is checked against a gather of its rows as well, so a fault
+  // common to both paths shows too. The skewed map leaves partition 15 empty, gives partition 14
+  // rows in the first thread's half only, partition 13 in the second's only, and partition 12 one
+  // row in the first half and two in the second (its second part fits in its first line).
+  std::size_t const rows = 40000;
   std::vector<std::unique_ptr<column>> columns;
-  columns.push_back(
-    testing::random_column(data_type{type_id::STRING}, 40000, 41, 0.0, host_, 1200));
-  columns.push_back(testing::random_column(data_type{type_id::STRING}, 40000, 43, 0.1, host_, 20));
-  columns.push_back(testing::random_column(data_type{type_id::INT32}, 40000, 47, 0.0, host_));
+  columns.push_back(testing::random_column(data_type{type_id::STRING}, rows, 41, 0.0, host_, 1200));
+  columns.push_back(testing::random_column(data_type{type_id::STRING}, rows, 43, 0.1, host_, 20));
+  columns.push_back(testing::random_column(data_type{type_id::INT32}, rows, 47, 0.0, host_));
   table const input(std::move(columns));
   poisoning_resource poisoned{host_};
-  for (std::size_t const num_partitions : {std::size_t{16}, std::size_t{61}}) {
-    std::vector<std::uint16_t> ids(input.num_rows());
-    for (std::size_t row = 0; row < ids.size(); ++row) {
+  struct layout {
+    std::size_t num_partitions;
+    bool skewed;
+  };
+  for (auto const [num_partitions, skewed] :
+       {layout{16, false}, layout{61, false}, layout{1500, false}, layout{16, true}}) {
+    std::vector<std::uint16_t> ids(rows);
+    for (std::size_t row = 0; row < rows; ++row) {
       ids[row] = static_cast<std::uint16_t>((row * 2654435761U + row / 3) % num_partitions);
+      if (skewed) {
+        ids[row] = static_cast<std::uint16_t>(row % 12);
+        if (row >= 200 && row < 300) {
+          ids[row] = 14;
+        } else if (row == 35000 || row == 35001) {
+          ids[row] = 13;
+        } else if (row == 100 || row == 30000 || row == 30001) {
+          ids[row] = 12;
+        }
+      }
     }
     auto const map = testing::make_fixed_column<std::uint16_t>(type_id::UINT16, ids, {}, host_);
+    std::vector<std::vector<std::uint64_t>> members(num_partitions);
+    for (std::size_t row = 0; row < rows; ++row) {
+      members[ids[row]].push_back(row);
+    }
     for (std::size_t const threads : {std::size_t{1}, std::size_t{2}}) {
-      SCOPED_TRACE(std::to_string(num_partitions) + " partitions, " + std::to_string(threads) +
-                   " threads");
+      SCOPED_TRACE(std::to_string(num_partitions) + " partitions" + (skewed ? ", skewed, " : ", ") +
+                   std::to_string(threads) + " threads");
       auto const fresh = detail::pack_partitions(
         input.view(), map->view(), num_partitions, 64, threads, default_stream(), host_);
       auto const mapped = detail::pack_partitions(
@@ -702,27 +725,23 @@ TEST_F(Pack, StringsLongerThanALineBufferScatterIntoMappedMemoryAsIntoFreshMemor
       for (std::size_t p = 0; p < num_partitions; ++p) {
         ASSERT_EQ(fresh[p].metadata, mapped[p].metadata);
         ASSERT_EQ(frame_bytes(fresh[p]), frame_bytes(mapped[p])) << "partition " << p;
+        ASSERT_EQ(mapped[p].num_rows, members[p].size());
+        auto const member_map =
+          testing::make_fixed_column<std::uint64_t>(type_id::UINT64, members[p], {}, host_);
+        auto const expected = gather(
+          input.view(), member_map->view(), out_of_bounds_policy::FAIL, default_stream(), host_);
+        auto const* frame = static_cast<std::uint8_t const*>(mapped[p].frame.data());
+        SPILLWAY_EXPECT_TABLES_EQUAL(
+          expected->view(),
+          unpack(mapped[p].metadata, frame + 64, mapped[p].frame.size() - 64, memory_kind::HOST));
       }
-      std::vector<std::uint64_t> members;
-      for (std::size_t row = 0; row < ids.size(); ++row) {
-        if (ids[row] == 5) {
-          members.push_back(row);
-        }
-      }
-      auto const member_map =
-        testing::make_fixed_column<std::uint64_t>(type_id::UINT64, members, {}, host_);
-      auto const expected = gather(
-        input.view(), member_map->view(), out_of_bounds_policy::FAIL, default_stream(), host_);
-      auto const* frame = static_cast<std::uint8_t const*>(mapped[5].frame.data());
-      SPILLWAY_EXPECT_TABLES_EQUAL(
-        expected->view(),
-        unpack(mapped[5].metadata, frame + 64, mapped[5].frame.size() - 64, memory_kind::HOST));
     }
   }
 }
 
 TEST_F(Pack, ManyPartitionsScatteredIntoMappedMemoryMatchFreshMemory) {
-  // 4096 and 8192 partitions scatter through buffers of 4 and 2 lines a partition, and only
+  // 4096 and 8192 partitions scatter through buffers of 4 and 2 lines a partition (the string
+  // column, with two buffers a partition, through 2 lines for both), and only
   // where a partition's largest column part takes two pages or more (below that, which memory
   // is mapped is not sampled): 1030 rows a partition, whose string characters (about 12 bytes a
   // row) take three pages, beside an INT64 column (8 bytes a row).
