@@ -18,6 +18,7 @@
 #include <string>
 #include <sys/mman.h>
 #include <thread>
+#include <type_traits>
 #include <unistd.h>
 #include <vector>
 
@@ -451,6 +452,22 @@ class char_lines {
   std::vector<char*> line_at_;        ///< the destination of the buffer
 };
 
+/// Calls `f` with `std::integral_constant<std::size_t, L>{}` for L = `lines` (8, 4 or 2).
+template <typename F>
+void with_lines(std::size_t lines, F&& f) {
+  switch (lines) {
+    case 8:
+      f(std::integral_constant<std::size_t, 8>{});
+      break;
+    case 4:
+      f(std::integral_constant<std::size_t, 4>{});
+      break;
+    default:  // 2
+      f(std::integral_constant<std::size_t, 2>{});
+      break;
+  }
+}
+
 /// `scatter_lines` with buffers of `buffer_lines(num_partitions)` lines.
 template <typename T, typename Id, typename Value>
 void scatter_buffered(Id const* ids,
@@ -459,17 +476,9 @@ void scatter_buffered(Id const* ids,
                       std::size_t num_partitions,
                       T** out,
                       Value&& value) {
-  switch (buffer_lines(num_partitions)) {
-    case 8:
-      scatter_lines<8>(ids, begin, end, num_partitions, out, value);
-      break;
-    case 4:
-      scatter_lines<4>(ids, begin, end, num_partitions, out, value);
-      break;
-    default:  // 2
-      scatter_lines<2>(ids, begin, end, num_partitions, out, value);
-      break;
-  }
+  with_lines(buffer_lines(num_partitions), [&](auto lines_per_buffer) {
+    scatter_lines<decltype(lines_per_buffer)::value>(ids, begin, end, num_partitions, out, value);
+  });
 }
 
 /**
@@ -718,44 +727,18 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
         if (lines) {
           // Two buffers a partition (offsets and characters), within SCATTER_BUFFER_BYTES up to
           // 4096 partitions (buffers of two lines at the least: 2 MiB for 8192).
-          switch (buffer_lines(2 * num_partitions)) {
-            case 8:
-              scatter_strings<8>(ids,
-                                 begin,
-                                 end,
-                                 num_partitions,
-                                 offsets.data(),
-                                 out.data(),
-                                 cursor.data(),
-                                 in_offsets,
-                                 in_chars,
-                                 in_end);
-              break;
-            case 4:
-              scatter_strings<4>(ids,
-                                 begin,
-                                 end,
-                                 num_partitions,
-                                 offsets.data(),
-                                 out.data(),
-                                 cursor.data(),
-                                 in_offsets,
-                                 in_chars,
-                                 in_end);
-              break;
-            default:  // 2
-              scatter_strings<2>(ids,
-                                 begin,
-                                 end,
-                                 num_partitions,
-                                 offsets.data(),
-                                 out.data(),
-                                 cursor.data(),
-                                 in_offsets,
-                                 in_chars,
-                                 in_end);
-              break;
-          }
+          with_lines(buffer_lines(2 * num_partitions), [&](auto lines_per_buffer) {
+            scatter_strings<decltype(lines_per_buffer)::value>(ids,
+                                                               begin,
+                                                               end,
+                                                               num_partitions,
+                                                               offsets.data(),
+                                                               out.data(),
+                                                               cursor.data(),
+                                                               in_offsets,
+                                                               in_chars,
+                                                               in_end);
+          });
         } else {
           for (std::size_t row = begin; row < end; ++row) {
             auto const p  = static_cast<std::size_t>(ids[row]);
