@@ -7,6 +7,8 @@
  */
 #pragma once
 
+#include "testing/forwarding_resource.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/resource_ref.hpp>
@@ -23,13 +25,14 @@ namespace spillway::test {
  * `out_of_memory("injected out_of_memory #N: requested B bytes", B)`, N counting from 1.
  * @note Thread-safe. The resource must outlive what it hands out, as any resource.
  */
-class throwing_memory_resource final : public memory_resource {
+class throwing_memory_resource final : public testing::forwarding_resource {
  public:
   /** @brief Fails every allocation. */
   static constexpr std::size_t ALWAYS = std::numeric_limits<std::size_t>::max();
 
   /** @param upstream where successful allocations come from */
-  explicit throwing_memory_resource(resource_ref upstream) noexcept : upstream_(upstream) {}
+  explicit throwing_memory_resource(resource_ref upstream) noexcept
+    : forwarding_resource(upstream) {}
 
   /** @brief Makes the next `count` allocations throw (`ALWAYS`: every allocation). */
   void fail_next(std::size_t count) noexcept { to_fail_.store(count, std::memory_order_relaxed); }
@@ -55,19 +58,9 @@ class throwing_memory_resource final : public memory_resource {
         throw out_of_memory(message(number, bytes), bytes);
       }
     }
-    return upstream_.allocate(bytes, alignment, stream);
+    return upstream().allocate(bytes, alignment, stream);
   }
 
-  void do_deallocate(void* pointer,
-                     std::size_t bytes,
-                     std::size_t alignment,
-                     stream_view stream) noexcept override {
-    upstream_.deallocate(pointer, bytes, alignment, stream);
-  }
-
-  [[nodiscard]] memory_kind do_kind() const noexcept override { return upstream_.kind(); }
-
-  resource_ref upstream_;
   std::atomic<std::size_t> to_fail_{0};
   std::atomic<std::size_t> failures_{0};
 };

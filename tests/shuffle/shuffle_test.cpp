@@ -8,6 +8,7 @@
  */
 #include "testing/cuda_testing.hpp"
 #include "testing/expect_tables_equal.hpp"
+#include "testing/forwarding_resource.hpp"
 #include "testing/rank_groups.hpp"
 #include "testing/table_generators.hpp"
 
@@ -627,14 +628,14 @@ TEST(ConcurrentShuffleReadAhead, PullAsksForSeveralShardsAheadWithinTheReadAhead
 
 /// Fails the allocations of at least `large` bytes numbered (from 1) `fail_at` to `fail_at +
 /// count - 1`, as a full device would, calling `before_failing(number)` first.
-class failing_resource final : public memory_resource {
+class failing_resource final : public testing::forwarding_resource {
  public:
   failing_resource(resource_ref upstream,
                    std::size_t large,
                    std::size_t fail_at,
                    std::size_t count                               = 1,
                    std::function<void(std::size_t)> before_failing = {})
-    : upstream_(upstream),
+    : forwarding_resource(upstream),
       large_(large),
       fail_at_(fail_at),
       count_(count),
@@ -651,17 +652,9 @@ class failing_resource final : public memory_resource {
         throw out_of_memory("test: no room", bytes);
       }
     }
-    return upstream_.allocate(bytes, alignment, stream);
+    return upstream().allocate(bytes, alignment, stream);
   }
-  void do_deallocate(void* pointer,
-                     std::size_t bytes,
-                     std::size_t alignment,
-                     stream_view stream) noexcept override {
-    upstream_.deallocate(pointer, bytes, alignment, stream);
-  }
-  [[nodiscard]] memory_kind do_kind() const noexcept override { return upstream_.kind(); }
 
-  resource_ref upstream_;
   std::size_t large_;
   std::size_t fail_at_;
   std::size_t count_;

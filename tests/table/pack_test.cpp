@@ -1,5 +1,6 @@
 #include "testing/default_resource_guard.hpp"
 #include "testing/expect_tables_equal.hpp"
+#include "testing/forwarding_resource.hpp"
 #include "testing/table_generators.hpp"
 
 #include <spillway/core/error.hpp>
@@ -68,27 +69,18 @@ std::vector<std::uint8_t> with_field(std::vector<std::uint8_t> metadata, std::si
 std::uintptr_t address(void const* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
 
 /// Hands out memory filled with 0xA5, as reused memory may be: zero padding must be written.
-class poisoning_resource final : public memory_resource {
+class poisoning_resource final : public testing::forwarding_resource {
  public:
-  explicit poisoning_resource(resource_ref upstream) noexcept : upstream_(upstream) {}
+  using forwarding_resource::forwarding_resource;
 
  private:
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_view stream) override {
-    void* const pointer = upstream_.allocate(bytes, alignment, stream);
+    void* const pointer = upstream().allocate(bytes, alignment, stream);
     if (bytes > 0) {
       std::memset(pointer, 0xA5, bytes);
     }
     return pointer;
   }
-  void do_deallocate(void* pointer,
-                     std::size_t bytes,
-                     std::size_t alignment,
-                     stream_view stream) noexcept override {
-    upstream_.deallocate(pointer, bytes, alignment, stream);
-  }
-  [[nodiscard]] memory_kind do_kind() const noexcept override { return upstream_.kind(); }
-
-  resource_ref upstream_;
 };
 
 class Pack : public ::testing::Test {
