@@ -1,7 +1,8 @@
 /**
  * `spillway sort` across ranks (`--ranks N`, or under `mpirun`): every rank samples its share of
- * the input files, the ranks agree on splitters, range-shuffle their rows and sort their range out
- * of core on their own emulated device; rank r writes `part-<r>-<n>.parquet`.
+ * the input (for Parquet, an even share of its row groups), the ranks agree on splitters,
+ * range-shuffle their rows and sort their range out of core on their own emulated device; rank r
+ * writes `part-<r>-<n>.parquet`.
  */
 #include "command_line.hpp"
 #include "output_directory.hpp"
@@ -47,7 +48,6 @@ int run_distributed_sort(distributed_sort_request const& request) {
   }
   auto const input    = describe_input(request.input, request.format);
   auto const& format  = input.format;
-  auto const& files   = input.files;
   auto const& names   = input.names;
   auto const resolved = resolve_sort_keys(keys, input.schema, request.input);
   auto const backend  = resolve_rank_backend(request.backend, request.ranks, device_memory);
@@ -84,7 +84,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
       options.sort.coordinator = &environment.coordinator();
       options.sort.task        = &rank.task();
 
-      auto const mine = files_of_rank(files, comm.rank(), comm.size());
+      auto const mine = input_of_rank(input, comm.rank(), comm.size());
       memory_resources const reader_resources{environment.device(), io_scratch};
       batch_writer_options writer_options;
       writer_options.directory         = output.staging();
@@ -100,7 +100,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
         comm,
         environment.store(),
         [&](std::function<void(std::unique_ptr<table>)> const& consume) {
-          read_files(mine, format, batch_bytes, reader_resources, environment.stream(), consume);
+          read_pieces(mine, format, batch_bytes, reader_resources, environment.stream(), consume);
         },
         [&](table_view const& batch) { writer.write(batch); },
         options,
@@ -125,7 +125,8 @@ int run_distributed_sort(distributed_sort_request const& request) {
                                          stats.output_rows,
                                          static_cast<std::uint64_t>(stats.sample_time.count()),
                                          static_cast<std::uint64_t>(stats.shuffle_time.count()),
-                                         static_cast<std::uint64_t>(stats.sort_time.count())});
+                                         static_cast<std::uint64_t>(stats.sort_time.count()),
+                                         stats.input_rows});
       auto all_files   = gather_names(comm, my_files);
       if (sums[0] != sums[2]) {
         throw std::runtime_error("distributed sort wrote " + std::to_string(sums[2]) + " rows of " +
@@ -150,6 +151,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
                  {"seconds", seconds},
                  {"rows_per_second", seconds > 0 ? static_cast<double>(sums[0]) / seconds : 0.0},
                  {"largest_rank_rows", peaks[2]},
+                 {"rows_read_max_rank", peaks[6]},
                  {"sample_seconds_max", static_cast<double>(peaks[3]) * 1e-9},
                  {"shuffle_seconds_max", static_cast<double>(peaks[4]) * 1e-9},
                  {"sort_seconds_max", static_cast<double>(peaks[5]) * 1e-9},

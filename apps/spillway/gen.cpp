@@ -57,6 +57,7 @@ struct gen_arguments {
   std::uint64_t seed         = 42;
   std::size_t files          = 0;
   std::string file_size      = "256MiB";
+  std::size_t row_group_rows = parquet_write_options{}.row_group_rows;
   std::string time_unit_name = "ns";
   std::string format         = "parquet";
   bool overwrite             = false;
@@ -226,8 +227,9 @@ int run_gen(gen_arguments const& args) {
   std::vector<batch_writer> writers;
   for (std::size_t file = 0; file < files; ++file) {
     batch_writer_options options;
-    options.directory = args.output;
-    options.format    = parse_output_format(args.format);
+    options.directory              = args.output;
+    options.format                 = parse_output_format(args.format);
+    options.parquet.row_group_rows = args.row_group_rows;
     if (args.files == 0) {
       options.target_file_bytes = parse_size_flag("--file-size", args.file_size);
     } else {
@@ -294,6 +296,9 @@ command add_gen_command(CLI::App& parent) {
     args->files,
     "Write exactly this many files of equal row counts (default: cut by --file-size)");
   app->add_option("--file-size", args->file_size, "Target size of each file (without --files)")
+    ->capture_default_str();
+  app->add_option("--row-group-rows", args->row_group_rows, "Parquet: most rows in a row group")
+    ->check(CLI::PositiveNumber)
     ->capture_default_str();
   app->add_option("--time-unit", args->time_unit_name, "timeseries: unit of the timestamps")
     ->check(CLI::IsMember({"ns", "ms"}))

@@ -4,6 +4,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/io/dataset.hpp>
+#include <spillway/io/parquet.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
 #include <spillway/shuffle/in_process_communicator.hpp>
 #include <spillway/shuffle/mpi_communicator.hpp>
@@ -207,23 +208,56 @@ dataset_input describe_input(std::string const& source, std::string const& forma
   return input;
 }
 
-std::vector<std::string> files_of_rank(std::vector<std::string> const& files, int rank, int size) {
-  std::vector<std::string> mine;
-  for (std::size_t i = static_cast<std::size_t>(rank); i < files.size();
+std::string input_piece::describe() const {
+  if (!row_groups) {
+    return file;
+  }
+  return file + " (row groups " + std::to_string(row_groups->first) + " to " +
+         std::to_string(row_groups->second - 1) + ")";
+}
+
+std::vector<input_piece> input_of_rank(dataset_input const& input, int rank, int size) {
+  std::vector<input_piece> mine;
+  if (input.format == file_format::PARQUET) {
+    auto const shares = split_parquet(input.files, static_cast<std::size_t>(size));
+    for (auto const& piece : shares[static_cast<std::size_t>(rank)]) {
+      mine.push_back({piece.path, std::pair{piece.first, piece.end}});
+    }
+    return mine;
+  }
+  for (std::size_t i = static_cast<std::size_t>(rank); i < input.files.size();
        i += static_cast<std::size_t>(size)) {
-    mine.push_back(files[i]);
+    mine.push_back({input.files[i], std::nullopt});
   }
   return mine;
 }
 
-void read_files(std::vector<std::string> const& files,
-                file_format format,
-                std::size_t batch_bytes,
-                memory_resources mrs,
-                stream_view stream,
-                std::function<void(std::unique_ptr<table>)> const& consume) {
-  for (auto const& file : files) {
-    auto reader = open_dataset(file, format, batch_bytes, mrs, stream);
+std::unique_ptr<batch_reader> open_piece(input_piece const& piece,
+                                         file_format format,
+                                         std::size_t batch_bytes,
+                                         memory_resources mrs,
+                                         stream_view stream) {
+  if (!piece.row_groups) {
+    return open_dataset(piece.file, format, batch_bytes, mrs, stream);
+  }
+  parquet_read_options options;
+  options.target_batch_bytes = batch_bytes;
+  return open_parquet(
+    std::vector<parquet_row_groups>{
+      {piece.file, piece.row_groups->first, piece.row_groups->second, 0}},
+    options,
+    stream,
+    mrs);
+}
+
+void read_pieces(std::vector<input_piece> const& pieces,
+                 file_format format,
+                 std::size_t batch_bytes,
+                 memory_resources mrs,
+                 stream_view stream,
+                 std::function<void(std::unique_ptr<table>)> const& consume) {
+  for (auto const& piece : pieces) {
+    auto reader = open_piece(piece, format, batch_bytes, mrs, stream);
     while (auto batch = reader->next()) {
       consume(std::move(batch));
     }

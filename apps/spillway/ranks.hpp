@@ -1,7 +1,7 @@
 /**
  * @file ranks.hpp
  * @brief What the multi-rank subcommands share: running one body per rank (the processes of an
- * `mpirun`, or threads of this process), a rank's share of the input files, and the small
+ * `mpirun`, or threads of this process), a rank's share of the input, and the small
  * exchanges that turn per-rank results into one summary.
  */
 #pragma once
@@ -24,7 +24,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spillway::cli {
@@ -140,20 +142,44 @@ struct dataset_input {
 /** @brief Resolves `source`'s format and files and reads its schema from the first file. */
 dataset_input describe_input(std::string const& source, std::string const& format_flag);
 
-/** @return the files of `files` that rank `rank` of `size` reads: every `size`-th from `rank` */
-std::vector<std::string> files_of_rank(std::vector<std::string> const& files, int rank, int size);
+/** @brief A part of a rank's input: a whole file, or a run of a Parquet file's row groups. */
+struct input_piece {
+  std::string file;
+  /// Parquet: the row groups [first, second) of `file`; none: the whole file.
+  std::optional<std::pair<std::size_t, std::size_t>> row_groups;
+  /** @return the file, and its row groups when only some are read */
+  [[nodiscard]] std::string describe() const;
+};
 
 /**
- * @brief Reads `files` one after another in batches of about `batch_bytes`, handing each batch to
+ * @return what rank `rank` of `size` reads of `input`: for Parquet, share `rank` of the row groups
+ * of every file, cut into `size` shares of about equal rows (`split_parquet`), so that ranks share
+ * the rows evenly however many files there are; for the other formats every `size`-th file from
+ * `rank`
+ */
+std::vector<input_piece> input_of_rank(dataset_input const& input, int rank, int size);
+
+/**
+ * @brief Opens `piece` for streaming in batches of about `batch_bytes`, as `open_dataset` opens a
+ * file.
+ */
+std::unique_ptr<batch_reader> open_piece(input_piece const& piece,
+                                         file_format format,
+                                         std::size_t batch_bytes,
+                                         memory_resources mrs,
+                                         stream_view stream);
+
+/**
+ * @brief Reads `pieces` one after another in batches of about `batch_bytes`, handing each batch to
  * `consume`; batches from `mrs.output()`, reader scratch from `mrs.temporary()`, copies to a
  * device ordered on `stream`.
  */
-void read_files(std::vector<std::string> const& files,
-                file_format format,
-                std::size_t batch_bytes,
-                memory_resources mrs,
-                stream_view stream,
-                std::function<void(std::unique_ptr<table>)> const& consume);
+void read_pieces(std::vector<input_piece> const& pieces,
+                 file_format format,
+                 std::size_t batch_bytes,
+                 memory_resources mrs,
+                 stream_view stream,
+                 std::function<void(std::unique_ptr<table>)> const& consume);
 
 /** @return `values` summed element-wise over the ranks (every rank passes as many) */
 std::vector<std::uint64_t> sum_over_ranks(communicator& comm, std::vector<std::uint64_t> values);

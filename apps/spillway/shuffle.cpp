@@ -74,20 +74,26 @@ struct rank_totals {
   std::uint64_t device_peak = 0, host_peak = 0;
 };
 
-/** @return what names batch `index` of `file` read in batches of `batch_bytes`, in every run */
-std::string map_identity(std::string const& file, std::size_t batch_bytes, std::size_t index) {
+/** @return what names batch `index` of `piece` read in batches of `batch_bytes`, in every run */
+std::string map_identity(input_piece const& piece, std::size_t batch_bytes, std::size_t index) {
+  auto const& file = piece.file;
   std::error_code error;
   auto const size     = std::filesystem::file_size(file, error);
   auto const modified = std::filesystem::last_write_time(file, error).time_since_epoch().count();
+  std::string const groups = piece.row_groups ? std::to_string(piece.row_groups->first) + "-" +
+                                                  std::to_string(piece.row_groups->second) + "|"
+                                              : std::string{};
   return std::filesystem::absolute(file).string() + "|" + std::to_string(size) + "|" +
-         std::to_string(modified) + "|" + std::to_string(batch_bytes) + "|" + std::to_string(index);
+         std::to_string(modified) + "|" + groups + std::to_string(batch_bytes) + "|" +
+         std::to_string(index);
 }
 
-/** @return the marker that says every map task of `file` is checkpointed, and how many there are */
+/** @return the marker that says every map task of `piece` is checkpointed, and how many there are
+ */
 std::filesystem::path done_marker(std::string const& directory,
-                                  std::string const& file,
+                                  input_piece const& piece,
                                   std::size_t batch_bytes) {
-  auto const identity = map_identity(file, batch_bytes, 0);
+  auto const identity = map_identity(piece, batch_bytes, 0);
   char name[48];
   std::snprintf(name,
                 sizeof(name),
@@ -96,18 +102,18 @@ std::filesystem::path done_marker(std::string const& directory,
   return std::filesystem::path(directory) / name;
 }
 
-/** @return batch `index` of `file`, read again (a lost shard's lineage) */
-std::unique_ptr<table> reread_batch(std::string const& file,
+/** @return batch `index` of `piece`, read again (a lost shard's lineage) */
+std::unique_ptr<table> reread_batch(input_piece const& piece,
                                     file_format format,
                                     std::size_t batch_bytes,
                                     std::size_t index,
                                     memory_resources mrs,
                                     stream_view stream) {
-  auto reader = open_dataset(file, format, batch_bytes, mrs, stream);
+  auto reader = open_piece(piece, format, batch_bytes, mrs, stream);
   for (std::size_t k = 0;; ++k) {
     auto batch = reader->next();
     if (!batch) {
-      throw std::runtime_error(file + " no longer has batch " + std::to_string(index) +
+      throw std::runtime_error(piece.describe() + " no longer has batch " + std::to_string(index) +
                                ": it changed during the shuffle");
     }
     if (k == index) {
@@ -132,38 +138,42 @@ void maybe_die(int rank, std::size_t maps_added) {
 }
 
 /**
- * @brief Adds a map task per batch of `files`. Its lineage is the file itself: a lost shard's map
- * task reads its batch from the file again, so no copy of the input is kept. With a checkpoint
- * directory the maps are named (their shards are checkpointed) and a file whose maps were all
- * checkpointed by an earlier run is not read at all.
+ * @brief Adds a map task per batch of `pieces` (this rank's files, or runs of row groups). Its
+ * lineage is the file itself: a lost shard's map task reads its batch from the file again, so no
+ * copy of the input is kept. With a checkpoint directory the maps are named (their shards are
+ * checkpointed) and a piece whose maps were all checkpointed by an earlier run is not read at all.
  */
-void add_file_maps(shuffler& shuffle,
-                   std::string const& directory,
-                   std::vector<std::string> const& files,
-                   file_format format,
-                   std::size_t batch_bytes,
-                   memory_resources mrs,
-                   stream_view read_stream,
-                   int rank,
-                   rank_totals& totals) {
+void add_input_maps(shuffler& shuffle,
+                    std::string const& directory,
+                    std::vector<input_piece> const& pieces,
+                    file_format format,
+                    std::size_t batch_bytes,
+                    memory_resources mrs,
+                    stream_view read_stream,
+                    int rank,
+                    rank_totals& totals) {
   std::size_t added = 0;
-  for (auto const& file : files) {
+  for (auto const& piece : pieces) {
     // The batch into the shuffle's memory; the reader's own scratch on the host, as when the
-    // file was first read.
+    // piece was first read.
     auto const reader_scratch = mrs.temporary();
-    auto const lineage        = [file, format, batch_bytes, reader_scratch](std::size_t index) {
-      return [file, format, batch_bytes, index, reader_scratch](stream_view stream,
-                                                                memory_resources out) {
-        return reread_batch(
-          file, format, batch_bytes, index, memory_resources{out.output(), reader_scratch}, stream);
+    auto const lineage        = [piece, format, batch_bytes, reader_scratch](std::size_t index) {
+      return [piece, format, batch_bytes, index, reader_scratch](stream_view stream,
+                                                                 memory_resources out) {
+        return reread_batch(piece,
+                            format,
+                            batch_bytes,
+                            index,
+                            memory_resources{out.output(), reader_scratch},
+                            stream);
       };
     };
     bool const checkpointed = !directory.empty();
     auto const identity     = [&](std::size_t index) {
-      return checkpointed ? map_identity(file, batch_bytes, index) : std::string{};
+      return checkpointed ? map_identity(piece, batch_bytes, index) : std::string{};
     };
     auto const marker =
-      checkpointed ? done_marker(directory, file, batch_bytes) : std::filesystem::path{};
+      checkpointed ? done_marker(directory, piece, batch_bytes) : std::filesystem::path{};
     std::size_t batches = 0;
     if (std::ifstream in{marker}; checkpointed && in >> batches) {
       for (std::size_t index = 0; index < batches; ++index) {
@@ -172,7 +182,7 @@ void add_file_maps(shuffler& shuffle,
       }
       continue;
     }
-    auto reader = open_dataset(file, format, batch_bytes, mrs, read_stream);
+    auto reader = open_piece(piece, format, batch_bytes, mrs, read_stream);
     for (std::size_t index = 0;; ++index) {
       auto batch = reader->next();
       if (!batch) {
@@ -185,7 +195,7 @@ void add_file_maps(shuffler& shuffle,
       auto again = lineage(index);
       static_cast<void>(shuffle.add_map(
         [first, again](stream_view stream, memory_resources out) {
-          if (*first) {  // the batch just read, once; then read again from the file
+          if (*first) {  // the batch just read, once; then read again from the piece
             return std::exchange(*first, nullptr);
           }
           return again(stream, out);
@@ -208,7 +218,7 @@ void add_file_maps(shuffler& shuffle,
     if (!out || error) {
       std::filesystem::remove(temporary, error);
       log(log_level::WARN,
-          "cannot mark " + file + " as checkpointed in " + directory +
+          "cannot mark " + piece.describe() + " as checkpointed in " + directory +
             "; a rerun reads it again (its map tasks are still resumed)");
     }
   }
@@ -240,7 +250,6 @@ int run_shuffle(shuffle_arguments const& args) {
   }
   auto const input              = describe_input(args.input, args.format);
   auto const& format            = input.format;
-  auto const& files             = input.files;
   auto const& names             = input.names;
   auto const resolved           = resolve_sort_keys(keys, input.schema, args.input);
   auto const backend            = resolve_rank_backend(args.backend, args.ranks, device_memory);
@@ -279,16 +288,16 @@ int run_shuffle(shuffle_arguments const& args) {
                        memory_resources{environment.device()});
       rank_totals totals;
       memory_resources const reader_resources{environment.device(), io_scratch};
-      auto const my_files = files_of_rank(files, comm.rank(), comm.size());
-      add_file_maps(shuffle,
-                    args.checkpoint_dir,
-                    my_files,
-                    format,
-                    std::max<std::size_t>(batch_bytes, 1),
-                    reader_resources,
-                    environment.stream(),
-                    comm.rank(),
-                    totals);
+      auto const my_input = input_of_rank(input, comm.rank(), comm.size());
+      add_input_maps(shuffle,
+                     args.checkpoint_dir,
+                     my_input,
+                     format,
+                     std::max<std::size_t>(batch_bytes, 1),
+                     reader_resources,
+                     environment.stream(),
+                     comm.rank(),
+                     totals);
       shuffle.finish_maps();
       std::vector<std::string> mine;
       for (auto const partition : shuffle.owned_partitions()) {
@@ -327,21 +336,23 @@ int run_shuffle(shuffle_arguments const& args) {
       totals.spilled_host       = spills.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes;
       totals.spilled_disk       = spills.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes +
                             spills.between(spill_tier::HOST, spill_tier::DISK).raw_bytes;
-      auto const sums  = sum_over_ranks(comm,
+      auto const sums         = sum_over_ranks(comm,
                                        {totals.rows_in,
-                                         totals.bytes_in,
-                                         totals.rows_out,
-                                         totals.files,
-                                         totals.shards,
-                                         totals.bytes_shuffled,
-                                         totals.messages,
-                                         totals.recomputed,
-                                         totals.backpressure_waits,
-                                         totals.spilled_host,
-                                         totals.spilled_disk,
-                                         totals.resumed});
-      auto const peaks = max_over_ranks(
-        comm, {environment.device_peak_bytes(), environment.host_tier().statistics().peak_bytes});
+                                                totals.bytes_in,
+                                                totals.rows_out,
+                                                totals.files,
+                                                totals.shards,
+                                                totals.bytes_shuffled,
+                                                totals.messages,
+                                                totals.recomputed,
+                                                totals.backpressure_waits,
+                                                totals.spilled_host,
+                                                totals.spilled_disk,
+                                                totals.resumed});
+      auto const peaks        = max_over_ranks(comm,
+                                        {environment.device_peak_bytes(),
+                                                environment.host_tier().statistics().peak_bytes,
+                                                totals.rows_in});
       auto all_files          = gather_names(comm, mine);
       std::size_t rows_mapped = 0;  // by every rank's map tasks, read now or resumed
       for (std::size_t partition = 0; partition < args.partitions; ++partition) {
@@ -367,6 +378,7 @@ int run_shuffle(shuffle_arguments const& args) {
                  {"partitions", args.partitions},
                  {"rows", sums[2]},
                  {"rows_read", sums[0]},
+                 {"rows_read_max_rank", peaks[2]},
                  {"bytes", sums[1]},
                  {"files", sums[3]},
                  {"seconds", seconds},

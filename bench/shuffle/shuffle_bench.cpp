@@ -1,6 +1,6 @@
 /**
- * The shuffle alone, data in memory: every rank reads its share of a Parquet dataset's files into
- * its spill store first (not timed), then the timed part runs the map tasks (hash partitioning
+ * The shuffle alone, data in memory: every rank reads its share of a Parquet dataset's row groups
+ * into its spill store first (not timed), then the timed part runs the map tasks (hash partitioning
  * into shards), the exchange (pull or push) and the reading of every owned partition (each batch
  * is touched, not written anywhere). Ranks are threads (--ranks) or, under mpirun, processes.
  * A run's time is from the first rank's start to the last rank's end (`makespan_over`).
@@ -293,13 +293,15 @@ void run_timed(communicator& comm, arguments const& args, std::vector<std::strin
       ->schema(),
     args.by,
     args.sort);
-  for (std::size_t f = static_cast<std::size_t>(comm.rank()); f < files.size();
-       f += static_cast<std::size_t>(comm.size())) {
+  // As `spillway shuffle`: an even share of the row groups, batches of at most an eighth of the
+  // rank's device.
+  auto const share = split_parquet(
+    files, static_cast<std::size_t>(comm.size()))[static_cast<std::size_t>(comm.rank())];
+  if (!share.empty()) {
     parquet_read_options read;
-    // As `spillway shuffle`: a batch is at most an eighth of the rank's device.
     read.target_batch_bytes = std::max<std::size_t>(1, std::min(args.batch, args.device / 8));
     auto reader             = open_parquet(
-      files[f], read, default_stream(), memory_resources{environment.device(), environment.host()});
+      share, read, default_stream(), memory_resources{environment.device(), environment.host()});
     while (auto batch = reader->next()) {
       for (auto const key : keys) {
         if (args.sort && batch->view().column(key).has_nulls()) {

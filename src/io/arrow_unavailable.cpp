@@ -38,11 +38,17 @@ std::unique_ptr<format_writer> make_arrow_ipc_writer(
   fail_without_arrow("writing Arrow IPC file '" + path + "'");
 }
 
-std::unique_ptr<batch_reader> open_parquet_files(std::vector<std::string> files,
+std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_row_groups> pieces,
                                                  parquet_read_options const&,
                                                  stream_view,
                                                  memory_resources) {
-  fail_without_arrow("reading Parquet file '" + files.front() + "'");
+  fail_without_arrow("reading Parquet file '" + pieces.front().path + "'");
+}
+
+std::vector<std::vector<parquet_row_groups>> split_parquet_files(
+  std::vector<std::string> const& files, std::size_t) {
+  fail_without_arrow("reading Parquet file '" + (files.empty() ? std::string{} : files.front()) +
+                     "'");
 }
 
 std::unique_ptr<batch_reader> open_arrow_ipc_files(std::vector<std::string> files,

@@ -42,11 +42,41 @@ std::unique_ptr<batch_reader> open_parquet(std::string const& source,
                                            memory_resources mrs) {
   return detail::open_decoding_on_host(
     [&](memory_resources decoding) {
-      return detail::open_parquet_files(expand_dataset(source), options, stream, decoding);
+      std::vector<parquet_row_groups> pieces;
+      for (auto& file : expand_dataset(source)) {
+        pieces.push_back({std::move(file), 0, detail::ALL_ROW_GROUPS, 0});
+      }
+      return detail::open_parquet_files(std::move(pieces), options, stream, decoding);
     },
     stream,
     mrs,
     "open_parquet('" + source + "')");
+}
+
+std::vector<std::vector<parquet_row_groups>> split_parquet(std::vector<std::string> const& files,
+                                                           std::size_t parts) {
+  SPILLWAY_EXPECTS(parts > 0, "split_parquet: at least one part", invalid_argument);
+  return detail::split_parquet_files(files, parts);
+}
+
+std::unique_ptr<batch_reader> open_parquet(std::vector<parquet_row_groups> const& pieces,
+                                           parquet_read_options const& options,
+                                           stream_view stream,
+                                           memory_resources mrs) {
+  SPILLWAY_EXPECTS(!pieces.empty(), "open_parquet: no row groups to read", invalid_argument);
+  for (auto const& piece : pieces) {
+    SPILLWAY_EXPECTS(piece.first < piece.end,
+                     "open_parquet: an empty run of row groups [" + std::to_string(piece.first) +
+                       ", " + std::to_string(piece.end) + ") of '" + piece.path + "'",
+                     invalid_argument);
+  }
+  return detail::open_decoding_on_host(
+    [&](memory_resources decoding) {
+      return detail::open_parquet_files(pieces, options, stream, decoding);
+    },
+    stream,
+    mrs,
+    "open_parquet('" + pieces.front().path + "', row groups)");
 }
 
 std::unique_ptr<table> read_parquet(std::string const& source,

@@ -108,11 +108,21 @@ std::unique_ptr<format_writer> make_csv_writer(std::string const& path,
                                                stream_view stream,
                                                memory_resources mrs);
 
-/** @brief Opens the Parquet `files` (already expanded, at least one). */
-std::unique_ptr<batch_reader> open_parquet_files(std::vector<std::string> files,
+/// A piece's `end` that reads every row group of its file.
+inline constexpr std::size_t ALL_ROW_GROUPS = static_cast<std::size_t>(-1);
+
+/**
+ * @brief Opens Parquet row groups (at least one piece): each piece's [first, end) in order, or
+ * every row group of its file where `end` is ALL_ROW_GROUPS.
+ */
+std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_row_groups> pieces,
                                                  parquet_read_options const& options,
                                                  stream_view stream,
                                                  memory_resources mrs);
+
+/** @brief `split_parquet` (`parts` at least 1). */
+std::vector<std::vector<parquet_row_groups>> split_parquet_files(
+  std::vector<std::string> const& files, std::size_t parts);
 
 /** @brief Opens the Arrow IPC `files` (already expanded, at least one). */
 std::unique_ptr<batch_reader> open_arrow_ipc_files(std::vector<std::string> files,

@@ -72,6 +72,25 @@ TEST_F(SpillwayRanks, ShuffleOnOneRankEqualsThreeRanks) {
   run_ok("verify one --by id,name --partitions 8 --against three");
 }
 
+TEST_F(SpillwayRanks, RanksShareTheRowGroupsOfOneFileEvenly) {
+  // One file of 12 row groups: each of 4 ranks reads 3 of them (rather than one rank all).
+  run_ok("gen timeseries --rows 120000 --files 1 --row-group-rows 10000 --seed 5 -o one");
+  for (std::string const mode : {"pull", "push"}) {
+    auto const shuffled = nlohmann::json::parse(run_ok("shuffle one -o out-" + mode +
+                                                       " --by id --partitions 8 --ranks 4 --mode " +
+                                                       mode + RANK_BUDGETS + " --json")
+                                                  .out);
+    EXPECT_EQ(shuffled.at("rows_read").get<std::size_t>(), 120000U);
+    EXPECT_EQ(shuffled.at("rows_read_max_rank").get<std::size_t>(), 30000U);
+    run_ok("verify out-" + mode + " --by id --partitions 8 --against one");
+  }
+  auto const sorted = nlohmann::json::parse(
+    run_ok("sort one -o sorted --by id,timestamp --ranks 4" + std::string{RANK_BUDGETS} + " --json")
+      .out);
+  EXPECT_EQ(sorted.at("rows_read_max_rank").get<std::size_t>(), 30000U);
+  run_ok("verify sorted --by id,timestamp --against one");
+}
+
 TEST_F(SpillwayRanks, SortAcrossInProcessRanks) {
   auto const result =
     run_ok("sort in -o out --by name:desc,timestamp --ranks 4 --shuffle-mode pull" +

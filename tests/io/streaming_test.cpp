@@ -183,6 +183,99 @@ TEST_F(DatasetTest, FilesWithDifferentSchemasAreAnError) {
   }
 }
 
+/// Reads every batch of `reader` into one table (an empty table when it has none).
+std::unique_ptr<table> read_all(batch_reader& reader, resource_ref host) {
+  std::vector<std::unique_ptr<table>> batches;
+  std::vector<table_view> views;
+  while (auto batch = reader.next()) {
+    views.push_back(batch->view());
+    batches.push_back(std::move(batch));
+  }
+  return concatenate(views, default_stream(), memory_resources{host});
+}
+
+TEST_F(DatasetTest, ParquetRowGroupsSplitIntoSharesOfAboutEqualRowsThatReadBackAsTheDataset) {
+  if (!testing::arrow_tests_enabled()) {
+    GTEST_SKIP() << testing::arrow_skip_reason();
+  }
+  auto const column_types = parquet_types();
+  // Three files of 7, 5 and 1 row groups of up to 1000 rows (the last of each shorter), and
+  // one file of no rows between them.
+  std::vector<std::string> files;
+  std::vector<std::unique_ptr<table>> contents;
+  std::uint64_t seed = 3;
+  for (std::size_t const rows :
+       {std::size_t{6500}, std::size_t{0}, std::size_t{4100}, std::size_t{900}}) {
+    files.push_back(path("part-" + std::to_string(files.size()) + ".parquet"));
+    contents.push_back(every_type_table(rows, seed++, column_types));
+    parquet_write_options options;
+    options.row_group_rows = 1000;
+    write_parquet(
+      *contents.back(), names(column_types.size()), files.back(), options, default_stream(), host_);
+  }
+  std::vector<table_view> views;
+  for (auto const& content : contents) {
+    views.push_back(content->view());
+  }
+  auto const whole          = concatenate(views, default_stream(), memory_resources{host_});
+  std::uint64_t const total = whole->num_rows();
+
+  for (std::size_t const parts : {1U, 2U, 3U, 4U, 7U, 13U, 40U}) {
+    SCOPED_TRACE("parts " + std::to_string(parts));
+    auto const shares = split_parquet(files, parts);
+    ASSERT_EQ(shares.size(), parts);
+    // Every row group once, in file order, and each share within a row group of an even share.
+    std::vector<std::pair<std::string, std::size_t>> seen;
+    std::vector<table_view> read_views;
+    std::vector<std::unique_ptr<table>> read;
+    for (std::size_t k = 0; k < parts; ++k) {
+      std::uint64_t rows = 0;
+      for (auto const& piece : shares[k]) {
+        ASSERT_LT(piece.first, piece.end);
+        for (std::size_t group = piece.first; group < piece.end; ++group) {
+          seen.emplace_back(piece.path, group);
+        }
+        rows += piece.rows;
+      }
+      double const even = static_cast<double>(total) / static_cast<double>(parts);
+      EXPECT_LE(std::abs(static_cast<double>(rows) - even), 1000.0) << "share " << k;
+      if (shares[k].empty()) {
+        EXPECT_THROW((void)open_parquet(shares[k], {}, default_stream(), host_), invalid_argument);
+        continue;
+      }
+      auto reader = open_parquet(
+        shares[k], {.columns = {}, .target_batch_bytes = 16U << 10U}, default_stream(), host_);
+      read.push_back(read_all(*reader, host_));
+      EXPECT_EQ(read.back()->num_rows(), rows) << "share " << k;
+      read_views.push_back(read.back()->view());
+    }
+    std::vector<std::pair<std::string, std::size_t>> expected;
+    for (std::size_t f = 0; f < files.size(); ++f) {
+      for (std::size_t group = 0; group * 1000 < contents[f]->num_rows(); ++group) {
+        expected.emplace_back(files[f], group);
+      }
+    }
+    EXPECT_EQ(seen, expected);
+    auto const again = concatenate(read_views, default_stream(), memory_resources{host_});
+    SPILLWAY_EXPECT_TABLES_EQUAL(whole->view(), again->view());
+  }
+
+  // Row groups a file lacks, a share of none, and a file that is not Parquet.
+  EXPECT_THROW((void)open_parquet(
+                 std::vector<parquet_row_groups>{{files[0], 5, 9, 0}}, {}, default_stream(), host_),
+               invalid_argument);
+  EXPECT_THROW((void)open_parquet(
+                 std::vector<parquet_row_groups>{{files[0], 2, 2, 0}}, {}, default_stream(), host_),
+               invalid_argument);
+  EXPECT_THROW((void)split_parquet(files, 0), invalid_argument);
+  std::FILE* text = std::fopen(path("not.parquet").c_str(), "w");
+  ASSERT_NE(text, nullptr);
+  std::fputs("not a parquet file at all", text);
+  std::fclose(text);
+  EXPECT_THROW((void)split_parquet({path("not.parquet")}, 2), corruption_error);
+  EXPECT_THROW((void)split_parquet({path("missing.parquet")}, 2), io_error);
+}
+
 /// Hands out `batches` slices of `rows`, one per call, then throws io_error when `fail` is set
 /// (else returns the end). Counts the calls, from whichever thread makes them.
 class scripted_reader final : public batch_reader {

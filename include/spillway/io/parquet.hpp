@@ -79,6 +79,39 @@ std::unique_ptr<batch_reader> open_parquet(std::string const& source,
                                            stream_view stream,
                                            memory_resources mrs);
 
+/** @brief Consecutive row groups [first, end) of one Parquet file, and the rows they hold. */
+struct parquet_row_groups {
+  std::string path;
+  std::size_t first                                = 0;  ///< the first row group
+  std::size_t end                                  = 0;  ///< one past the last row group
+  std::uint64_t rows                               = 0;  ///< rows in these row groups
+  bool operator==(parquet_row_groups const&) const = default;
+};
+
+/**
+ * @brief Cuts the row groups of `files` (in this order) into `parts` shares of about equal rows,
+ * from their footers alone: each share is a run of consecutive row groups (one entry per file it
+ * touches), share k holding the row groups whose middle row is among rows [k T / parts,
+ * (k + 1) T / parts) of the T rows in all (by position when T is 0). Every row group is in
+ * exactly one share, and reading the shares in order reads the files in order. A share may be
+ * empty (fewer row groups than parts). What ranks use to share a dataset evenly, however many
+ * files it has: rank k reads share k.
+ * @throws invalid_argument when `parts` is 0; spillway::io_error and spillway::corruption_error
+ * as `open_parquet`
+ */
+std::vector<std::vector<parquet_row_groups>> split_parquet(std::vector<std::string> const& files,
+                                                           std::size_t parts);
+
+/**
+ * @brief Opens the row groups `pieces` (in order) for streaming, as `open_parquet` opens files.
+ * @throws invalid_argument when `pieces` is empty or names row groups a file lacks; otherwise as
+ * `open_parquet`
+ */
+std::unique_ptr<batch_reader> open_parquet(std::vector<parquet_row_groups> const& pieces,
+                                           parquet_read_options const& options,
+                                           stream_view stream,
+                                           memory_resources mrs);
+
 /** @brief Reads all of `source` into one table. @see open_parquet */
 std::unique_ptr<table> read_parquet(std::string const& source,
                                     parquet_read_options const& options,

@@ -76,7 +76,10 @@ class file_batches {
 
 class parquet_batches final : public file_batches {
  public:
+  /// Row groups [first, end) of `path`; every one when `end` is ALL_ROW_GROUPS.
   parquet_batches(std::string const& path,
+                  std::size_t first,
+                  std::size_t end,
                   std::size_t target_bytes,
                   bool parallel_columns,
                   arrow::MemoryPool* pool)
@@ -109,8 +112,23 @@ class parquet_batches final : public file_batches {
       arrow_properties.set_batch_size(rows_per_batch);
       builder.memory_pool(pool)->properties(arrow_properties);
       reader_ = value_or_throw(builder.Build(), "cannot read Parquet file '" + path + "'");
-      batches_ =
-        value_or_throw(reader_->GetRecordBatchReader(), "cannot read Parquet file '" + path + "'");
+      if (end == ALL_ROW_GROUPS) {
+        batches_ = value_or_throw(reader_->GetRecordBatchReader(),
+                                  "cannot read Parquet file '" + path + "'");
+      } else {
+        auto const groups = static_cast<std::size_t>(metadata->num_row_groups());
+        SPILLWAY_EXPECTS(first < end && end <= groups,
+                         "'" + path + "' has " + std::to_string(groups) +
+                           " row groups, not row groups [" + std::to_string(first) + ", " +
+                           std::to_string(end) + ")",
+                         invalid_argument);
+        std::vector<int> indices;
+        for (std::size_t group = first; group < end; ++group) {
+          indices.push_back(static_cast<int>(group));
+        }
+        batches_ = value_or_throw(reader_->GetRecordBatchReader(indices),
+                                  "cannot read Parquet file '" + path + "'");
+      }
     } catch (parquet::ParquetException const& error) {
       SPILLWAY_FAIL("'" + path + "' is not a valid Parquet file: " + error.what(),
                     corruption_error);
@@ -190,7 +208,7 @@ class arrow_batch_reader final : public batch_reader {
     std::vector<std::string> files,
     std::vector<std::string> columns,
     std::size_t target_bytes,
-    std::function<std::unique_ptr<file_batches>(std::string const&, arrow::MemoryPool*)> open,
+    std::function<std::unique_ptr<file_batches>(std::size_t, arrow::MemoryPool*)> open,
     stream_view stream,
     memory_resources mrs)
     : files_(std::move(files)),
@@ -272,7 +290,7 @@ class arrow_batch_reader final : public batch_reader {
   void open_file(std::size_t index) {
     file_index_            = index;
     auto const& path       = files_[index];
-    current_               = open_(path, pool_.get());
+    current_               = open_(index, pool_.get());
     auto const file_schema = current_->schema();
     // The selected columns, by name, in the requested order.
     std::vector<int> selection;
@@ -338,7 +356,7 @@ class arrow_batch_reader final : public batch_reader {
   std::vector<std::string> files_;
   std::vector<std::string> columns_;
   std::size_t target_bytes_;
-  std::function<std::unique_ptr<file_batches>(std::string const&, arrow::MemoryPool*)> open_;
+  std::function<std::unique_ptr<file_batches>(std::size_t, arrow::MemoryPool*)> open_;  ///< file
   stream_view stream_;
   memory_resources mrs_;
   std::unique_ptr<arrow_memory_pool> pool_;
@@ -933,6 +951,53 @@ class ipc_file_writer final : public format_writer {
 
 }  // namespace
 
+std::vector<std::vector<parquet_row_groups>> split_parquet_files(
+  std::vector<std::string> const& files, std::size_t parts) {
+  // Every row group's rows, in file order.
+  struct group {
+    std::size_t file;
+    std::size_t index;
+    std::uint64_t rows;
+  };
+  std::vector<group> groups;
+  std::uint64_t total = 0;
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    auto const& path = files[f];
+    try {
+      auto input    = value_or_throw(open_mapped(path), "cannot open Parquet file '" + path + "'");
+      auto metadata = parquet::ReadMetaData(input);
+      for (int g = 0; g < metadata->num_row_groups(); ++g) {
+        auto const rows =
+          static_cast<std::uint64_t>(std::max<int64_t>(0, metadata->RowGroup(g)->num_rows()));
+        groups.push_back({f, static_cast<std::size_t>(g), rows});
+        total += rows;
+      }
+    } catch (parquet::ParquetException const& error) {
+      SPILLWAY_FAIL("'" + path + "' is not a valid Parquet file: " + error.what(),
+                    corruption_error);
+    }
+  }
+  std::vector<std::vector<parquet_row_groups>> shares(parts);
+  std::uint64_t before = 0;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    auto const& [file, index, rows] = groups[g];
+    // The share of the group's middle row (of its position when no group has rows).
+    long double const middle = total > 0 ? (static_cast<long double>(before) + rows / 2.0L) / total
+                                         : (g + 0.5L) / static_cast<long double>(groups.size());
+    std::size_t const share =
+      std::min(parts - 1, static_cast<std::size_t>(middle * static_cast<long double>(parts)));
+    before += rows;
+    auto& pieces = shares[share];
+    if (!pieces.empty() && pieces.back().path == files[file] && pieces.back().end == index) {
+      pieces.back().end = index + 1;
+      pieces.back().rows += rows;
+    } else {
+      pieces.push_back({files[file], index, index + 1, rows});
+    }
+  }
+  return shares;
+}
+
 std::unique_ptr<format_writer> make_parquet_writer(std::string const& path,
                                                    table_schema const& schema,
                                                    parquet_write_options const& options,
@@ -949,18 +1014,24 @@ std::unique_ptr<format_writer> make_arrow_ipc_writer(std::string const& path,
   return std::make_unique<ipc_file_writer>(path, schema, format, mrs);
 }
 
-std::unique_ptr<batch_reader> open_parquet_files(std::vector<std::string> files,
+std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_row_groups> pieces,
                                                  parquet_read_options const& options,
                                                  stream_view stream,
                                                  memory_resources mrs) {
   std::size_t const target = options.target_batch_bytes;
   bool const parallel      = options.parallel_columns;
+  std::vector<std::string> files;
+  for (auto const& piece : pieces) {
+    files.push_back(piece.path);
+  }
   return std::make_unique<arrow_batch_reader>(
     std::move(files),
     options.columns,
     target,
-    [target, parallel](std::string const& path, arrow::MemoryPool* pool) {
-      return std::make_unique<parquet_batches>(path, target, parallel, pool);
+    [pieces = std::move(pieces), target, parallel](std::size_t index, arrow::MemoryPool* pool) {
+      auto const& piece = pieces[index];
+      return std::make_unique<parquet_batches>(
+        piece.path, piece.first, piece.end, target, parallel, pool);
     },
     stream,
     mrs);
@@ -971,15 +1042,17 @@ std::unique_ptr<batch_reader> open_arrow_ipc_files(std::vector<std::string> file
                                                    arrow_ipc_read_options const& options,
                                                    stream_view stream,
                                                    memory_resources mrs) {
+  auto paths = files;
   return std::make_unique<arrow_batch_reader>(
     std::move(files),
     options.columns,
     options.target_batch_bytes,
-    [format](std::string const& path, arrow::MemoryPool* pool) -> std::unique_ptr<file_batches> {
+    [files = std::move(paths), format](std::size_t index,
+                                       arrow::MemoryPool* pool) -> std::unique_ptr<file_batches> {
       if (format == file_format::ARROW_IPC_FILE) {
-        return std::make_unique<ipc_file_batches>(path, pool);
+        return std::make_unique<ipc_file_batches>(files[index], pool);
       }
-      return std::make_unique<ipc_stream_batches>(path, pool);
+      return std::make_unique<ipc_stream_batches>(files[index], pool);
     },
     stream,
     mrs);
