@@ -88,8 +88,7 @@ std::string map_identity(input_piece const& piece, std::size_t batch_bytes, std:
          std::to_string(index);
 }
 
-/** @return the marker that says every map task of `piece` is checkpointed, and how many there are
- */
+/** @return the marker that says every map task of `piece` is checkpointed, and how many */
 std::filesystem::path done_marker(std::string const& directory,
                                   input_piece const& piece,
                                   std::size_t batch_bytes) {

@@ -282,26 +282,28 @@ void run_timed(communicator& comm, arguments const& args, std::vector<std::strin
   device_task task(environment, task_id{static_cast<std::uint64_t>(comm.rank()) + 1});
   task_context::thread_binding bind(task.context());
 
-  // Untimed: this rank's files into the spill store (where a pipeline would hold its input).
+  // Untimed: this rank's share into the spill store (where a pipeline would hold its input).
   std::vector<spillable_table> inputs;
   std::uint64_t bytes       = 0;
   std::uint64_t stored_rows = 0;
-  // The key columns from the first file, on every rank (a rank may have no file of its own).
+  // The key columns from the first file, on every rank (a rank may have no row group).
   std::vector<std::size_t> const keys = key_columns(
     open_parquet(
       files.front(), parquet_read_options{}, default_stream(), memory_resources{environment.host()})
       ->schema(),
     args.by,
     args.sort);
-  // As `spillway shuffle`: an even share of the row groups, batches of at most an eighth of the
-  // rank's device.
+  // As `spillway shuffle`: an even share of the row groups, a reader per file's run of them,
+  // batches of at most an eighth of the rank's device.
   auto const share = split_parquet(
     files, static_cast<std::size_t>(comm.size()))[static_cast<std::size_t>(comm.rank())];
-  if (!share.empty()) {
+  for (auto const& piece : share) {
     parquet_read_options read;
     read.target_batch_bytes = std::max<std::size_t>(1, std::min(args.batch, args.device / 8));
-    auto reader             = open_parquet(
-      share, read, default_stream(), memory_resources{environment.device(), environment.host()});
+    auto reader             = open_parquet(std::vector<parquet_row_groups>{piece},
+                               read,
+                               default_stream(),
+                               memory_resources{environment.device(), environment.host()});
     while (auto batch = reader->next()) {
       for (auto const key : keys) {
         if (args.sort && batch->view().column(key).has_nulls()) {

@@ -38,7 +38,7 @@ std::unique_ptr<format_writer> make_arrow_ipc_writer(
   fail_without_arrow("writing Arrow IPC file '" + path + "'");
 }
 
-std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_row_groups> pieces,
+std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_piece> pieces,
                                                  parquet_read_options const&,
                                                  stream_view,
                                                  memory_resources) {

@@ -42,9 +42,9 @@ std::unique_ptr<batch_reader> open_parquet(std::string const& source,
                                            memory_resources mrs) {
   return detail::open_decoding_on_host(
     [&](memory_resources decoding) {
-      std::vector<parquet_row_groups> pieces;
+      std::vector<detail::parquet_piece> pieces;
       for (auto& file : expand_dataset(source)) {
-        pieces.push_back({std::move(file), 0, detail::ALL_ROW_GROUPS, 0});
+        pieces.push_back({std::move(file), std::nullopt});
       }
       return detail::open_parquet_files(std::move(pieces), options, stream, decoding);
     },
@@ -64,15 +64,17 @@ std::unique_ptr<batch_reader> open_parquet(std::vector<parquet_row_groups> const
                                            stream_view stream,
                                            memory_resources mrs) {
   SPILLWAY_EXPECTS(!pieces.empty(), "open_parquet: no row groups to read", invalid_argument);
+  std::vector<detail::parquet_piece> runs;
   for (auto const& piece : pieces) {
     SPILLWAY_EXPECTS(piece.first < piece.end,
                      "open_parquet: an empty run of row groups [" + std::to_string(piece.first) +
                        ", " + std::to_string(piece.end) + ") of '" + piece.path + "'",
                      invalid_argument);
+    runs.push_back({piece.path, std::pair{piece.first, piece.end}});
   }
   return detail::open_decoding_on_host(
     [&](memory_resources decoding) {
-      return detail::open_parquet_files(pieces, options, stream, decoding);
+      return detail::open_parquet_files(runs, options, stream, decoding);
     },
     stream,
     mrs,

@@ -18,7 +18,9 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spillway::detail {
@@ -108,14 +110,18 @@ std::unique_ptr<format_writer> make_csv_writer(std::string const& path,
                                                stream_view stream,
                                                memory_resources mrs);
 
-/// A piece's `end` that reads every row group of its file.
-inline constexpr std::size_t ALL_ROW_GROUPS = static_cast<std::size_t>(-1);
+/** @brief A Parquet file to read: its row groups [first, second), or all of them. */
+struct parquet_piece {
+  std::string path;
+  std::optional<std::pair<std::size_t, std::size_t>> row_groups;  ///< none: every row group
+};
 
 /**
- * @brief Opens Parquet row groups (at least one piece): each piece's [first, end) in order, or
- * every row group of its file where `end` is ALL_ROW_GROUPS.
+ * @brief Opens Parquet files or runs of their row groups (at least one piece), in order. Every
+ * piece's row groups are checked against its file's footer here, before any is read.
+ * @throws invalid_argument for row groups a file lacks
  */
-std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_row_groups> pieces,
+std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_piece> pieces,
                                                  parquet_read_options const& options,
                                                  stream_view stream,
                                                  memory_resources mrs);

@@ -124,6 +124,23 @@ TEST_F(SpillwayRanks, ShuffleResumesFromCheckpointsAfterTheProcessWasKilled) {
   run_ok("verify out --by id --partitions 8 --against in");
 }
 
+TEST_F(SpillwayRanks, ACheckpointReusedByAnotherRankCountResumesTheRunsCutTheSame) {
+  // 5 files of 2 row groups. On 2 ranks the runs are files 0-1 and 3-4 whole and file 2 in two
+  // halves; on 3 ranks files 0, 2 and 4 whole and files 1 and 3 in halves: files 0 and 4 are cut
+  // the same and resume; the rest is read again, and no row is lost or doubled.
+  run_ok("gen timeseries --rows 200000 --files 5 --row-group-rows 20000 --seed 7 -o groups");
+  std::string const shuffle =
+    "shuffle groups --by id --partitions 8 --batch-size 256KiB --checkpoint-dir ck --json" +
+    std::string{RESUME_BUDGETS};
+  auto const first = nlohmann::json::parse(run_ok(shuffle + " -o two --ranks 2").out);
+  EXPECT_EQ(first.at("resumed_maps").get<std::size_t>(), 0U);
+  auto const again = nlohmann::json::parse(run_ok(shuffle + " -o three --ranks 3").out);
+  EXPECT_GT(again.at("resumed_maps").get<std::size_t>(), 0U);
+  EXPECT_EQ(again.at("rows_read").get<std::size_t>(), 120000U);  // files 1, 2 and 3
+  EXPECT_EQ(again.at("rows").get<std::size_t>(), 200000U);
+  run_ok("verify three --by id --partitions 8 --against groups");
+}
+
 TEST_F(SpillwayRanks, LostShardsAreRebuiltByReadingTheirBatchAgain) {
   for (std::string const mode : {"pull", "push"}) {
     // A third of the shards dropped at random points: their map tasks read their batch from the

@@ -13,9 +13,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spillway {
@@ -260,7 +263,29 @@ TEST_F(DatasetTest, ParquetRowGroupsSplitIntoSharesOfAboutEqualRowsThatReadBackA
     SPILLWAY_EXPECT_TABLES_EQUAL(whole->view(), again->view());
   }
 
-  // Row groups a file lacks, a share of none, and a file that is not Parquet.
+  // A row group whose middle row is exactly on a boundary goes to the later share.
+  std::vector<std::string> exact;
+  for (std::size_t const rows : {1000U, 2000U, 1000U}) {
+    exact.push_back(path("exact-" + std::to_string(exact.size()) + ".parquet"));
+    write_parquet(*every_type_table(rows, seed++, column_types),
+                  names(column_types.size()),
+                  exact.back(),
+                  {},
+                  default_stream(),
+                  host_);
+  }
+  EXPECT_EQ(split_parquet(exact, 2),
+            (std::vector<std::vector<parquet_row_groups>>{
+              {{exact[0], 0, 1, 1000}}, {{exact[1], 0, 1, 2000}, {exact[2], 0, 1, 1000}}}));
+
+  // Row groups a file lacks (in a later piece too: checked at open), a share of none, and a file
+  // that is not Parquet.
+  EXPECT_THROW(
+    (void)open_parquet(std::vector<parquet_row_groups>{{files[0], 0, 2, 0}, {files[2], 1, 6, 0}},
+                       {},
+                       default_stream(),
+                       host_),
+    invalid_argument);
   EXPECT_THROW((void)open_parquet(
                  std::vector<parquet_row_groups>{{files[0], 5, 9, 0}}, {}, default_stream(), host_),
                invalid_argument);

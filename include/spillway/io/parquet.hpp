@@ -82,9 +82,11 @@ std::unique_ptr<batch_reader> open_parquet(std::string const& source,
 /** @brief Consecutive row groups [first, end) of one Parquet file, and the rows they hold. */
 struct parquet_row_groups {
   std::string path;
-  std::size_t first                                = 0;  ///< the first row group
-  std::size_t end                                  = 0;  ///< one past the last row group
-  std::uint64_t rows                               = 0;  ///< rows in these row groups
+  std::size_t first = 0;  ///< the first row group
+  std::size_t end   = 0;  ///< one past the last row group
+  /// Rows in these row groups, as `split_parquet` counts them (`open_parquet` does not use it).
+  std::uint64_t rows = 0;
+
   bool operator==(parquet_row_groups const&) const = default;
 };
 

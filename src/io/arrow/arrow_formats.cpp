@@ -60,6 +60,16 @@ arrow::Result<std::shared_ptr<arrow::io::MemoryMappedFile>> open_mapped(std::str
   return arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
 }
 
+/// @return the footer of the Parquet file `path`
+std::shared_ptr<parquet::FileMetaData> read_parquet_footer(std::string const& path) {
+  try {
+    auto input = value_or_throw(open_mapped(path), "cannot open Parquet file '" + path + "'");
+    return parquet::ReadMetaData(input);
+  } catch (parquet::ParquetException const& error) {
+    SPILLWAY_FAIL("'" + path + "' is not a valid Parquet file: " + error.what(), corruption_error);
+  }
+}
+
 /** @brief One file's stream of record batches. */
 class file_batches {
  public:
@@ -76,10 +86,9 @@ class file_batches {
 
 class parquet_batches final : public file_batches {
  public:
-  /// Row groups [first, end) of `path`; every one when `end` is ALL_ROW_GROUPS.
+  /// `row_groups` of `path` (checked by `open_parquet_files`); none: every row group.
   parquet_batches(std::string const& path,
-                  std::size_t first,
-                  std::size_t end,
+                  std::optional<std::pair<std::size_t, std::size_t>> row_groups,
                   std::size_t target_bytes,
                   bool parallel_columns,
                   arrow::MemoryPool* pool)
@@ -112,18 +121,12 @@ class parquet_batches final : public file_batches {
       arrow_properties.set_batch_size(rows_per_batch);
       builder.memory_pool(pool)->properties(arrow_properties);
       reader_ = value_or_throw(builder.Build(), "cannot read Parquet file '" + path + "'");
-      if (end == ALL_ROW_GROUPS) {
+      if (!row_groups) {
         batches_ = value_or_throw(reader_->GetRecordBatchReader(),
                                   "cannot read Parquet file '" + path + "'");
       } else {
-        auto const groups = static_cast<std::size_t>(metadata->num_row_groups());
-        SPILLWAY_EXPECTS(first < end && end <= groups,
-                         "'" + path + "' has " + std::to_string(groups) +
-                           " row groups, not row groups [" + std::to_string(first) + ", " +
-                           std::to_string(end) + ")",
-                         invalid_argument);
         std::vector<int> indices;
-        for (std::size_t group = first; group < end; ++group) {
+        for (std::size_t group = row_groups->first; group < row_groups->second; ++group) {
           indices.push_back(static_cast<int>(group));
         }
         batches_ = value_or_throw(reader_->GetRecordBatchReader(indices),
@@ -356,7 +359,8 @@ class arrow_batch_reader final : public batch_reader {
   std::vector<std::string> files_;
   std::vector<std::string> columns_;
   std::size_t target_bytes_;
-  std::function<std::unique_ptr<file_batches>(std::size_t, arrow::MemoryPool*)> open_;  ///< file
+  /// Opens file `index` of `files_` with the pool.
+  std::function<std::unique_ptr<file_batches>(std::size_t, arrow::MemoryPool*)> open_;
   stream_view stream_;
   memory_resources mrs_;
   std::unique_ptr<arrow_memory_pool> pool_;
@@ -962,30 +966,25 @@ std::vector<std::vector<parquet_row_groups>> split_parquet_files(
   std::vector<group> groups;
   std::uint64_t total = 0;
   for (std::size_t f = 0; f < files.size(); ++f) {
-    auto const& path = files[f];
-    try {
-      auto input    = value_or_throw(open_mapped(path), "cannot open Parquet file '" + path + "'");
-      auto metadata = parquet::ReadMetaData(input);
-      for (int g = 0; g < metadata->num_row_groups(); ++g) {
-        auto const rows =
-          static_cast<std::uint64_t>(std::max<int64_t>(0, metadata->RowGroup(g)->num_rows()));
-        groups.push_back({f, static_cast<std::size_t>(g), rows});
-        total += rows;
-      }
-    } catch (parquet::ParquetException const& error) {
-      SPILLWAY_FAIL("'" + path + "' is not a valid Parquet file: " + error.what(),
-                    corruption_error);
+    auto const metadata = read_parquet_footer(files[f]);
+    for (int g = 0; g < metadata->num_row_groups(); ++g) {
+      auto const rows =
+        static_cast<std::uint64_t>(std::max<int64_t>(0, metadata->RowGroup(g)->num_rows()));
+      groups.push_back({f, static_cast<std::size_t>(g), rows});
+      total += rows;
     }
   }
   std::vector<std::vector<parquet_row_groups>> shares(parts);
   std::uint64_t before = 0;
   for (std::size_t g = 0; g < groups.size(); ++g) {
     auto const& [file, index, rows] = groups[g];
-    // The share of the group's middle row (of its position when no group has rows).
-    long double const middle = total > 0 ? (static_cast<long double>(before) + rows / 2.0L) / total
-                                         : (g + 0.5L) / static_cast<long double>(groups.size());
+    // The share of the group's middle row (of its position when no group has rows), in exact
+    // integers: every rank computes the same split, on any machine.
+    __extension__ using wide = unsigned __int128;
+    wide const numerator     = total > 0 ? 2 * wide{before} + rows : 2 * wide{g} + 1;
+    wide const denominator   = 2 * wide{total > 0 ? total : groups.size()};
     std::size_t const share =
-      std::min(parts - 1, static_cast<std::size_t>(middle * static_cast<long double>(parts)));
+      std::min(parts - 1, static_cast<std::size_t>(numerator * parts / denominator));
     before += rows;
     auto& pieces = shares[share];
     if (!pieces.empty() && pieces.back().path == files[file] && pieces.back().end == index) {
@@ -1014,7 +1013,7 @@ std::unique_ptr<format_writer> make_arrow_ipc_writer(std::string const& path,
   return std::make_unique<ipc_file_writer>(path, schema, format, mrs);
 }
 
-std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_row_groups> pieces,
+std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_piece> pieces,
                                                  parquet_read_options const& options,
                                                  stream_view stream,
                                                  memory_resources mrs) {
@@ -1023,6 +1022,18 @@ std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_row_groups>
   std::vector<std::string> files;
   for (auto const& piece : pieces) {
     files.push_back(piece.path);
+    if (piece.row_groups) {
+      // Every run checked before any row is read: later files open only as the reader reaches
+      // them.
+      auto const groups =
+        static_cast<std::size_t>(read_parquet_footer(piece.path)->num_row_groups());
+      auto const [first, end] = *piece.row_groups;
+      SPILLWAY_EXPECTS(first < end && end <= groups,
+                       "'" + piece.path + "' has " + std::to_string(groups) +
+                         " row groups, not row groups [" + std::to_string(first) + ", " +
+                         std::to_string(end) + ")",
+                       invalid_argument);
+    }
   }
   return std::make_unique<arrow_batch_reader>(
     std::move(files),
@@ -1031,7 +1042,7 @@ std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_row_groups>
     [pieces = std::move(pieces), target, parallel](std::size_t index, arrow::MemoryPool* pool) {
       auto const& piece = pieces[index];
       return std::make_unique<parquet_batches>(
-        piece.path, piece.first, piece.end, target, parallel, pool);
+        piece.path, piece.row_groups, target, parallel, pool);
     },
     stream,
     mrs);
