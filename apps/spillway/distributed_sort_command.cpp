@@ -84,7 +84,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
       options.sort.coordinator = &environment.coordinator();
       options.sort.task        = &rank.task();
 
-      auto const mine = input_of_rank(input, comm.rank(), comm.size());
+      auto const mine = input_of_rank(comm, input);
       memory_resources const reader_resources{environment.device(), io_scratch};
       batch_writer_options writer_options;
       writer_options.directory         = output.staging();

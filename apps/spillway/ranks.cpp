@@ -216,18 +216,40 @@ std::string input_piece::describe() const {
          std::to_string(row_groups->second - 1) + ")";
 }
 
-std::vector<input_piece> input_of_rank(dataset_input const& input, int rank, int size) {
+std::vector<input_piece> input_of_rank(communicator& comm, dataset_input const& input) {
+  auto const rank = static_cast<std::size_t>(comm.rank());
+  auto const size = static_cast<std::size_t>(comm.size());
   std::vector<input_piece> mine;
-  if (input.format == file_format::PARQUET) {
-    auto const shares = split_parquet(input.files, static_cast<std::size_t>(size));
-    for (auto const& piece : shares[static_cast<std::size_t>(rank)]) {
-      mine.push_back({piece.path, std::pair{piece.first, piece.end}});
+  if (input.format != file_format::PARQUET) {
+    for (std::size_t i = rank; i < input.files.size(); i += size) {
+      mine.push_back({input.files[i], std::nullopt});
     }
     return mine;
   }
-  for (std::size_t i = static_cast<std::size_t>(rank); i < input.files.size();
-       i += static_cast<std::size_t>(size)) {
-    mine.push_back({input.files[i], std::nullopt});
+  // This rank's files' row counts, as words: file index, row groups, the rows of each.
+  std::vector<std::uint64_t> words;
+  for (std::size_t i = rank; i < input.files.size(); i += size) {
+    auto const rows = parquet_row_group_rows({input.files[i]}).front();
+    words.push_back(i);
+    words.push_back(rows.size());
+    words.insert(words.end(), rows.begin(), rows.end());
+  }
+  std::vector<std::vector<std::uint64_t>> rows(input.files.size());
+  for (auto const& theirs : gather_words(comm, words)) {
+    std::size_t const count = theirs.size() / sizeof(std::uint64_t);
+    for (std::size_t at = 0; at + 2 <= count;) {
+      auto const file   = static_cast<std::size_t>(word_at(theirs, at));
+      auto const groups = static_cast<std::size_t>(word_at(theirs, at + 1));
+      at += 2;
+      for (std::size_t g = 0; g < groups; ++g) {
+        rows.at(file).push_back(word_at(theirs, at + g));
+      }
+      at += groups;
+    }
+  }
+  auto const shares = split_row_groups(input.files, rows, size);
+  for (auto const& piece : shares[rank]) {
+    mine.push_back({piece.path, std::pair{piece.first, piece.end}});
   }
   return mine;
 }

@@ -152,12 +152,13 @@ struct input_piece {
 };
 
 /**
- * @return what rank `rank` of `size` reads of `input`: for Parquet, share `rank` of the row groups
- * of every file, cut into `size` shares of about equal rows (`split_parquet`), so that ranks share
- * the rows evenly however many files there are; for the other formats every `size`-th file from
- * `rank`
+ * @return what this rank of `comm` reads of `input`: for Parquet, its share of the row groups of
+ * every file, cut into one share per rank of about equal rows (`split_row_groups`), so that ranks
+ * share the rows evenly however many files there are; for the other formats every `size`-th file
+ * from its rank. Collective for Parquet: each rank reads the footers of every `size`-th file only,
+ * and one allgather gives every rank all the row counts to cut the same shares from.
  */
-std::vector<input_piece> input_of_rank(dataset_input const& input, int rank, int size);
+std::vector<input_piece> input_of_rank(communicator& comm, dataset_input const& input);
 
 /**
  * @brief Opens `piece` for streaming in batches of about `batch_bytes`, as `open_dataset` opens a

@@ -287,7 +287,7 @@ int run_shuffle(shuffle_arguments const& args) {
                        memory_resources{environment.device()});
       rank_totals totals;
       memory_resources const reader_resources{environment.device(), io_scratch};
-      auto const my_input = input_of_rank(input, comm.rank(), comm.size());
+      auto const my_input = input_of_rank(comm, input);
       add_input_maps(shuffle,
                      args.checkpoint_dir,
                      my_input,

@@ -45,8 +45,8 @@ std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_piece> piec
   fail_without_arrow("reading Parquet file '" + pieces.front().path + "'");
 }
 
-std::vector<std::vector<parquet_row_groups>> split_parquet_files(
-  std::vector<std::string> const& files, std::size_t) {
+std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
+  std::vector<std::string> const& files) {
   fail_without_arrow("reading Parquet file '" + (files.empty() ? std::string{} : files.front()) +
                      "'");
 }

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -56,7 +57,55 @@ std::unique_ptr<batch_reader> open_parquet(std::string const& source,
 std::vector<std::vector<parquet_row_groups>> split_parquet(std::vector<std::string> const& files,
                                                            std::size_t parts) {
   SPILLWAY_EXPECTS(parts > 0, "split_parquet: at least one part", invalid_argument);
-  return detail::split_parquet_files(files, parts);
+  return split_row_groups(files, parquet_row_group_rows(files), parts);
+}
+
+std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
+  std::vector<std::string> const& files) {
+  return detail::parquet_row_group_rows(files);
+}
+
+std::vector<std::vector<parquet_row_groups>> split_row_groups(
+  std::vector<std::string> const& files,
+  std::vector<std::vector<std::uint64_t>> const& rows,
+  std::size_t parts) {
+  SPILLWAY_EXPECTS(parts > 0, "split_row_groups: at least one part", invalid_argument);
+  SPILLWAY_EXPECTS(rows.size() == files.size(),
+                   "split_row_groups: row counts for " + std::to_string(rows.size()) +
+                     " files, not " + std::to_string(files.size()),
+                   invalid_argument);
+  std::uint64_t total = 0;
+  std::size_t groups  = 0;
+  for (auto const& file : rows) {
+    for (auto const count : file) {
+      total += count;
+      ++groups;
+    }
+  }
+  std::vector<std::vector<parquet_row_groups>> shares(parts);
+  std::uint64_t before = 0;
+  std::size_t position = 0;  // of the row group among all of them
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    for (std::size_t g = 0; g < rows[f].size(); ++g, ++position) {
+      std::uint64_t const count = rows[f][g];
+      // The share of the group's middle row (of its position when no group has rows), in exact
+      // integers: every rank computes the same split, on any machine.
+      __extension__ using wide = unsigned __int128;
+      wide const numerator     = total > 0 ? 2 * wide{before} + count : 2 * wide{position} + 1;
+      wide const denominator   = 2 * wide{total > 0 ? total : groups};
+      std::size_t const share =
+        std::min(parts - 1, static_cast<std::size_t>(numerator * parts / denominator));
+      before += count;
+      auto& pieces = shares[share];
+      if (!pieces.empty() && pieces.back().path == files[f] && pieces.back().end == g) {
+        pieces.back().end = g + 1;
+        pieces.back().rows += count;
+      } else {
+        pieces.push_back({files[f], g, g + 1, count});
+      }
+    }
+  }
+  return shares;
 }
 
 std::unique_ptr<batch_reader> open_parquet(std::vector<parquet_row_groups> const& pieces,

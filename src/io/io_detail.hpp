@@ -126,9 +126,9 @@ std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_piece> piec
                                                  stream_view stream,
                                                  memory_resources mrs);
 
-/** @brief `split_parquet` (`parts` at least 1). */
-std::vector<std::vector<parquet_row_groups>> split_parquet_files(
-  std::vector<std::string> const& files, std::size_t parts);
+/** @brief `parquet_row_group_rows`. */
+std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
+  std::vector<std::string> const& files);
 
 /** @brief Opens the Arrow IPC `files` (already expanded, at least one). */
 std::unique_ptr<batch_reader> open_arrow_ipc_files(std::vector<std::string> files,

@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -164,6 +166,26 @@ TEST_F(SpillwayRanks, ShuffleErrors) {
   expect_failure(
     run("shuffle in -o out --by id --partitions 4 --mode sideways"), 2, "--mode", "out");
   expect_failure(run("shuffle missing -o out --by id --partitions 4"), 1, "missing", "out");
+}
+
+TEST_F(SpillwayRanks, AFileThatIsNotParquetIsNamedWhicheverRankReadsItsFooter) {
+  // Ranks read the footers of every third file each: rank 1 reads part 4's and fails; the others
+  // wait for it in the exchange of row counts, and the error names the file.
+  for (auto const& entry : std::filesystem::directory_iterator(path("in"))) {
+    std::filesystem::create_directories(path("bad"));
+    std::filesystem::copy_file(entry.path(), path("bad") + "/" + entry.path().filename().string());
+  }
+  auto names = files_in("bad");
+  std::sort(names.begin(), names.end());
+  ASSERT_EQ(names.size(), 5U);
+  {
+    std::ofstream garbage(path("bad") + "/" + names[4], std::ios::trunc);
+    garbage << "not a parquet file at all";
+  }
+  for (std::string const command : {"shuffle bad -o out --by id --partitions 4 --ranks 3",
+                                    "sort bad -o out --by id --ranks 3"}) {
+    expect_failure(run(command + std::string{RANK_BUDGETS}), 1, names[4], "out");
+  }
 }
 
 TEST_F(SpillwayRanks, AJobThatFailsOnOneRankLeavesNoVisibleOutput) {

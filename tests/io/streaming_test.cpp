@@ -293,6 +293,7 @@ TEST_F(DatasetTest, ParquetRowGroupsSplitIntoSharesOfAboutEqualRowsThatReadBackA
                  std::vector<parquet_row_groups>{{files[0], 2, 2, 0}}, {}, default_stream(), host_),
                invalid_argument);
   EXPECT_THROW((void)split_parquet(files, 0), invalid_argument);
+  EXPECT_THROW((void)split_row_groups(files, {{1000}}, 2), invalid_argument);
   std::FILE* text = std::fopen(path("not.parquet").c_str(), "w");
   ASSERT_NE(text, nullptr);
   std::fputs("not a parquet file at all", text);

@@ -105,6 +105,25 @@ std::vector<std::vector<parquet_row_groups>> split_parquet(std::vector<std::stri
                                                            std::size_t parts);
 
 /**
+ * @return the rows of every row group of each of `files` (`[f][g]`: row group g of files[f]),
+ * from their footers alone
+ * @throws spillway::io_error and spillway::corruption_error as `open_parquet`
+ */
+std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
+  std::vector<std::string> const& files);
+
+/**
+ * @brief `split_parquet` from row counts already read (`parquet_row_group_rows`, or gathered from
+ * other ranks, each of which read the footers of some of the files): a pure function of its
+ * arguments, so every rank that has the same counts cuts the same shares.
+ * @throws invalid_argument when `parts` is 0 or `rows` has not one entry per file
+ */
+std::vector<std::vector<parquet_row_groups>> split_row_groups(
+  std::vector<std::string> const& files,
+  std::vector<std::vector<std::uint64_t>> const& rows,
+  std::size_t parts);
+
+/**
  * @brief Opens the row groups `pieces` (in order) for streaming, as `open_parquet` opens files.
  * @throws invalid_argument when `pieces` is empty or names row groups a file lacks; otherwise as
  * `open_parquet`

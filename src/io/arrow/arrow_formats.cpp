@@ -955,46 +955,18 @@ class ipc_file_writer final : public format_writer {
 
 }  // namespace
 
-std::vector<std::vector<parquet_row_groups>> split_parquet_files(
-  std::vector<std::string> const& files, std::size_t parts) {
-  // Every row group's rows, in file order.
-  struct group {
-    std::size_t file;
-    std::size_t index;
-    std::uint64_t rows;
-  };
-  std::vector<group> groups;
-  std::uint64_t total = 0;
-  for (std::size_t f = 0; f < files.size(); ++f) {
-    auto const metadata = read_parquet_footer(files[f]);
+std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
+  std::vector<std::string> const& files) {
+  std::vector<std::vector<std::uint64_t>> rows;
+  for (auto const& file : files) {
+    auto const metadata = read_parquet_footer(file);
+    auto& counts        = rows.emplace_back();
     for (int g = 0; g < metadata->num_row_groups(); ++g) {
-      auto const rows =
-        static_cast<std::uint64_t>(std::max<int64_t>(0, metadata->RowGroup(g)->num_rows()));
-      groups.push_back({f, static_cast<std::size_t>(g), rows});
-      total += rows;
+      counts.push_back(
+        static_cast<std::uint64_t>(std::max<int64_t>(0, metadata->RowGroup(g)->num_rows())));
     }
   }
-  std::vector<std::vector<parquet_row_groups>> shares(parts);
-  std::uint64_t before = 0;
-  for (std::size_t g = 0; g < groups.size(); ++g) {
-    auto const& [file, index, rows] = groups[g];
-    // The share of the group's middle row (of its position when no group has rows), in exact
-    // integers: every rank computes the same split, on any machine.
-    __extension__ using wide = unsigned __int128;
-    wide const numerator     = total > 0 ? 2 * wide{before} + rows : 2 * wide{g} + 1;
-    wide const denominator   = 2 * wide{total > 0 ? total : groups.size()};
-    std::size_t const share =
-      std::min(parts - 1, static_cast<std::size_t>(numerator * parts / denominator));
-    before += rows;
-    auto& pieces = shares[share];
-    if (!pieces.empty() && pieces.back().path == files[file] && pieces.back().end == index) {
-      pieces.back().end = index + 1;
-      pieces.back().rows += rows;
-    } else {
-      pieces.push_back({files[file], index, index + 1, rows});
-    }
-  }
-  return shares;
+  return rows;
 }
 
 std::unique_ptr<format_writer> make_parquet_writer(std::string const& path,
