@@ -14,6 +14,8 @@
 #include <cstring>
 #include <filesystem>
 #include <span>
+#include <stdexcept>
+#include <string>
 
 namespace spillway::cli {
 namespace {
@@ -226,25 +228,51 @@ std::vector<input_piece> input_of_rank(communicator& comm, dataset_input const& 
     }
     return mine;
   }
-  // This rank's files' row counts, as words: file index, row groups, the rows of each.
-  std::vector<std::uint64_t> words;
+  // This rank's files' row counts, as words: how many files it lists, then for each of its files
+  // the file's index, its row groups and the rows of each.
+  std::vector<std::uint64_t> words{input.files.size()};
   for (std::size_t i = rank; i < input.files.size(); i += size) {
     auto const rows = parquet_row_group_rows({input.files[i]}).front();
     words.push_back(i);
     words.push_back(rows.size());
     words.insert(words.end(), rows.begin(), rows.end());
   }
+  // Every rank decodes the same words, so all of them accept the counts or all of them throw.
   std::vector<std::vector<std::uint64_t>> rows(input.files.size());
-  for (auto const& theirs : gather_words(comm, words)) {
+  std::vector<bool> seen(input.files.size(), false);
+  auto const all = gather_words(comm, words);
+  for (std::size_t from = 0; from < all.size(); ++from) {
+    auto const& theirs      = all[from];
     std::size_t const count = theirs.size() / sizeof(std::uint64_t);
-    for (std::size_t at = 0; at + 2 <= count;) {
-      auto const file   = static_cast<std::size_t>(word_at(theirs, at));
-      auto const groups = static_cast<std::size_t>(word_at(theirs, at + 1));
+    auto const malformed    = [&](std::string const& what) {
+      return std::runtime_error("the row counts of rank " + std::to_string(from) + ": " + what);
+    };
+    if (count == 0 || word_at(theirs, 0) != input.files.size()) {
+      throw malformed("it lists " +
+                      (count == 0 ? std::string{"no"} : std::to_string(word_at(theirs, 0))) +
+                      " files of the input where rank " + std::to_string(rank) + " lists " +
+                      std::to_string(input.files.size()) + "; every rank must see the same files");
+    }
+    for (std::size_t at = 1; at < count;) {
+      if (count - at < 2) {
+        throw malformed("cut short");
+      }
+      auto const file   = word_at(theirs, at);
+      auto const groups = word_at(theirs, at + 1);
       at += 2;
+      if (file >= input.files.size() || seen[file] || groups > count - at) {
+        throw malformed("file " + std::to_string(file) + " out of place");
+      }
+      seen[file] = true;
       for (std::size_t g = 0; g < groups; ++g) {
-        rows.at(file).push_back(word_at(theirs, at + g));
+        rows[file].push_back(word_at(theirs, at + g));
       }
       at += groups;
+    }
+  }
+  for (std::size_t f = 0; f < input.files.size(); ++f) {
+    if (!seen[f]) {
+      throw std::runtime_error("no rank read the footer of " + input.files[f]);
     }
   }
   auto const shares = split_row_groups(input.files, rows, size);

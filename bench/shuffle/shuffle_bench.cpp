@@ -294,7 +294,8 @@ void run_timed(communicator& comm, arguments const& args, std::vector<std::strin
     args.by,
     args.sort);
   // As `spillway shuffle`: an even share of the row groups, a reader per file's run of them,
-  // batches of at most an eighth of the rank's device.
+  // batches of at most an eighth of the rank's device (each rank reads every footer here, where
+  // the command shares the footers' row counts in an allgather).
   auto const share = split_parquet(
     files, static_cast<std::size_t>(comm.size()))[static_cast<std::size_t>(comm.rank())];
   for (auto const& piece : share) {
