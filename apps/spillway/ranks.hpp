@@ -111,7 +111,9 @@ class rank_device {
   device_task task_;
   task_context::thread_binding bind_;
   host_memory_resource host_{IO_SCRATCH_CACHE_BYTES};
-  statistics_resource_adaptor io_scratch_{host_};
+  // The environment's host: on the emulated device, the blocks a decode frees serve the next
+  // shards or sorted runs on the device without fresh pages (and the other way round).
+  statistics_resource_adaptor io_scratch_{environment_.host()};
 };
 
 /**

@@ -10,10 +10,29 @@
 
 namespace spillway {
 
+namespace {
+
+/// What a device of `capacity` bytes keeps of its freed blocks.
+std::size_t cache_limit(std::size_t capacity) noexcept {
+  return capacity >= emulated_device_memory_resource::MAX_CACHED_BYTES / 2
+           ? emulated_device_memory_resource::MAX_CACHED_BYTES
+           : 2 * capacity;
+}
+
+}  // namespace
+
 emulated_device_memory_resource::emulated_device_memory_resource(std::size_t capacity)
-  : capacity_(capacity),
-    cache_(std::make_unique<detail::block_cache>(capacity >= MAX_CACHED_BYTES / 2 ? MAX_CACHED_BYTES
-                                                                                  : 2 * capacity)) {
+  : capacity_(capacity), cache_(std::make_shared<detail::block_cache>(cache_limit(capacity))) {}
+
+emulated_device_memory_resource::emulated_device_memory_resource(std::size_t capacity,
+                                                                 host_memory_resource& host)
+  : capacity_(capacity), cache_(host.cache_) {
+  SPILLWAY_EXPECTS(cache_ != nullptr,
+                   "an emulated device shares the cache of a host resource that has one",
+                   invalid_argument);
+  // What both would have kept apart, at most MAX_CACHED_BYTES (a limit already above it stays).
+  std::size_t const device_limit = cache_limit(capacity);
+  cache_->raise_limit(std::min(cache_->limit(), MAX_CACHED_BYTES - device_limit) + device_limit);
 }
 
 emulated_device_memory_resource::~emulated_device_memory_resource() = default;

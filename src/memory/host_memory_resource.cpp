@@ -10,7 +10,7 @@
 namespace spillway {
 
 host_memory_resource::host_memory_resource(std::size_t cache_bytes)
-  : cache_(cache_bytes > 0 ? std::make_unique<detail::block_cache>(cache_bytes) : nullptr) {}
+  : cache_(cache_bytes > 0 ? std::make_shared<detail::block_cache>(cache_bytes) : nullptr) {}
 
 host_memory_resource::~host_memory_resource() = default;
 

@@ -82,8 +82,10 @@ device_environment::device_environment(device_environment_options const& options
     // Freed host-tier blocks stay mapped for the next spill, up to the tier's budget.
     host_(std::min(options.host_memory, emulated_device_memory_resource::MAX_CACHED_BYTES)),
     cuda_(make_cuda_parts(options)),
-    emulated_(cuda_ ? nullptr
-                    : std::make_unique<emulated_device_memory_resource>(options.device_memory)),
+    // The emulated device is host memory too: its freed blocks and the host's share one cache.
+    emulated_(cuda_
+                ? nullptr
+                : std::make_unique<emulated_device_memory_resource>(options.device_memory, host_)),
     stream_(cuda_ ? cuda_->stream.view() : default_stream()),
     host_tier_(cuda_ ? resource_ref{cuda_->pinned_pool} : resource_ref{host_}),
     device_(cuda_ ? resource_ref{cuda_->limited} : resource_ref{*emulated_}),

@@ -6,6 +6,7 @@
  */
 #include "memory/detail/large_pages.hpp"
 
+#include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/memory/emulated_device_memory_resource.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
@@ -196,6 +197,35 @@ TEST(BlockCache, TheEmulatedDeviceCountsLiveBytesOnly) {
   EXPECT_EQ(device.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 40_MiB : 0U);
   device.deallocate(device.allocate(20_MiB), 20_MiB);
   EXPECT_EQ(device.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 50_MiB : 0U);
+  EXPECT_EQ(device.used_bytes(), 0U);
+}
+
+TEST(BlockCache, AnEmulatedDeviceSharingTheHostsCacheTakesTheBlocksTheHostFreed) {
+  host_memory_resource plain;
+  EXPECT_THROW((emulated_device_memory_resource{40_MiB, plain}), invalid_argument);
+  host_memory_resource host{16_MiB};
+  emulated_device_memory_resource device{40_MiB, host};
+  EXPECT_FALSE(device.is_equal(host));
+  void* scratch = host.allocate(8_MiB);
+  fill_and_check(scratch, 8_MiB, 3);
+  host.deallocate(scratch, 8_MiB);
+  EXPECT_EQ(host.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 8_MiB : 0U);
+  EXPECT_EQ(device.cached_bytes(), host.cached_bytes()) << "one cache";
+  // The device's allocation takes the host's freed block (its pages stay), and counts it.
+  void* shard = device.allocate(8_MiB);
+  if (detail::LARGE_BLOCKS_MAPPED) {
+    EXPECT_EQ(shard, scratch);
+  }
+  EXPECT_EQ(device.used_bytes(), 8_MiB);
+  EXPECT_EQ(host.cached_bytes(), 0U);
+  fill_and_check(shard, 8_MiB, 4);
+  device.deallocate(shard, 8_MiB);
+  // The shared cache keeps what both kept apart: 16 MiB for the host, 80 MiB for the device.
+  void* big  = device.allocate(40_MiB);
+  void* more = host.allocate(48_MiB);
+  device.deallocate(big, 40_MiB);
+  host.deallocate(more, 48_MiB);
+  EXPECT_EQ(host.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 88_MiB : 0U);
   EXPECT_EQ(device.used_bytes(), 0U);
 }
 

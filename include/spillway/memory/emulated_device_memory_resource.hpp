@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/memory_resource.hpp>
 
 #include <atomic>
@@ -39,6 +40,16 @@ class emulated_device_memory_resource final : public memory_resource {
   /** @param capacity the most bytes outstanding at once; the default is unbounded */
   explicit emulated_device_memory_resource(
     std::size_t capacity = std::numeric_limits<std::size_t>::max());
+  /**
+   * @brief A device whose freed blocks and `host`'s go to one cache, which keeps as much as the
+   * two caches would have kept apart (at most MAX_CACHED_BYTES). Both are the same host memory
+   * here: a block one of them frees, the other takes without the kernel clearing its pages, such
+   * as the scratch of a Parquet decode on the host for the next shards on the device, or a device
+   * block spilled to the host tier for the next spill. Each still counts only its own live bytes.
+   * @param host a resource with a cache (`cached_bytes` of both then report the shared cache)
+   * @throws invalid_argument when `host` has no cache
+   */
+  emulated_device_memory_resource(std::size_t capacity, host_memory_resource& host);
   ~emulated_device_memory_resource() override;
   emulated_device_memory_resource(emulated_device_memory_resource const&)            = delete;
   emulated_device_memory_resource& operator=(emulated_device_memory_resource const&) = delete;
@@ -67,7 +78,7 @@ class emulated_device_memory_resource final : public memory_resource {
 
   std::size_t const capacity_;
   /// Freed large blocks kept mapped, as a device keeps its memory.
-  std::unique_ptr<detail::block_cache> cache_;
+  std::shared_ptr<detail::block_cache> cache_;
   std::atomic<std::size_t> used_{0};
   std::atomic<std::size_t> peak_{0};
 };

@@ -14,6 +14,8 @@ namespace detail {
 class block_cache;
 }  // namespace detail
 
+class emulated_device_memory_resource;
+
 /**
  * @brief Allocates host memory with `::operator new(bytes, std::align_val_t)`; with a cache,
  * blocks of 256 KiB and more are mapped on their own and, once freed, kept (up to the cache's
@@ -34,6 +36,8 @@ class host_memory_resource final : public memory_resource {
   [[nodiscard]] std::size_t cached_bytes() const;
 
  private:
+  friend class emulated_device_memory_resource;  // shares the cache
+
   void* do_allocate(std::size_t bytes, std::size_t alignment, stream_view stream) override;
   void do_deallocate(void* pointer,
                      std::size_t bytes,
@@ -42,7 +46,7 @@ class host_memory_resource final : public memory_resource {
   [[nodiscard]] bool do_is_equal(memory_resource const& other) const noexcept override;
   [[nodiscard]] memory_kind do_kind() const noexcept override { return memory_kind::HOST; }
 
-  std::unique_ptr<detail::block_cache> cache_;  ///< null: no cache
+  std::shared_ptr<detail::block_cache> cache_;  ///< null: no cache
 };
 
 }  // namespace spillway

@@ -65,7 +65,9 @@ struct device_environment_options {
  * device buffers, then runs the protocol of `coordinator()` for the allocating task. The store
  * keeps spilled buffers on `host_tier()` within `host_memory`, then on disk. `host()` is a plain
  * host resource for what the caller keeps outside the store (keys, I/O scratch). `stream()` is
- * the stream to compute and copy on.
+ * the stream to compute and copy on. On the emulated device, `device()`, `host()` and the host
+ * tier keep their freed blocks in one cache: a block one of them frees, another takes without
+ * the kernel clearing its pages (each resource still counts only its own live bytes).
  *
  * On `device_backend::CUDA` the device is `cuda_async_memory_resource` behind a limit of
  * `device_memory` bytes (which must not exceed the GPU's free memory), the host tier a pool of

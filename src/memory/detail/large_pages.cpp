@@ -1,5 +1,6 @@
 #include "large_pages.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <iterator>
 #include <new>
@@ -143,6 +144,16 @@ void block_cache::keep(void* pointer, std::size_t size) noexcept {
   } catch (...) {  // no memory for the map's node: give the block back instead
     unmap_block(pointer, size);
   }
+}
+
+std::size_t block_cache::limit() const {
+  std::scoped_lock const lock(mutex_);
+  return limit_;
+}
+
+void block_cache::raise_limit(std::size_t limit) {
+  std::scoped_lock const lock(mutex_);
+  limit_ = std::max(limit_, limit);
 }
 
 std::size_t block_cache::cached_bytes() const {

@@ -61,7 +61,9 @@ class block_cache {
   void deallocate(void* pointer, std::size_t bytes, std::size_t alignment) noexcept;
   /** @return bytes of freed blocks held for reuse */
   [[nodiscard]] std::size_t cached_bytes() const;
-  [[nodiscard]] std::size_t limit() const noexcept { return limit_; }
+  [[nodiscard]] std::size_t limit() const;
+  /** @brief Keeps up to `limit` bytes from now on, if that is more than the limit now. */
+  void raise_limit(std::size_t limit);
 
  private:
   /// Drops a cached block from the books (the caller holds the lock; the block stays mapped).
@@ -69,8 +71,8 @@ class block_cache {
   /// Caches a mapped block, or unmaps it (the caller holds the lock).
   void keep(void* pointer, std::size_t size) noexcept;
 
-  std::size_t const limit_;
   mutable std::mutex mutex_;
+  std::size_t limit_;                         ///< guarded by mutex_
   std::multimap<std::size_t, void*> blocks_;  ///< mapped size -> block
   std::size_t cached_       = 0;
   std::size_t cached_small_ = 0;  ///< of cached_, in blocks under SMALL_BLOCK_BYTES
