@@ -83,7 +83,8 @@ device_backend resolve_rank_backend(std::string const& name, int ranks, std::siz
 
 /**
  * @brief One rank's device (emulated or CUDA; its OOM protocol, lease arbiter and spill store)
- * and its task, bound to the constructing thread, plus plain host memory for I/O scratch.
+ * and its task, bound to the constructing thread, plus host memory for I/O scratch (shared
+ * with the emulated device's cache) and for control messages and keys.
  * @note Construct it on the rank's own thread.
  */
 class rank_device {
@@ -111,9 +112,11 @@ class rank_device {
   device_task task_;
   task_context::thread_binding bind_;
   host_memory_resource host_{IO_SCRATCH_CACHE_BYTES};
-  // The environment's host: on the emulated device, the blocks a decode frees serve the next
-  // shards or sorted runs on the device without fresh pages (and the other way round).
-  statistics_resource_adaptor io_scratch_{environment_.host()};
+  // On the emulated device, the environment's host: the blocks a decode frees serve the next
+  // shards or sorted runs on the device without fresh pages (and the other way round). A GPU
+  // shares nothing with it, and the host above caches less than the environment's would.
+  statistics_resource_adaptor io_scratch_{
+    environment_.backend() == device_backend::EMULATED ? environment_.host() : resource_ref{host_}};
 };
 
 /**

@@ -300,8 +300,8 @@ int run_sort(sort_arguments const& args) {
   output_directory directory{args.output, args.overwrite};
 
   // The device, its OOM protocol and lease arbiter, and the spill store (host budget, disk under
-  // --spill-dir) come from one `device_environment`; a plain host serves the keys, and the
-  // environment's host the I/O scratch (below).
+  // --spill-dir) come from one `device_environment`; a plain host serves the keys (and the I/O
+  // scratch on a GPU), the environment's host the I/O scratch on the emulated device (below).
   host_memory_resource host{IO_SCRATCH_CACHE_BYTES};
   sort_progress progress;
   // The report's recorder: made before the environment, whose store records into it, and stopped
@@ -338,9 +338,11 @@ int run_sort(sort_arguments const& args) {
     throw usage_error("--device-memory " + args.device_memory + ": " +
                       user_message(failure.what()));
   }
-  // On the emulated device, the blocks a decode frees serve the next runs on the device without
-  // fresh pages, and the other way round (one cache behind both).
-  statistics_resource_adaptor io_scratch{environment->host()};
+  // On the emulated device, the environment's host: the blocks a decode frees serve the next runs
+  // on the device without fresh pages, and the other way round (one cache behind both). A GPU
+  // shares nothing with it, and `host` caches less than the environment's would.
+  statistics_resource_adaptor io_scratch{
+    environment->backend() == device_backend::EMULATED ? environment->host() : resource_ref{host}};
   device_task sort_task{*environment, task_id{1}};
   auto& task             = sort_task.context();
   auto& store            = environment->store();

@@ -31,8 +31,7 @@ emulated_device_memory_resource::emulated_device_memory_resource(std::size_t cap
                    "an emulated device shares the cache of a host resource that has one",
                    invalid_argument);
   // What both would have kept apart, at most MAX_CACHED_BYTES (a limit already above it stays).
-  std::size_t const device_limit = cache_limit(capacity);
-  cache_->raise_limit(std::min(cache_->limit(), MAX_CACHED_BYTES - device_limit) + device_limit);
+  cache_->raise_limit(cache_limit(capacity), MAX_CACHED_BYTES);
 }
 
 emulated_device_memory_resource::~emulated_device_memory_resource() = default;

@@ -79,8 +79,11 @@ device_environment::device_environment(device_environment_options const& options
   : backend_(options.backend),
     device_memory_(options.device_memory),
     host_memory_(options.host_memory),
-    // Freed host-tier blocks stay mapped for the next spill, up to the tier's budget.
-    host_(std::min(options.host_memory, emulated_device_memory_resource::MAX_CACHED_BYTES)),
+    // Freed host-tier blocks stay mapped for the next spill, up to the tier's budget (at least
+    // a byte, so that the cache exists for the emulated device to share; a budget below the
+    // store's minimum is refused by the store).
+    host_(std::clamp(
+      options.host_memory, std::size_t{1}, emulated_device_memory_resource::MAX_CACHED_BYTES)),
     cuda_(make_cuda_parts(options)),
     // The emulated device is host memory too: its freed blocks and the host's share one cache.
     emulated_(cuda_

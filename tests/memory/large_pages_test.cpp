@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -227,6 +228,30 @@ TEST(BlockCache, AnEmulatedDeviceSharingTheHostsCacheTakesTheBlocksTheHostFreed)
   host.deallocate(more, 48_MiB);
   EXPECT_EQ(host.cached_bytes(), detail::LARGE_BLOCKS_MAPPED ? 88_MiB : 0U);
   EXPECT_EQ(device.used_bytes(), 0U);
+}
+
+TEST(BlockCache, ASharedCacheKeepsTheSumOfBothLimitsUpToTheMost) {
+  SKIP_UNLESS_MAPPED();
+  // 1 MiB for the host and twice 10 MiB for the device: a freed block of 21 MiB stays, one of
+  // 22 MiB goes back.
+  host_memory_resource small{1_MiB};
+  emulated_device_memory_resource sharing{10_MiB, small};
+  void* over = small.allocate(22_MiB);
+  small.deallocate(over, 22_MiB);
+  EXPECT_EQ(small.cached_bytes(), 0U);
+  void* at = small.allocate(21_MiB);
+  small.deallocate(at, 21_MiB);
+  EXPECT_EQ(small.cached_bytes(), 21_MiB);
+  // 3 GiB and an unbounded device's 4 GiB keep at most 4 GiB (mapped, never touched here).
+  host_memory_resource host{3_GiB};
+  emulated_device_memory_resource device{std::numeric_limits<std::size_t>::max(), host};
+  constexpr std::size_t most = emulated_device_memory_resource::MAX_CACHED_BYTES;
+  void* beyond               = device.allocate(most + 64_KiB);
+  device.deallocate(beyond, most + 64_KiB);
+  EXPECT_EQ(host.cached_bytes(), 0U);
+  void* largest = device.allocate(most);
+  device.deallocate(largest, most);
+  EXPECT_EQ(host.cached_bytes(), most);
 }
 
 TEST(BlockCache, HostResourcesWithACacheAreEqualOnlyToThemselves) {

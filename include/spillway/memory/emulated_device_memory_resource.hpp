@@ -23,9 +23,10 @@ class block_cache;
  * Every policy that guards a real accelerator (leases, spilling, retry) runs against it on any
  * machine. An allocation that would exceed the capacity throws `out_of_memory` naming the
  * requested, available and capacity bytes; nothing is allocated in that case. Freed blocks of
- * 256 KiB and more stay mapped, up to twice the capacity or MAX_CACHED_BYTES (the smaller), and
+ * 64 KiB and more stay mapped, up to twice the capacity or MAX_CACHED_BYTES (the smaller), and
  * are handed out again, so that reused memory is not cleared by the kernel each time, as on a
- * device: the host memory behind it is the live bytes plus at most that much. Twice, not once:
+ * device: the host memory behind it is the live bytes plus at most that much (with a host
+ * resource's cache shared, the two resources' live bytes plus the shared cache). Twice, not once:
  * a device that is full keeps handing out blocks of other sizes than the ones it freed (an
  * out-of-core sort of 50M string keys on a 512 MiB device took half the page faults and 7.5-7.6
  * instead of 8.3-8.5 s, for 0.23 GB more resident memory; docs/BENCHMARKS.md, "Eighth run").

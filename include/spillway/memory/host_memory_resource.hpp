@@ -18,9 +18,9 @@ class emulated_device_memory_resource;
 
 /**
  * @brief Allocates host memory with `::operator new(bytes, std::align_val_t)`; with a cache,
- * blocks of 256 KiB and more are mapped on their own and, once freed, kept (up to the cache's
- * size) and handed out again, so that a spill tier's reused memory is not cleared by the kernel
- * for every buffer.
+ * blocks of 64 KiB and more are mapped on their own and, once freed, kept (up to the cache's
+ * size, raised by an emulated device that shares the cache) and handed out again, so that a
+ * spill tier's reused memory is not cleared by the kernel for every buffer.
  * @note Thread-safe. Instances without a cache are all equal (any of them frees what another
  * allocated); one with a cache is equal to itself only.
  */

@@ -151,9 +151,11 @@ std::size_t block_cache::limit() const {
   return limit_;
 }
 
-void block_cache::raise_limit(std::size_t limit) {
+void block_cache::raise_limit(std::size_t bytes, std::size_t cap) {
   std::scoped_lock const lock(mutex_);
-  limit_ = std::max(limit_, limit);
+  if (limit_ < cap) {
+    limit_ += std::min(bytes, cap - limit_);
+  }
 }
 
 std::size_t block_cache::cached_bytes() const {

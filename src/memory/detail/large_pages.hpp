@@ -62,8 +62,8 @@ class block_cache {
   /** @return bytes of freed blocks held for reuse */
   [[nodiscard]] std::size_t cached_bytes() const;
   [[nodiscard]] std::size_t limit() const;
-  /** @brief Keeps up to `limit` bytes from now on, if that is more than the limit now. */
-  void raise_limit(std::size_t limit);
+  /** @brief Keeps `bytes` more from now on, up to `cap` (a limit already above it stays). */
+  void raise_limit(std::size_t bytes, std::size_t cap);
 
  private:
   /// Drops a cached block from the books (the caller holds the lock; the block stays mapped).
