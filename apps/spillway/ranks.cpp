@@ -210,6 +210,10 @@ dataset_input describe_input(std::string const& source, std::string const& forma
   return input;
 }
 
+resource_ref io_scratch_host(device_environment& environment, host_memory_resource& own) {
+  return environment.backend() == device_backend::EMULATED ? environment.host() : resource_ref{own};
+}
+
 std::string input_piece::describe() const {
   if (!row_groups) {
     return file;

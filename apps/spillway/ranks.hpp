@@ -82,6 +82,14 @@ class shared_output {
 device_backend resolve_rank_backend(std::string const& name, int ranks, std::size_t device_memory);
 
 /**
+ * @return where a command's I/O scratch goes: on the emulated device, the environment's host,
+ * whose cache the device shares (the blocks a decode frees serve the next shards or sorted runs
+ * on the device without fresh pages, and the other way round); on a GPU, which shares nothing
+ * with it, `own`, which caches less (IO_SCRATCH_CACHE_BYTES) than the environment's host would
+ */
+resource_ref io_scratch_host(device_environment& environment, host_memory_resource& own);
+
+/**
  * @brief One rank's device (emulated or CUDA; its OOM protocol, lease arbiter and spill store)
  * and its task, bound to the constructing thread, plus host memory for I/O scratch (shared
  * with the emulated device's cache) and for control messages and keys.
@@ -112,11 +120,7 @@ class rank_device {
   device_task task_;
   task_context::thread_binding bind_;
   host_memory_resource host_{IO_SCRATCH_CACHE_BYTES};
-  // On the emulated device, the environment's host: the blocks a decode frees serve the next
-  // shards or sorted runs on the device without fresh pages (and the other way round). A GPU
-  // shares nothing with it, and the host above caches less than the environment's would.
-  statistics_resource_adaptor io_scratch_{
-    environment_.backend() == device_backend::EMULATED ? environment_.host() : resource_ref{host_}};
+  statistics_resource_adaptor io_scratch_{io_scratch_host(environment_, host_)};
 };
 
 /**

@@ -338,11 +338,7 @@ int run_sort(sort_arguments const& args) {
     throw usage_error("--device-memory " + args.device_memory + ": " +
                       user_message(failure.what()));
   }
-  // On the emulated device, the environment's host: the blocks a decode frees serve the next runs
-  // on the device without fresh pages, and the other way round (one cache behind both). A GPU
-  // shares nothing with it, and `host` caches less than the environment's would.
-  statistics_resource_adaptor io_scratch{
-    environment->backend() == device_backend::EMULATED ? environment->host() : resource_ref{host}};
+  statistics_resource_adaptor io_scratch{io_scratch_host(*environment, host)};
   device_task sort_task{*environment, task_id{1}};
   auto& task             = sort_task.context();
   auto& store            = environment->store();
