@@ -8,7 +8,9 @@ An external sort of INPUT bytes under a memory budget of BUDGET bytes must at le
 No sort does less; a sort's time beside this floor says how much of it is the algorithm.
 A process that writes INPUT bytes into memory it has not used before also pays the kernel for
 every fresh page (first_touch_GBps, one thread, against rewrite_GBps into the same pages): the
-cost of a first run that later runs, reusing their memory, do not pay.
+cost of a first run that later runs, reusing their memory, do not pay. --huge-pages also times
+fresh transparent huge pages, written at once after the last mapping was freed and after an idle
+pause (a virtual machine's host may take freed memory back meanwhile).
 
 The disk is measured in the spill directory (--dir) two ways, since both happen in practice:
 "durable" writes end with fdatasync and reads come from the disk (pages dropped with
@@ -25,6 +27,9 @@ import tempfile
 import time
 
 import numpy as np
+
+# As spillway maps its blocks (Python's default, a shared mapping, is backed by shared memory).
+PRIVATE_ANONYMOUS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
 
 UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "KB": 10**3, "MB": 10**6,
          "GB": 10**9}
@@ -54,9 +59,9 @@ def touch_rates(size=1 << 30, repeats=3):
     first time it uses memory), and into the same memory again."""
     fresh = warm = float("inf")
     for _ in range(repeats):
-        # An anonymous mapping of its own, in pages of 4 KiB as spillway's blocks are (numpy's
+        # A private anonymous mapping of its own, in pages of 4 KiB as spillway's blocks are (numpy's
         # own large arrays may get huge pages, and so may any mapping where THP is "always").
-        memory = mmap.mmap(-1, size)
+        memory = mmap.mmap(-1, size, flags=PRIVATE_ANONYMOUS)
         if hasattr(mmap, "MADV_NOHUGEPAGE"):
             memory.madvise(mmap.MADV_NOHUGEPAGE)
         target = np.frombuffer(memory, dtype=np.int64)
@@ -69,6 +74,29 @@ def touch_rates(size=1 << 30, repeats=3):
         del target
         memory.close()
     return size / fresh, size / warm
+
+
+def huge_touch_rates(size=1 << 30, pauses=(0, 0, 5, 5)):
+    """Bytes per second of one thread writing `size` bytes into a fresh mapping of transparent
+    huge pages (2 MiB aligned, MADV_HUGEPAGE), after each pause in seconds since the last
+    mapping was freed; None where the kernel has no MADV_HUGEPAGE."""
+    if not hasattr(mmap, "MADV_HUGEPAGE"):
+        return None
+    huge = 2 << 20
+    rates = []
+    for pause in pauses:
+        time.sleep(pause)
+        memory = mmap.mmap(-1, size + huge, flags=PRIVATE_ANONYMOUS)
+        whole = np.frombuffer(memory, dtype=np.uint8)
+        offset = -whole.ctypes.data % huge
+        memory.madvise(mmap.MADV_HUGEPAGE, offset, size)
+        target = whole[offset:offset + size].view(np.int64)
+        start = time.perf_counter()
+        target.fill(1)
+        rates.append(size / (time.perf_counter() - start))
+        del target, whole
+        memory.close()
+    return [{"pause_s": pause, "GBps": round(rate / 1e9, 2)} for pause, rate in zip(pauses, rates)]
 
 
 def disk_rates(directory, size, durable, chunk=8 << 20):
@@ -107,6 +135,8 @@ def main():
     parser.add_argument("--budget", required=True, help="device + host budget, e.g. 512MiB")
     parser.add_argument("--dir", default=".", help="the spill directory's file system")
     parser.add_argument("--sample-bytes", default="1GiB", help="bytes written per disk test")
+    parser.add_argument("--huge-pages", action="store_true",
+                        help="also time fresh transparent huge pages, with and without a pause")
     args = parser.parse_args()
 
     input_bytes = parse_bytes(args.input_bytes)
@@ -118,6 +148,8 @@ def main():
               "memcpy_GBps": round(memory / 1e9, 2),
               "first_touch_GBps": round(fresh / 1e9, 2), "rewrite_GBps": round(warm / 1e9, 2),
               "first_touch_seconds_of_input": round(input_bytes / fresh, 3)}
+    if args.huge_pages:
+        result["huge_first_touch"] = huge_touch_rates()
     for label, durable in (("durable", True), ("cached", False)):
         write, read = disk_rates(args.dir, sample, durable)
         floor = input_bytes / memory + spill / write + spill / read
