@@ -54,4 +54,19 @@ void output_directory::commit(std::vector<std::string> const& written) {
   }
 }
 
+void refuse_output_holding_input(std::string const& output,
+                                 std::vector<std::string> const& input_files) {
+  std::error_code error;
+  if (!fs::is_directory(output, error)) {
+    return;  // a missing output holds nothing; a file is refused by output_directory
+  }
+  auto const directory = fs::weakly_canonical(output, error);
+  for (auto const& file : input_files) {
+    if (fs::weakly_canonical(file, error).parent_path() == directory) {
+      throw usage_error("output '" + output + "' holds the input file '" + file +
+                        "'; write elsewhere");
+    }
+  }
+}
+
 }  // namespace spillway::cli

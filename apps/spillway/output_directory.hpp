@@ -49,4 +49,14 @@ class output_directory {
   std::vector<std::string> previous_files_;  ///< visible files there before the command
 };
 
+/**
+ * @brief Refuses to write into a directory that holds the input: replacing its dataset would
+ * remove the input files (with --overwrite), which a shuffle's recomputation and a resumed run
+ * still read.
+ * @param input_files the input's files, as `expand_dataset` lists them
+ * @throws usage_error naming the first input file found directly in `output`
+ */
+void refuse_output_holding_input(std::string const& output,
+                                 std::vector<std::string> const& input_files);
+
 }  // namespace spillway::cli

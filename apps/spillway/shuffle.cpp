@@ -247,7 +247,8 @@ int run_shuffle(shuffle_arguments const& args) {
       throw usage_error("--by " + args.by + ": a shuffle hashes its keys; give column names only");
     }
   }
-  auto const input              = describe_input(args.input, args.format);
+  auto const input = describe_input(args.input, args.format);
+  refuse_output_holding_input(args.output, input.files);
   auto const& format            = input.format;
   auto const& names             = input.names;
   auto const resolved           = resolve_sort_keys(keys, input.schema, args.input);

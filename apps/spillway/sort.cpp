@@ -16,6 +16,7 @@
 
 #include <spillway/core/units.hpp>
 #include <spillway/io/batch_writer.hpp>
+#include <spillway/io/dataset.hpp>
 #include <spillway/lease/lease_arbiter.hpp>
 #include <spillway/lease/task_context.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
@@ -283,12 +284,8 @@ int run_sort(sort_arguments const& args) {
                       " is too small: the spill store needs at least " +
                       format_bytes(MIN_HOST_BUDGET));
   }
-  std::error_code error;
-  if (std::filesystem::exists(args.output, error) && std::filesystem::exists(args.input, error) &&
-      std::filesystem::equivalent(args.input, args.output, error)) {
-    throw usage_error("output '" + args.output + "' is the input; write elsewhere");
-  }
   auto const format = resolve_format(args.input, args.format);
+  refuse_output_holding_input(args.output, expand_dataset(args.input));
   std::filesystem::path report_json;
   if (!args.report.empty()) {
     report_json = std::filesystem::path{args.report}.replace_extension(".json");

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -166,6 +167,30 @@ TEST_F(SpillwayRanks, ShuffleErrors) {
   expect_failure(
     run("shuffle in -o out --by id --partitions 4 --mode sideways"), 2, "--mode", "out");
   expect_failure(run("shuffle missing -o out --by id --partitions 4"), 1, "missing", "out");
+}
+
+TEST_F(SpillwayRanks, AnOutputThatHoldsTheInputIsRefusedEvenWhenOverwriting) {
+  // Replacing the output's dataset would remove the input files it holds.
+  auto const before = files_in("in");
+  ASSERT_EQ(before.size(), 5U);
+  auto names = before;
+  std::sort(names.begin(), names.end());
+  for (std::string const& command : std::vector<std::string>{
+         "shuffle in -o in --by id --partitions 4 --ranks 2 --overwrite",
+         "shuffle in -o in --by id --partitions 4 --overwrite",
+         "sort in -o in --by id --ranks 2 --overwrite",
+         "sort in -o in --by id --overwrite",
+         "sort in/" + names[0] + " -o in --by id --overwrite",
+         "shuffle in/" + names[0] + " -o in/. --by id --partitions 4 --overwrite"}) {
+    SCOPED_TRACE(command);
+    auto const result = run(command + RANK_BUDGETS);
+    EXPECT_EQ(result.exit_code, 2) << result.err;
+    EXPECT_NE(result.err.find("holds the input file"), std::string::npos) << result.err;
+    EXPECT_EQ(files_in("in"), before);
+  }
+  // Beside the input, or in a directory under it, is fine.
+  run_ok("shuffle in -o in/sub --by id --partitions 4 --ranks 2" + std::string{RANK_BUDGETS});
+  run_ok("verify in/sub --by id --partitions 4 --against in");
 }
 
 TEST_F(SpillwayRanks, AFileThatIsNotParquetIsNamedWhicheverRankReadsItsFooter) {
