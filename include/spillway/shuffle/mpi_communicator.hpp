@@ -94,6 +94,10 @@ class mpi_environment {
  * - `fail(reason)` fails this rank's pending and later operations and sends a failure notice to
  *   every other rank, whose pending and later operations then fail too. A peer process that dies
  *   is handled by the MPI runtime: OpenMPI's mpirun ends the whole job, so nobody hangs.
+ * - A message still arriving when its group fails is left in its memory, never freed, until the
+ *   process ends: MPI may go on writing into it, and its resource may be gone before MPI is done.
+ *   A sender's bytes must stay valid until its future is ready; fail the group (`fail`) before
+ *   freeing memory that sends under way may still read.
  * - A failure of an MPI call becomes `communication_error` carrying MPI's error string.
  * @note Thread-safe as `communicator` requires. Constructing one is collective over
  * MPI_COMM_WORLD: every process constructs its communicators in the same order.

@@ -38,6 +38,13 @@ constexpr int max_notice_bytes = 1024;
 /** How long the progress thread keeps calling MPI without sleeping while a send or receive is
  * under way and nothing completes (see mpi_engine::loop). */
 constexpr std::chrono::milliseconds IN_FLIGHT_SPIN{50};
+/// How long a send (or collective) of a failed group stays under way before its future fails. The
+/// caller frees its bytes once the future is ready, but a peer that matched the message before it
+/// heard of the failure still has MPI move the rest: each side goes on progressing its requests,
+/// and such a transfer (a shard of tens of MB at 1 GB/s or more) ends within this time. A message
+/// no peer matched is never read again. Longer keeps the failed rank alive while its peers exit,
+/// which mpirun handles less well.
+constexpr std::chrono::milliseconds ABANDONED_SEND_GRACE{500};
 
 std::string mpi_error_string(int code) {
   std::string text(static_cast<std::size_t>(MPI_MAX_ERROR_STRING), '\0');
@@ -160,8 +167,12 @@ class completion {
 
   /** @brief The request completed; `error` is MPI_SUCCESS or the MPI error code. */
   virtual void complete(MPI_Status const& status, int error) = 0;
-  /** @brief The group failed before completion: settle the promise with `error`. */
+  /** @brief The group failed before completion: settle the promise with `error` (at once, or by
+   * `settle_if_due`). */
   virtual void abandon(std::exception_ptr const& error) = 0;
+  /** @brief Settles an abandoned request whose settling was put off, once `now` is past its time.
+   */
+  virtual void settle_if_due(std::chrono::steady_clock::time_point /*now*/) {}
   /** @return true for requests that are not user work (failure notices) */
   [[nodiscard]] virtual bool background() const noexcept { return false; }
   [[nodiscard]] mpi_communicator_state* owner() const noexcept { return owner_.get(); }
@@ -361,7 +372,19 @@ class void_completion final : public completion {
       settle(nullptr);
     }
   }
-  void abandon(std::exception_ptr const& error) override { settle(error); }
+  /// MPI may still read the caller's bytes: they stay the caller's until the request completes or
+  /// ABANDONED_SEND_GRACE has passed.
+  void abandon(std::exception_ptr const& error) override {
+    if (!abandoned_) {
+      abandoned_ = error;
+      due_       = std::chrono::steady_clock::now() + ABANDONED_SEND_GRACE;
+    }
+  }
+  void settle_if_due(std::chrono::steady_clock::time_point now) override {
+    if (abandoned_ && now >= due_) {
+      settle(abandoned_);
+    }
+  }
 
  private:
   // A group's requests share `done`; the first error or the last success settles it.
@@ -381,6 +404,8 @@ class void_completion final : public completion {
   std::shared_ptr<int> remaining_;
   char const* what_;
   std::shared_ptr<void const> keep_;
+  std::exception_ptr abandoned_;  ///< the group's failure, once abandoned
+  std::chrono::steady_clock::time_point due_;
 };
 
 /** Completes a matched receive: hands the buffer over, or reports the error. */
@@ -429,6 +454,11 @@ class receive_completion final : public completion {
       settled_ = true;
       done_.set_exception(error);
     }
+    // MPI may go on writing into the message's memory, and its resource may be gone before MPI
+    // is done (a failed rank's device goes with its run): the memory is never freed, but left to
+    // the process's exit. (The staged copy is of the communicator's staging resource, which
+    // outlives the engine.)
+    static_cast<void>(std::make_unique<buffer>(std::move(message_.data)).release());
   }
 
  private:
@@ -664,7 +694,11 @@ void mpi_engine::loop() {
     }
     user_completed_       = false;
     bool const progressed = test_requests() || started;
-    idle                  = progressed ? 0 : std::min(idle + 1, 1 << 20);  // (bounded: no overflow)
+    auto const now        = clock::now();
+    for (auto& c : completions_) {
+      c->settle_if_due(now);
+    }
+    idle = progressed ? 0 : std::min(idle + 1, 1 << 20);  // (bounded: no overflow)
     if (started || user_completed_) {
       moved = clock::now();  // (background completions, such as notices, do not count)
     }
