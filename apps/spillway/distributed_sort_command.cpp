@@ -64,7 +64,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
   run_on_ranks(request.ranks, [&](communicator& comm) {
     output.open(comm);
     rank_device rank(comm, device_memory, host_memory, request.spill_dir, backend);
-    explaining_spill_failures(rank.environment().store(), [&] {
+    run_rank_work(comm, rank.environment().store(), [&] {
       auto& environment = rank.environment();
       auto& rank_host   = rank.host();
       auto& io_scratch  = rank.io_scratch();

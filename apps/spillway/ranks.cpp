@@ -189,11 +189,18 @@ void run_on_ranks(int in_process_ranks, std::function<void(communicator&)> const
   mpi_communicator comm(environment, options);
   try {
     body(comm);
-  } catch (communication_error const&) {
-    throw;
   } catch (std::exception const& error) {
-    comm.fail("rank " + std::to_string(comm.rank()) + ": " + error.what());
+    fail_group_with(comm, error);
     throw;
+  }
+}
+
+void fail_group_with(communicator& comm, std::exception const& error) {
+  if (dynamic_cast<communication_error const*>(&error) != nullptr) {
+    return;  // the group failed: this error is its failure
+  }
+  if (auto* const mpi = dynamic_cast<mpi_communicator*>(&comm)) {
+    mpi->fail("rank " + std::to_string(comm.rank()) + ": " + user_message(error.what()));
   }
 }
 
@@ -226,9 +233,10 @@ std::vector<input_piece> input_of_rank(communicator& comm, dataset_input const& 
   auto const rank = static_cast<std::size_t>(comm.rank());
   auto const size = static_cast<std::size_t>(comm.size());
   std::vector<input_piece> mine;
+  auto const schema = std::make_shared<table_schema const>(input.schema);
   if (input.format != file_format::PARQUET) {
     for (std::size_t i = rank; i < input.files.size(); i += size) {
-      mine.push_back({input.files[i], std::nullopt});
+      mine.push_back({input.files[i], std::nullopt, schema, input.files.front()});
     }
     return mine;
   }
@@ -281,7 +289,7 @@ std::vector<input_piece> input_of_rank(communicator& comm, dataset_input const& 
   }
   auto const shares = split_row_groups(input.files, rows, size);
   for (auto const& piece : shares[rank]) {
-    mine.push_back({piece.path, std::pair{piece.first, piece.end}});
+    mine.push_back({piece.path, std::pair{piece.first, piece.end}, schema, input.files.front()});
   }
   return mine;
 }
@@ -291,17 +299,25 @@ std::unique_ptr<batch_reader> open_piece(input_piece const& piece,
                                          std::size_t batch_bytes,
                                          memory_resources mrs,
                                          stream_view stream) {
+  std::unique_ptr<batch_reader> reader;
   if (!piece.row_groups) {
-    return open_dataset(piece.file, format, batch_bytes, mrs, stream);
+    reader = open_dataset(piece.file, format, batch_bytes, mrs, stream);
+  } else {
+    parquet_read_options options;
+    options.target_batch_bytes = batch_bytes;
+    reader                     = open_parquet(
+      std::vector<parquet_row_groups>{
+                            {piece.file, piece.row_groups->first, piece.row_groups->second, 0}},
+      options,
+      stream,
+      mrs);
   }
-  parquet_read_options options;
-  options.target_batch_bytes = batch_bytes;
-  return open_parquet(
-    std::vector<parquet_row_groups>{
-      {piece.file, piece.row_groups->first, piece.row_groups->second, 0}},
-    options,
-    stream,
-    mrs);
+  if (piece.schema && reader->schema() != *piece.schema) {
+    throw invalid_argument("'" + piece.file + "' has columns (" + to_string(reader->schema()) +
+                           ") unlike those of '" + piece.schema_file + "' (" +
+                           to_string(*piece.schema) + ")");
+  }
+  return reader;
 }
 
 void read_pieces(std::vector<input_piece> const& pieces,

@@ -8,6 +8,7 @@
 
 #include "command_line.hpp"
 #include "output_directory.hpp"
+#include "spill_failures.hpp"
 
 #include <spillway/io/file_format.hpp>
 #include <spillway/io/schema.hpp>
@@ -21,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -130,6 +132,29 @@ class rank_device {
  */
 void maybe_fail_after_writing(int rank);
 
+/**
+ * @brief Under mpirun: fails `comm`'s group with this rank's `error`, so that the other ranks learn
+ * why and this rank's transfers still under way are abandoned. A no-op for in-process ranks (their
+ * group fails when their thread ends) and for a group that failed already.
+ */
+void fail_group_with(communicator& comm, std::exception const& error);
+
+/**
+ * @brief Runs a rank's work, `body`, on its device: as `explaining_spill_failures`, and when it
+ * throws, fails the group first (`fail_group_with`), while the rank's memory is still there. MPI
+ * may still be moving bytes of transfers under way in and out of that memory; failing the group
+ * only after the device's memory is gone could have them touch freed memory.
+ */
+template <typename Body>
+void run_rank_work(communicator& comm, spill_store const& store, Body&& body) {
+  try {
+    explaining_spill_failures(store, std::forward<Body>(body));
+  } catch (std::exception const& error) {
+    fail_group_with(comm, error);
+    throw;
+  }
+}
+
 /** @return whether this process was started by `mpirun` (OpenMPI, MPICH or PMIx variables) */
 bool launched_by_mpirun() noexcept;
 
@@ -156,6 +181,10 @@ struct input_piece {
   std::string file;
   /// Parquet: the row groups [first, second) of `file`; none: the whole file.
   std::optional<std::pair<std::size_t, std::size_t>> row_groups;
+  /// The dataset's columns, which `open_piece` checks `file` against (none: not checked), and
+  /// the file they were read from.
+  std::shared_ptr<table_schema const> schema;
+  std::string schema_file;
   /** @return the file, and its row groups when only some are read */
   [[nodiscard]] std::string describe() const;
 };
@@ -172,6 +201,8 @@ std::vector<input_piece> input_of_rank(communicator& comm, dataset_input const& 
 /**
  * @brief Opens `piece` for streaming in batches of about `batch_bytes`, as `open_dataset` opens a
  * file.
+ * @throws spillway::invalid_argument, naming both files, when the piece's file has other columns
+ * than the dataset (`input_piece::schema`)
  */
 std::unique_ptr<batch_reader> open_piece(input_piece const& piece,
                                          file_format format,

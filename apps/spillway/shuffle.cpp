@@ -264,7 +264,7 @@ int run_shuffle(shuffle_arguments const& args) {
   run_on_ranks(args.ranks, [&](communicator& comm) {
     output.open(comm);
     rank_device rank(comm, device_memory, host_memory, args.spill_dir, backend);
-    explaining_spill_failures(rank.environment().store(), [&] {
+    run_rank_work(comm, rank.environment().store(), [&] {
       auto& environment = rank.environment();
       auto& rank_host   = rank.host();
       auto& io_scratch  = rank.io_scratch();
