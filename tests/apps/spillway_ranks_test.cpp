@@ -213,6 +213,26 @@ TEST_F(SpillwayRanks, AFileThatIsNotParquetIsNamedWhicheverRankReadsItsFooter) {
   }
 }
 
+TEST_F(SpillwayRanks, AFileWithOtherColumnsIsNamedWhicheverRankReadsIt) {
+  // The last file of the dataset has other columns: the rank that reads it names it beside the
+  // first, as the one-process reader does, instead of failing later in the shuffle.
+  std::filesystem::copy(path("in"), path("mixed"));
+  run_ok("gen uniform --rows 1000 --files 1 -o other");
+  auto const other = files_in("other");
+  ASSERT_EQ(other.size(), 1U);
+  std::filesystem::copy_file(path("other") + "/" + other.front(), path("mixed") + "/zz.parquet");
+  auto names = files_in("mixed");
+  std::sort(names.begin(), names.end());
+  for (std::string const command : {"shuffle mixed -o out --by id --partitions 4 --ranks 3",
+                                    "sort mixed -o out --by id --ranks 3"}) {
+    SCOPED_TRACE(command);
+    auto const result = run(command + std::string{RANK_BUDGETS});
+    expect_failure(result, 1, "zz.parquet' has columns", "out");
+    EXPECT_NE(result.err.find("unlike those of"), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find(names.front()), std::string::npos) << result.err;
+  }
+}
+
 TEST_F(SpillwayRanks, AJobThatFailsOnOneRankLeavesNoVisibleOutput) {
   // Rank 2 fails once its files are written; ranks 0 and 1 have written theirs by then or soon
   // after. Nothing may appear in the output, and an existing dataset there must survive.
