@@ -36,14 +36,19 @@ std::uint64_t word_at(std::vector<std::byte> const& bytes, std::size_t index) {
 shared_output::shared_output(std::string path, bool overwrite)
   : path_(std::move(path)),
     staging_((std::filesystem::path(path_) / ".spillway-incomplete").string()),
-    overwrite_(overwrite) {}
+    overwrite_(overwrite),
+    unwinding_(std::uncaught_exceptions()) {}
 
 shared_output::~shared_output() {
   std::lock_guard lock(mutex_);
-  if (owns_staging_ && !committed_) {
+  // A process failing under mpirun removes the staging directory too, though rank 0's owns it:
+  // rank 0's process may be ended by mpirun first.
+  bool const failing = std::uncaught_exceptions() > unwinding_;
+  if ((owns_staging_ || (failing && staging_cleanup_)) && !committed_) {
     std::error_code ignored;
     std::filesystem::remove_all(staging_, ignored);
   }
+  staging_cleanup_.reset();
   directory_.reset();  // then the directory itself, when this command created it
 }
 
@@ -62,6 +67,11 @@ void shared_output::open(communicator& comm) {
         throw io_error("cannot create directory '" + staging_ + "': " + error.message());
       }
     }
+    // Every process's: mpirun ends the others with SIGTERM when one fails, and the last to go
+    // removes what the others wrote meanwhile.
+    if (!staging_cleanup_) {
+      staging_cleanup_ = std::make_unique<removed_on_signal>(staging_);
+    }
   }
   comm.barrier();
 }
@@ -70,6 +80,7 @@ std::vector<std::string> shared_output::commit(std::vector<std::string> const& w
   std::lock_guard lock(mutex_);
   std::vector<std::string> moved;
   if (!owns_staging_) {
+    staging_cleanup_.reset();  // rank 0's process moves the files and removes the directory
     return moved;
   }
   for (auto const& file : written) {
@@ -84,6 +95,7 @@ std::vector<std::string> shared_output::commit(std::vector<std::string> const& w
   committed_ = true;
   std::error_code ignored;
   std::filesystem::remove_all(staging_, ignored);
+  staging_cleanup_.reset();
   if (directory_) {
     directory_->commit(moved);
   }

@@ -18,6 +18,7 @@
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/runtime/device_environment.hpp>
 #include <spillway/shuffle/communicator.hpp>
+#include <spillway/spill/spill_directory.hpp>
 #include <spillway/table/table.hpp>
 
 #include <cstddef>
@@ -67,10 +68,14 @@ class shared_output {
   std::string path_;
   std::string staging_;
   bool overwrite_;
+  int unwinding_;  ///< exceptions in flight at construction
   bool owns_staging_ = false;
   bool committed_    = false;
   std::mutex mutex_;
   std::unique_ptr<output_directory> directory_;
+  /// Removes the staging directory when mpirun ends this process with SIGTERM because another
+  /// rank failed (its destructor would not run).
+  std::unique_ptr<removed_on_signal> staging_cleanup_;
 };
 
 /**

@@ -356,6 +356,29 @@ TEST_F(SpillwayRanks, ARankFailingUnderMpirunEndsEveryRankWithItsErrorAndNoCrash
   }
 }
 
+TEST_F(SpillwayRanks, AJobThatFailsOnOneRankUnderMpirunLeavesNoOutput) {
+  // Rank 1 fails once its files are in the staging directory. mpirun then ends the other
+  // processes, rank 0's (which owns the directory) among them, perhaps before their destructors
+  // run: whichever goes last removes the directory and what the others wrote.
+  if (mpirun(3).empty()) {
+    GTEST_SKIP() << "built without MPI: no mpirun to start ranks with";
+  }
+  for (std::string const command : {"shuffle in -o out --by id --partitions 6",
+                                    "sort in -o out --by id",
+                                    "shuffle in -o out --by id --partitions 6",
+                                    "sort in -o out --by id"}) {
+    SCOPED_TRACE(command);
+    auto const result =
+      run_launched("SPILLWAY_TEST_FAIL_AFTER_WRITING=1 timeout -k 5 60 env " + mpirun(3) + "'" +
+                   spillway_exe() + "' " + command + RANK_BUDGETS);
+    EXPECT_NE(result.exit_code, 0);
+    EXPECT_NE((result.out + result.err).find("rank 1 failed after writing"), std::string::npos)
+      << result.err;
+    EXPECT_FALSE(std::filesystem::exists(path("out"))) << "the failed job left its directory";
+    EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
+  }
+}
+
 TEST_F(SpillwayRanks, ShuffleUnderMpirunResumesAfterARankIsKilled) {
   if (mpirun(2).empty()) {
     GTEST_SKIP() << "built without MPI: no mpirun to start ranks with";

@@ -43,6 +43,31 @@ void remove_spill_directory_now() noexcept;
 void install_spill_cleanup_on_signals();
 
 namespace detail {
+std::size_t register_spill_directory(std::string const& path) noexcept;
+void unregister_spill_directory(std::size_t slot) noexcept;
+}  // namespace detail
+
+/**
+ * @brief While it lives, the flat directory `path` (its files, then itself) goes with the spill
+ * directories when SIGINT or SIGTERM ends the process (`install_spill_cleanup_on_signals`): for a
+ * command's staging directory of files not yet complete. Its removal on a normal exit stays its
+ * owner's. Not copyable.
+ */
+class removed_on_signal {
+ public:
+  explicit removed_on_signal(std::string const& path) noexcept
+    : slot_(detail::register_spill_directory(path)) {}
+  ~removed_on_signal() { detail::unregister_spill_directory(slot_); }
+  removed_on_signal(removed_on_signal const&)            = delete;
+  removed_on_signal& operator=(removed_on_signal const&) = delete;
+  removed_on_signal(removed_on_signal&&)                 = delete;
+  removed_on_signal& operator=(removed_on_signal&&)      = delete;
+
+ private:
+  std::size_t slot_;
+};
+
+namespace detail {
 
 /** @brief Records `path` for `remove_spill_directory_now`. @return a slot for unregistering */
 std::size_t register_spill_directory(std::string const& path) noexcept;
