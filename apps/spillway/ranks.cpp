@@ -58,6 +58,12 @@ void shared_output::open(communicator& comm) {
     if (!directory_ && (comm.rank() == 0 || launched_by_mpirun())) {
       directory_ = std::make_unique<output_directory>(path_, overwrite_);
     }
+  }
+  // Every process has seen whether the directory existed before rank 0 creates it (each one
+  // that fails then removes it again when this command created it and it is empty).
+  comm.barrier();
+  {
+    std::lock_guard lock(mutex_);
     if (comm.rank() == 0) {
       owns_staging_ = true;
       std::error_code error;

@@ -374,7 +374,14 @@ TEST_F(SpillwayRanks, AJobThatFailsOnOneRankUnderMpirunLeavesNoOutput) {
     EXPECT_NE(result.exit_code, 0);
     EXPECT_NE((result.out + result.err).find("rank 1 failed after writing"), std::string::npos)
       << result.err;
-    EXPECT_FALSE(std::filesystem::exists(path("out"))) << "the failed job left its directory";
+    std::string left;
+    std::error_code error;
+    for (auto const& entry : std::filesystem::recursive_directory_iterator(path("out"), error)) {
+      left += " " + entry.path().string();
+    }
+    EXPECT_FALSE(std::filesystem::exists(path("out")))
+      << "the failed job left its directory:" << left << "\n"
+      << result.err;
     EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
   }
 }
