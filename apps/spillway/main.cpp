@@ -63,7 +63,10 @@ int main(int argc, char** argv) {
   } catch (spillway::cli::verification_error const& error) {
     return fail(exit_code::FAILURE, error.what());
   } catch (spillway::out_of_memory const& error) {
-    return fail(exit_code::FAILURE, std::string{"out of memory: "} + error.what());
+    return fail(exit_code::FAILURE,
+                std::string{"out of memory: "} + error.what() +
+                  " (the budgets are too small for this input: give more --device-memory or "
+                  "--host-memory)");
   } catch (std::bad_alloc const&) {
     return fail(exit_code::FAILURE, "out of host memory");
   } catch (std::exception const& error) {

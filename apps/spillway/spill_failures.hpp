@@ -13,7 +13,8 @@ namespace spillway::cli {
 
 /**
  * @brief Runs `body`. An `out_of_memory` it throws after writes to the spill disk failed is really
- * a full or broken spill disk: it is thrown again with the count and the last disk error appended.
+ * a full or broken spill disk: it becomes an `io_error` that says so first (how often, the last
+ * error of the disk), then what ran out of memory.
  * @return what `body` returns
  */
 template <typename Body>
@@ -25,14 +26,12 @@ decltype(auto) explaining_spill_failures(spill_store const& store, Body&& body) 
     if (spilled.write_errors == 0) {
       throw;
     }
-    std::string message = std::string{failure.what()} + "; spilling to disk failed " +
-                          std::to_string(spilled.write_errors) +
+    std::string message = "spilling to disk failed " + std::to_string(spilled.write_errors) +
                           " time(s), last: " + spilled.last_error;
     if (!spilled.last_disk_error.empty() && spilled.last_disk_error != spilled.last_error) {
       message += "; the last error of the disk: " + spilled.last_disk_error;
     }
-    throw out_of_memory(
-      message, failure.requested_bytes(), failure.available_bytes(), failure.capacity_bytes());
+    throw io_error(message + "; then memory ran out: " + failure.what());
   }
 }
 

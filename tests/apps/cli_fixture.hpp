@@ -126,6 +126,8 @@ class SpillwayCli : public ::testing::Test {
     EXPECT_EQ(result.err.rfind("spillway: error: ", 0), 0U) << result.err;
     EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
     EXPECT_NE(result.err.find(needle), std::string::npos) << result.err;
+    EXPECT_EQ(result.err.find("spillway failure at"), std::string::npos)
+      << "the message names a call site of the library: " << result.err;
     EXPECT_TRUE(files_in(output).empty()) << "partial output left in " << output;
     EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
   }
