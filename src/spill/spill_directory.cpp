@@ -25,6 +25,7 @@ constexpr std::size_t MAX_REGISTERED_DIRECTORIES = 64;
 
 struct directory_slot {
   std::atomic<bool> used{false};
+  bool only_when_empty = false;  ///< rmdir only: never its files
   std::array<char, PATH_MAX> path{};
 };
 
@@ -109,9 +110,16 @@ std::size_t remove_stale_spill_directories(std::string const& root, file_system&
 }
 
 void remove_spill_directory_now() noexcept {
-  for (auto& slot : slots()) {
-    if (slot.used.load(std::memory_order_acquire)) {
-      remove_flat_directory(slot.path.data());
+  // The flat directories first: a directory removed only when empty may hold one of them.
+  for (bool const only_when_empty : {false, true}) {
+    for (auto& slot : slots()) {
+      if (slot.used.load(std::memory_order_acquire) && slot.only_when_empty == only_when_empty) {
+        if (only_when_empty) {
+          ::rmdir(slot.path.data());
+        } else {
+          remove_flat_directory(slot.path.data());
+        }
+      }
     }
   }
 }
@@ -142,7 +150,7 @@ void install_spill_cleanup_on_signals() {
 
 namespace detail {
 
-std::size_t register_spill_directory(std::string const& path) noexcept {
+std::size_t register_spill_directory(std::string const& path, bool only_when_empty) noexcept {
   if (path.size() >= PATH_MAX) {
     return MAX_REGISTERED_DIRECTORIES;
   }
@@ -151,6 +159,7 @@ std::size_t register_spill_directory(std::string const& path) noexcept {
     auto& slot = slots()[index];
     if (!slot.used.load(std::memory_order_relaxed)) {
       std::memcpy(slot.path.data(), path.c_str(), path.size() + 1);
+      slot.only_when_empty = only_when_empty;
       slot.used.store(true, std::memory_order_release);  // publishes the path to the handler
       return index;
     }

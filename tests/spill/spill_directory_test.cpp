@@ -65,6 +65,31 @@ TEST_F(SpillDirectoryTest, SignalHandlerFunctionRemovesLiveDirectories) {
   handle.release();  // the store copes with its files gone
 }
 
+TEST_F(SpillDirectoryTest, DirectoriesRemovedOnSignalOnlyWhenEmptyKeepTheirFilesAndGoLast) {
+  // A command's output directory (removed only when empty) holding its staging directory (flat):
+  // the staging goes first, then the output; an output holding a file stays, with the file.
+  auto const output  = root_ / "out";
+  auto const staging = output / ".staging";
+  auto const kept    = root_ / "kept";
+  std::filesystem::create_directories(staging);
+  std::filesystem::create_directories(kept);
+  std::ofstream(staging / "part-0.parquet") << "x";
+  std::ofstream(kept / "someone-elses.txt") << "x";
+  {
+    removed_on_signal const output_cleanup(output.string(), true);  // registered first
+    removed_on_signal const staging_cleanup(staging.string());
+    removed_on_signal const kept_cleanup(kept.string(), true);
+    remove_spill_directory_now();
+  }
+  EXPECT_FALSE(std::filesystem::exists(staging));
+  EXPECT_FALSE(std::filesystem::exists(output));
+  EXPECT_TRUE(std::filesystem::exists(kept / "someone-elses.txt"));
+  // Unregistered when they go: nothing is removed any more.
+  std::filesystem::create_directories(output);
+  remove_spill_directory_now();
+  EXPECT_TRUE(std::filesystem::exists(output));
+}
+
 TEST_F(SpillDirectoryTest, SigtermRemovesSpillFilesAndStillKillsTheProcess) {
   for (int const signal_number : {SIGTERM, SIGINT}) {
     int ready[2];

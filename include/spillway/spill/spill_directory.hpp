@@ -43,20 +43,22 @@ void remove_spill_directory_now() noexcept;
 void install_spill_cleanup_on_signals();
 
 namespace detail {
-std::size_t register_spill_directory(std::string const& path) noexcept;
+std::size_t register_spill_directory(std::string const& path,
+                                     bool only_when_empty = false) noexcept;
 void unregister_spill_directory(std::size_t slot) noexcept;
 }  // namespace detail
 
 /**
- * @brief While it lives, the flat directory `path` (its files, then itself) goes with the spill
- * directories when SIGINT or SIGTERM ends the process (`install_spill_cleanup_on_signals`): for a
- * command's staging directory of files not yet complete. Its removal on a normal exit stays its
- * owner's. Not copyable.
+ * @brief While it lives, the flat directory `path` (its files, then itself; with
+ * `only_when_empty`, itself only, when empty) goes with the spill directories when SIGINT or
+ * SIGTERM ends the process (`install_spill_cleanup_on_signals`): for a command's staging directory
+ * of files not yet complete, and the output directory it created. Directories removed only when
+ * empty go last. Their removal on a normal exit stays their owner's. Not copyable.
  */
 class removed_on_signal {
  public:
-  explicit removed_on_signal(std::string const& path) noexcept
-    : slot_(detail::register_spill_directory(path)) {}
+  explicit removed_on_signal(std::string const& path, bool only_when_empty = false) noexcept
+    : slot_(detail::register_spill_directory(path, only_when_empty)) {}
   ~removed_on_signal() { detail::unregister_spill_directory(slot_); }
   removed_on_signal(removed_on_signal const&)            = delete;
   removed_on_signal& operator=(removed_on_signal const&) = delete;
@@ -69,8 +71,11 @@ class removed_on_signal {
 
 namespace detail {
 
-/** @brief Records `path` for `remove_spill_directory_now`. @return a slot for unregistering */
-std::size_t register_spill_directory(std::string const& path) noexcept;
+/**
+ * @brief Records `path` for `remove_spill_directory_now` (with `only_when_empty`: rmdir only).
+ * @return a slot for unregistering
+ */
+std::size_t register_spill_directory(std::string const& path, bool only_when_empty) noexcept;
 /** @brief Forgets a slot from `register_spill_directory`. */
 void unregister_spill_directory(std::size_t slot) noexcept;
 
