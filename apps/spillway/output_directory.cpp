@@ -61,8 +61,15 @@ void refuse_output_holding_input(std::string const& output,
     return;  // a missing output holds nothing; a file is refused by output_directory
   }
   auto const directory = fs::weakly_canonical(output, error);
+  if (error) {
+    return;  // unresolvable: output_directory reports what is wrong with it
+  }
   for (auto const& file : input_files) {
-    if (fs::weakly_canonical(file, error).parent_path() == directory) {
+    // The file's directory, not the file: a link in the output is removed though its target is
+    // elsewhere.
+    auto const parent = fs::path(file).parent_path();
+    auto const holder = fs::weakly_canonical(parent.empty() ? fs::path(".") : parent, error);
+    if (!error && holder == directory) {
       throw usage_error("output '" + output + "' holds the input file '" + file +
                         "'; write elsewhere");
     }

@@ -42,6 +42,12 @@ class output_directory {
    */
   void commit(std::vector<std::string> const& written);
 
+  /** @brief Keeps the directory as it is: another process of the command commits it. */
+  void keep() noexcept { committed_ = true; }
+
+  /** @return whether the directory existed before the command */
+  [[nodiscard]] bool existed() const noexcept { return existed_; }
+
  private:
   std::string path_;
   bool existed_   = false;

@@ -48,7 +48,11 @@ shared_output::~shared_output() {
     std::error_code ignored;
     std::filesystem::remove_all(staging_, ignored);
   }
+  if (!owns_staging_ && !failing && directory_) {
+    directory_->keep();  // rank 0's process keeps the output, or removes it when it fails
+  }
   staging_cleanup_.reset();
+  output_cleanup_.reset();
   directory_.reset();  // then the directory itself, when this command created it
 }
 
@@ -74,8 +78,13 @@ void shared_output::open(communicator& comm) {
       }
     }
     // Every process's: mpirun ends the others with SIGTERM when one fails, and the last to go
-    // removes what the others wrote meanwhile.
+    // removes what the others wrote meanwhile, then the output directory when this command
+    // created it and it is empty (a rank's writer may create both again after another rank
+    // removed them).
     if (!staging_cleanup_) {
+      if (directory_ && !directory_->existed()) {
+        output_cleanup_ = std::make_unique<removed_on_signal>(path_, true);
+      }
       staging_cleanup_ = std::make_unique<removed_on_signal>(staging_);
     }
   }
@@ -86,7 +95,12 @@ std::vector<std::string> shared_output::commit(std::vector<std::string> const& w
   std::lock_guard lock(mutex_);
   std::vector<std::string> moved;
   if (!owns_staging_) {
-    staging_cleanup_.reset();  // rank 0's process moves the files and removes the directory
+    // Rank 0's process moves the files, removes the staging directory and keeps the output.
+    staging_cleanup_.reset();
+    output_cleanup_.reset();
+    if (directory_) {
+      directory_->keep();
+    }
     return moved;
   }
   for (auto const& file : written) {
@@ -102,6 +116,7 @@ std::vector<std::string> shared_output::commit(std::vector<std::string> const& w
   std::error_code ignored;
   std::filesystem::remove_all(staging_, ignored);
   staging_cleanup_.reset();
+  output_cleanup_.reset();
   if (directory_) {
     directory_->commit(moved);
   }

@@ -76,6 +76,8 @@ class shared_output {
   /// Removes the staging directory when mpirun ends this process with SIGTERM because another
   /// rank failed (its destructor would not run).
   std::unique_ptr<removed_on_signal> staging_cleanup_;
+  /// Likewise the output directory, when this command created it and only when it is empty.
+  std::unique_ptr<removed_on_signal> output_cleanup_;
 };
 
 /**
