@@ -1268,7 +1268,12 @@ class shuffle_engine {
       }
       reap(true);
     } catch (communication_error const&) {
-      // The group failed; pending credits fail the same way.
+      // The group failed; pending credits fail the same way, once MPI is done with their bytes.
+      for (auto& pending : credits) {
+        if (pending.second.valid()) {
+          pending.second.wait();
+        }
+      }
     }
   }
 
@@ -1348,6 +1353,8 @@ class shuffle_engine {
                                       tag(PUSH_DATA_TAG),
                                       {static_cast<std::byte const*>(pinned->data()), size},
                                       mrs_.output().kind());
+          header_sent.wait();  // both done with their bytes before either may throw
+          data_sent.wait();
           header_sent.get();
           data_sent.get();
           count_sent(header.size() * sizeof(std::uint64_t));

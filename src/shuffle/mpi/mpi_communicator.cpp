@@ -20,6 +20,7 @@
 #include <memory>
 #include <mpi.h>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -169,7 +170,8 @@ class completion {
   virtual void complete(MPI_Status const& status, int error) = 0;
   /** @brief The group failed before completion: settle the promise with `error` (at once, or by
    * `settle_if_due`). */
-  virtual void abandon(std::exception_ptr const& error) = 0;
+  virtual void abandon(std::exception_ptr const& error,
+                       std::chrono::steady_clock::time_point due) = 0;
   /** @brief Settles an abandoned request whose settling was put off, once `now` is past its time.
    */
   virtual void settle_if_due(std::chrono::steady_clock::time_point /*now*/) {}
@@ -232,9 +234,12 @@ class mpi_engine {
 
   /** @brief Settles the promises of `owner`'s tracked requests with `error`. Progress thread. */
   void abandon(mpi_communicator_state const* owner, std::exception_ptr const& error) {
+    // One time for all: a caller waiting on several of them (a shard's header and data) finds
+    // them all settled together.
+    auto const due = std::chrono::steady_clock::now() + ABANDONED_SEND_GRACE;
     for (auto& c : completions_) {
       if (c->owner() == owner) {
-        c->abandon(error);
+        c->abandon(error, due);
       }
     }
   }
@@ -374,10 +379,11 @@ class void_completion final : public completion {
   }
   /// MPI may still read the caller's bytes: they stay the caller's until the request completes or
   /// ABANDONED_SEND_GRACE has passed.
-  void abandon(std::exception_ptr const& error) override {
+  void abandon(std::exception_ptr const& error,
+               std::chrono::steady_clock::time_point due) override {
     if (!abandoned_) {
       abandoned_ = error;
-      due_       = std::chrono::steady_clock::now() + ABANDONED_SEND_GRACE;
+      due_       = due;
     }
   }
   void settle_if_due(std::chrono::steady_clock::time_point now) override {
@@ -449,7 +455,7 @@ class receive_completion final : public completion {
     }
     done_.set_value(std::move(message_));
   }
-  void abandon(std::exception_ptr const& error) override {
+  void abandon(std::exception_ptr const& error, std::chrono::steady_clock::time_point) override {
     if (!settled_) {
       settled_ = true;
       done_.set_exception(error);
@@ -457,8 +463,8 @@ class receive_completion final : public completion {
     // MPI may go on writing into the message's memory, and its resource may be gone before MPI
     // is done (a failed rank's device goes with its run): the memory is never freed, but left to
     // the process's exit. (The staged copy is of the communicator's staging resource, which
-    // outlives the engine.)
-    static_cast<void>(std::make_unique<buffer>(std::move(message_.data)).release());
+    // outlives the engine.) Without memory for the holder, the buffer stays here, as before.
+    static_cast<void>(new (std::nothrow) buffer(std::move(message_.data)));
   }
 
  private:
@@ -476,7 +482,7 @@ class discard_completion final : public completion {
                      std::unique_ptr<std::byte[]> scratch)
     : completion(std::move(owner)), scratch_(std::move(scratch)) {}
   void complete(MPI_Status const&, int) override {}
-  void abandon(std::exception_ptr const&) override {}
+  void abandon(std::exception_ptr const&, std::chrono::steady_clock::time_point) override {}
   [[nodiscard]] bool background() const noexcept override { return true; }
 
  private:
@@ -490,7 +496,7 @@ class notice_send_completion final : public completion {
                          std::shared_ptr<std::string const> text)
     : completion(std::move(owner)), text_(std::move(text)) {}
   void complete(MPI_Status const&, int) override {}
-  void abandon(std::exception_ptr const&) override {}
+  void abandon(std::exception_ptr const&, std::chrono::steady_clock::time_point) override {}
   [[nodiscard]] bool background() const noexcept override { return true; }
 
  private:
@@ -518,7 +524,7 @@ class notice_completion final : public completion {
     std::string reason(state->notice_.data(), static_cast<std::size_t>(std::max(length, 0)));
     state->fail_group("rank " + std::to_string(status.MPI_SOURCE) + " failed: " + reason, false);
   }
-  void abandon(std::exception_ptr const&) override {}
+  void abandon(std::exception_ptr const&, std::chrono::steady_clock::time_point) override {}
   [[nodiscard]] bool background() const noexcept override { return true; }
 };
 
@@ -582,6 +588,10 @@ mpi_engine::~mpi_engine() {
   }
   wake_.notify_one();
   thread_.join();
+  // Abandoned requests not yet due fail now, rather than leave their waiters a broken promise.
+  for (auto& c : completions_) {
+    c->settle_if_due(std::chrono::steady_clock::time_point::max());
+  }
   // Requests still outstanding belong to failed groups: their peers will never match them, and
   // MPI_Finalize would wait for them forever. Leave MPI unfinalized then: the process exits and
   // mpirun reports it (a failed run is failed anyway).
