@@ -1044,7 +1044,7 @@ void external_sorter::finish() {
   }
   finished_ = true;
   if (!deferred_.empty()) {
-    if (runs_flushed_ == 0 && sort_deferred()) {
+    if (runs_flushed_ == 0 && chunks_.empty() && sort_deferred()) {
       // One sort of the whole input: the merge strategy's single round, without chunks.
       stats_.strategy_used = sort_strategy::MERGE;
       return;

@@ -537,6 +537,20 @@ TEST_P(ExternalSortStrategy, BatchesDeferredPastOneSortAreSortedAndSampledInOrde
   }
 }
 
+TEST_P(ExternalSortStrategy, ASmallLastBatchAfterOneTooLargeToWaitIsMergedWithIt) {
+  // The first batch (20 000 rows, a one-sort need of 1.28 MB) is over the budget and is sorted
+  // into chunks as it comes; the last, partial one fits one sort alone and waits. It must be
+  // merged with the first batch's chunks, not sorted on its own and emitted ahead of them.
+  sort_environment env{4_MiB, 4_MiB};
+  testing::default_resource_guard const guard;
+  std::vector<std::unique_ptr<table>> batches;
+  batches.push_back(make_batch(distribution::RANDOM, 0, 20000, 1, env.host()));
+  batches.push_back(make_batch(distribution::RANDOM, 20000, 2000, 2, env.host()));
+  auto const options = key0_options(512_KiB, 64_KiB, GetParam());
+  auto const stats   = sort_and_check(env, std::move(batches), options);
+  EXPECT_EQ(stats.output_rows, 22000U);
+}
+
 TEST_P(ExternalSortStrategy, EmptyInputGivesNoBatches) {
   sort_environment env{1_MiB, 1_MiB};
   external_sort_options options;
