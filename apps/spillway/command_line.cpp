@@ -9,6 +9,7 @@
 #include <spillway/io/parquet.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace spillway::cli {
 namespace {
@@ -199,6 +200,14 @@ std::unique_ptr<batch_reader> open_dataset(std::string const& source,
     }
   }
   throw usage_error("unknown input format");
+}
+
+std::optional<std::size_t> testing_reverse_output_batch() {
+  char const* const value = std::getenv("SPILLWAY_TEST_REVERSE_OUTPUT_BATCH");
+  if (value == nullptr || *value == '\0') {
+    return std::nullopt;
+  }
+  return static_cast<std::size_t>(std::strtoull(value, nullptr, 10));
 }
 
 }  // namespace spillway::cli

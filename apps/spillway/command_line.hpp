@@ -142,4 +142,10 @@ std::unique_ptr<batch_reader> open_dataset(std::string const& source,
                                            memory_resources mrs,
                                            stream_view stream = default_stream());
 
+/**
+ * @return the output batch (from 0) that the sort hands out reversed before its order check, as
+ * `SPILLWAY_TEST_REVERSE_OUTPUT_BATCH=<n>` says: how the tests see a sort fail that check
+ */
+std::optional<std::size_t> testing_reverse_output_batch();
+
 }  // namespace spillway::cli

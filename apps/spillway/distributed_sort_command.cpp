@@ -81,9 +81,11 @@ int run_distributed_sort(distributed_sort_request const& request) {
       options.sort.merge_budget_bytes = device_memory / 2;
       options.sort.output_batch_bytes =
         std::min(device_memory / DEVICE_SHARE_PER_BATCH, MAX_OUTPUT_BATCH);
-      options.sort.strategy    = parse_strategy(request.strategy);
-      options.sort.coordinator = &environment.coordinator();
-      options.sort.task        = &rank.task();
+      options.sort.strategy                     = parse_strategy(request.strategy);
+      options.sort.coordinator                  = &environment.coordinator();
+      options.sort.task                         = &rank.task();
+      options.sort.check_output_order           = request.check_order;
+      options.sort.testing_reverse_output_batch = testing_reverse_output_batch();
 
       auto const mine = input_of_rank(comm, input);
       memory_resources const reader_resources{environment.device(), io_scratch};

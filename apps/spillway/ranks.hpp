@@ -261,6 +261,7 @@ struct distributed_sort_request {
   int ranks                 = 1;          ///< in-process ranks (1 under mpirun)
   bool json                 = false;
   bool overwrite            = false;
+  bool check_order          = true;  ///< each rank checks the order of its output as it writes
 };
 
 /**

@@ -86,6 +86,7 @@ struct sort_arguments {
   std::string output_format = "parquet";
   bool json                 = false;
   bool overwrite            = false;
+  bool no_order_check       = false;
 };
 
 /** @return a lower bound of the bytes of one row of `schema` on the device */
@@ -268,7 +269,8 @@ int run_sort(sort_arguments const& args) {
                                  args.backend,
                                  args.ranks,
                                  args.json,
-                                 args.overwrite});
+                                 args.overwrite,
+                                 !args.no_order_check});
   }
   install_spill_cleanup_on_signals();
   auto const start   = std::chrono::steady_clock::now();
@@ -382,6 +384,8 @@ int run_sort(sort_arguments const& args) {
   options.strategy           = parse_strategy(args.strategy);
   options.coordinator        = &coordinator;
   options.task               = &task;
+  options.check_output_order = !args.no_order_check;
+  options.testing_reverse_output_batch = testing_reverse_output_batch();
   // The base lease covers a few batches; merges ask for more when they need it.
   lease_request_options base_options;
   base_options.is_base = true;
@@ -584,6 +588,10 @@ command add_sort_command(CLI::App& parent) {
                   "Write an HTML run report (charts of device, host and disk bytes, leases, "
                   "spills and retries over time) here, and the same data as JSON beside it "
                   "(the extension replaced by .json)");
+  app->add_flag("--no-order-check",
+                args->no_order_check,
+                "Do not check the order of the output as it is written (on by default: an output "
+                "row out of order fails the sort with no output)");
   app->add_flag("--overwrite", args->overwrite, "Replace the files of an existing output dataset");
   return command{app, [args] { return run_sort(*args); }};
 }

@@ -10,6 +10,7 @@
 #include <spillway/core/units.hpp>
 #include <spillway/io/dataset.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/ops/order_check.hpp>
 #include <spillway/ops/partition.hpp>
 
 #include <xxhash.h>
@@ -50,64 +51,6 @@ struct dataset_digest {
   table_schema schema;
 };
 
-/** @return <0, 0, >0 as `lhs` sorts before, with or after `rhs` (values, not nulls) */
-template <typename T>
-int compare_values(T lhs, T rhs) {
-  if constexpr (std::is_floating_point_v<T>) {
-    bool const lhs_nan = std::isnan(lhs);
-    bool const rhs_nan = std::isnan(rhs);
-    if (lhs_nan || rhs_nan) {
-      return static_cast<int>(lhs_nan) - static_cast<int>(rhs_nan);  // NaN after +inf
-    }
-  }
-  return lhs < rhs ? -1 : (rhs < lhs ? 1 : 0);
-}
-
-/** @return how row `lhs_row` of `lhs` compares with row `rhs_row` of `rhs` in one key column */
-int compare_rows(column_view const& lhs,
-                 std::size_t lhs_row,
-                 column_view const& rhs,
-                 std::size_t rhs_row,
-                 column_order ordering) {
-  bool const lhs_null = lhs.is_null(lhs_row);
-  bool const rhs_null = rhs.is_null(rhs_row);
-  if (lhs_null || rhs_null) {
-    if (lhs_null && rhs_null) {
-      return 0;
-    }
-    int const null_first = lhs_null ? -1 : 1;  // positional, whatever the direction
-    return ordering.nulls == null_order::BEFORE ? null_first : -null_first;
-  }
-  int result = 0;
-  if (lhs.type().id() == type_id::STRING) {
-    auto const a = lhs.string_at(lhs_row);
-    auto const b = rhs.string_at(rhs_row);
-    result       = a < b ? -1 : (b < a ? 1 : 0);  // char_traits<char>: unsigned bytes
-  } else {
-    result = visit_fixed_width(lhs.type(), [&]<typename T>() {
-      return compare_values<T>(lhs.data<T>()[lhs_row], rhs.data<T>()[rhs_row]);
-    });
-  }
-  return ordering.direction == order::DESCENDING ? -result : result;
-}
-
-/** @return how the keys of two rows compare */
-int compare_keys(table_view const& lhs,
-                 std::size_t lhs_row,
-                 table_view const& rhs,
-                 std::size_t rhs_row,
-                 resolved_keys const& keys) {
-  for (std::size_t key = 0; key < keys.columns.size(); ++key) {
-    auto const column = keys.columns[key];
-    int const result =
-      compare_rows(lhs.column(column), lhs_row, rhs.column(column), rhs_row, keys.orders[key]);
-    if (result != 0) {
-      return result;
-    }
-  }
-  return 0;
-}
-
 /** @brief Adds a hash of every row of `batch` to `digest` (each column seeds the next). */
 void add_rows(table_view const& batch, dataset_digest& digest) {
   std::vector<std::uint64_t> hashes(batch.num_rows(), 0x5111'11A4ULL);
@@ -145,32 +88,21 @@ dataset_digest scan(std::string const& source,
   auto reader = open_dataset(source, resolve_format(source, format_flag), VERIFY_BATCH_BYTES, host);
   dataset_digest digest;
   digest.schema = reader->schema();
-  std::optional<resolved_keys> resolved;
+  std::optional<order_checker> order;
   if (keys != nullptr) {
-    resolved = resolve_sort_keys(*keys, digest.schema, source);
+    auto resolved = resolve_sort_keys(*keys, digest.schema, source);
+    order.emplace(std::move(resolved.columns), std::move(resolved.orders), host);
   }
-  std::unique_ptr<table> previous;
   while (auto batch = reader->next()) {
     auto const view = batch->view();
-    if (resolved && view.num_rows() > 0) {
-      if (previous &&
-          compare_keys(previous->view(), previous->num_rows() - 1, view, 0, *resolved) > 0) {
+    if (order) {
+      if (auto const row = order->next(view, default_stream())) {
         throw verification_error(source + " is not sorted by " + by + ": row " +
-                                 std::to_string(digest.rows) + " sorts before row " +
-                                 std::to_string(digest.rows - 1));
-      }
-      for (std::size_t row = 1; row < view.num_rows(); ++row) {
-        if (compare_keys(view, row - 1, view, row, *resolved) > 0) {
-          throw verification_error(source + " is not sorted by " + by + ": row " +
-                                   std::to_string(digest.rows + row) + " sorts before row " +
-                                   std::to_string(digest.rows + row - 1));
-        }
+                                 std::to_string(*row) + " sorts before row " +
+                                 std::to_string(*row - 1));
       }
     }
     add_rows(view, digest);
-    if (view.num_rows() > 0) {
-      previous = std::move(batch);
-    }
   }
   return digest;
 }

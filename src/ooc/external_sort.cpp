@@ -1727,6 +1727,40 @@ std::unique_ptr<table> external_sorter::take_pending() {
 
 std::unique_ptr<table> external_sorter::next() {
   SPILLWAY_EXPECTS(finished_, "external_sorter::next before finish()", logic_error);
+  auto batch = next_batch();
+  if (batch == nullptr) {
+    return batch;
+  }
+  if (options_.testing_reverse_output_batch == batches_out_ && batch->num_rows() > 1) {
+    std::vector<std::uint64_t> reversed(batch->num_rows());
+    for (std::size_t row = 0; row < reversed.size(); ++row) {
+      reversed[row] = reversed.size() - 1 - row;
+    }
+    column_view const map{
+      data_type{type_id::UINT64}, reversed.size(), reversed.data(), nullptr, 0, 0};
+    batch = detail::gather(batch->view(), map, out_of_bounds_policy::FAIL, stream_, mrs_);
+  }
+  ++batches_out_;
+  check_order(batch->view());
+  return batch;
+}
+
+void external_sorter::check_order(table_view const& batch) {
+  if (!options_.check_output_order) {
+    return;
+  }
+  if (order_check_ == nullptr) {
+    order_check_ = std::make_unique<order_checker>(options_.key_columns, options_.orders, host_);
+  }
+  if (auto const row = order_check_->next(batch, stream_)) {
+    SPILLWAY_FAIL("external sort: internal error: output row " + std::to_string(*row) +
+                    " sorts before the row ahead of it (output batch " +
+                    std::to_string(batches_out_ - 1) + "); the sort's output is wrong",
+                  logic_error);
+  }
+}
+
+std::unique_ptr<table> external_sorter::next_batch() {
   if (sorted_sources_.valid() || !sorted_pieces_.empty()) {
     return take_sorted();
   }

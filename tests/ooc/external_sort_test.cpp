@@ -551,6 +551,39 @@ TEST_P(ExternalSortStrategy, ASmallLastBatchAfterOneTooLargeToWaitIsMergedWithIt
   EXPECT_EQ(stats.output_rows, 22000U);
 }
 
+TEST_P(ExternalSortStrategy, AnOutputBatchOutOfOrderIsAnErrorNotOutput) {
+  sort_environment env{4_MiB, 4_MiB};
+  testing::default_resource_guard const guard;
+  memory_resources const device{env.device()};
+  auto options                         = key0_options(512_KiB, 16_KiB, GetParam());
+  options.testing_reverse_output_batch = 1;
+  external_sorter sorter{env.store(), options, default_stream(), device, env.host()};
+  for (auto& batch : make_batches(distribution::RANDOM, 4, 5000, 3, env.host())) {
+    sorter.push(spillway::copy(batch->view(), default_stream(), device));
+  }
+  sorter.finish();
+  EXPECT_NE(sorter.next(), nullptr);
+  EXPECT_THROW((void)sorter.next(), logic_error);
+}
+
+TEST_P(ExternalSortStrategy, TheOrderCheckCanBeTurnedOff) {
+  sort_environment env{4_MiB, 4_MiB};
+  testing::default_resource_guard const guard;
+  memory_resources const device{env.device()};
+  auto options                         = key0_options(512_KiB, 16_KiB, GetParam());
+  options.testing_reverse_output_batch = 0;
+  options.check_output_order           = false;
+  external_sorter sorter{env.store(), options, default_stream(), device, env.host()};
+  for (auto& batch : make_batches(distribution::RANDOM, 2, 5000, 3, env.host())) {
+    sorter.push(spillway::copy(batch->view(), default_stream(), device));
+  }
+  sorter.finish();
+  auto const reversed = sorter.next();
+  ASSERT_NE(reversed, nullptr);
+  std::vector<std::size_t> const key_column{0};
+  EXPECT_FALSE(is_sorted(reversed->view().select(key_column), {}, default_stream()));
+}
+
 TEST_P(ExternalSortStrategy, EmptyInputGivesNoBatches) {
   sort_environment env{1_MiB, 1_MiB};
   external_sort_options options;

@@ -82,6 +82,7 @@
 #include <spillway/core/units.hpp>
 #include <spillway/lease/task_context.hpp>
 #include <spillway/memory/memory_resources.hpp>
+#include <spillway/ops/order_check.hpp>
 #include <spillway/ops/sort_order.hpp>
 #include <spillway/retry/oom_coordinator.hpp>
 #include <spillway/spill/spill_store.hpp>
@@ -143,6 +144,13 @@ struct external_sort_options {
   oom_coordinator* coordinator = nullptr;
   /// The task that drives the sort; also asked for a lease covering each merge.
   task_context* task = nullptr;
+  /// Each output batch is checked against itself and the batch before it (`order_checker`,
+  /// plain value comparisons that share no code with the sort's key encoding): a row out of
+  /// order is an internal error (`logic_error`) from `next()`, never output.
+  bool check_output_order = true;
+  /// Test only: the output batch with this number (from 0) is handed out with its rows
+  /// reversed (host memory only), so that tests can see what the order check does.
+  std::optional<std::size_t> testing_reverse_output_batch;
 };
 
 /** @brief What a sort did, to judge payload movement. */
@@ -231,6 +239,12 @@ class external_sorter {
  private:
   struct chunk;
   struct pending_piece;
+
+  /// The next output batch, before the order check of `next()`.
+  [[nodiscard]] std::unique_ptr<table> next_batch();
+  /// Checks `batch` (see `check_output_order`).
+  /// @throws spillway::logic_error at a row out of order
+  void check_order(table_view const& batch);
 
   struct round_result;
   /// Chunks a sorted batch of `bytes` and `rows` is cut into: `chunks_per_batch`, fewer when
@@ -349,6 +363,8 @@ class external_sorter {
   std::size_t num_columns_        = 0;
   std::vector<data_type> schema_;
   external_sort_statistics stats_;
+  std::unique_ptr<order_checker> order_check_;  ///< when `check_output_order`
+  std::size_t batches_out_ = 0;                 ///< output batches handed out
 };
 
 }  // namespace spillway
