@@ -508,6 +508,7 @@ int run_sort(sort_arguments const& args) {
       {"input_batches", input_batches},
       {"output_batches", stats.output_batches},
       {"output_files", written.size()},
+      {"order_check_seconds", stats.order_check_seconds},
       {"threads", args.threads},
     };
     std::cout << summary.dump() << '\n';

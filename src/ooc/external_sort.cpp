@@ -19,6 +19,7 @@
 #include <spillway/table/size_estimate.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <deque>
 #include <optional>
@@ -1752,7 +1753,11 @@ void external_sorter::check_order(table_view const& batch) {
   if (order_check_ == nullptr) {
     order_check_ = std::make_unique<order_checker>(options_.key_columns, options_.orders, host_);
   }
-  if (auto const row = order_check_->next(batch, stream_)) {
+  auto const start     = std::chrono::steady_clock::now();
+  auto const row       = order_check_->next(batch, stream_);
+  stats_.order_check_seconds +=
+    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (row) {
     SPILLWAY_FAIL("external sort: internal error: output row " + std::to_string(*row) +
                     " sorts before the row ahead of it (output batch " +
                     std::to_string(batches_out_ - 1) + "); the sort's output is wrong",

@@ -182,6 +182,8 @@ struct external_sort_statistics {
   /// Output batches that are input batches of one sort with their rows moved in place (a
   /// scatter, when the sorted order walks the input in a few ascending runs).
   std::size_t batches_sorted_in_place = 0;
+  /// Seconds spent checking the order of the output (`check_output_order`).
+  double order_check_seconds = 0.0;
   /// bytes_copied / input_bytes (0 for an empty input).
   [[nodiscard]] double copies_per_input_byte() const noexcept {
     return input_bytes == 0 ? 0.0
