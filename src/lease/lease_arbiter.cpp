@@ -62,11 +62,8 @@ void lease_arbiter::unregister_task(task_id task) {
 }
 
 bool lease_arbiter::can_bypass_queue(int priority) const {
-  if (queue_.empty()) {
-    return true;
-  }
-  auto const& head = queue_.begin()->first;
-  return head.reclaim_rank != 0 && head.negated_priority > -priority;
+  // The head has the highest priority of every waiter, reclaims included.
+  return queue_.empty() || queue_.begin()->first.negated_priority > -priority;
 }
 
 memory_lease lease_arbiter::grant(task_id task,
@@ -159,7 +156,7 @@ memory_lease lease_arbiter::request_lease(task_id task,
   if (options.timeout) {
     deadline = start + *options.timeout;
   }
-  queue_key const key{1, -state.priority, next_arrival_++};
+  queue_key const key{-state.priority, 1, next_arrival_++};
   queue_.emplace(key, waiter{task, granted});
   ++state.stats.waits;
   ++totals_.waits;
@@ -259,10 +256,16 @@ bool lease_arbiter::lend_to(task_id borrower, std::size_t shortfall, scoped_lock
     task_id task;
     int priority;
   };
+  // Never downward: a lender whose wait ends before the borrower returns waits for the borrower,
+  // and a task must never wait on one of lower priority.
+  int const borrower_priority = state_of(borrower).priority;
+  auto const may_lend         = [&](task_id task, task_state const& state) {
+    return task != borrower && state.priority <= borrower_priority && state.waiting > 0 &&
+           !state.draining && state.hook && state.leased > state.lent;
+  };
   std::vector<candidate> candidates;
   for (auto const& [task, state] : tasks_) {
-    if (task != borrower && state.waiting > 0 && !state.draining && state.hook &&
-        state.leased > state.lent) {
+    if (may_lend(task, state)) {
       candidates.push_back({task, state.priority});
     }
   }
@@ -280,7 +283,7 @@ bool lease_arbiter::lend_to(task_id borrower, std::size_t shortfall, scoped_lock
       continue;
     }
     auto& state = found->second;
-    if (state.waiting == 0 || state.draining || state.leased <= state.lent) {
+    if (!may_lend(task, state)) {
       continue;
     }
     std::size_t const ask = std::min(shortfall, state.leased - state.lent);
@@ -435,8 +438,10 @@ void lease_arbiter::reclaim_lent(task_id task, scoped_lock& lock) {
   if (state.lent == 0 || state.cancelled) {
     return;
   }
-  // Ahead of every request: the lender waits for its own bytes only.
-  queue_key const key{0, -state.priority, next_arrival_++};
+  // Ahead of every request of its priority: the lender waits for its own bytes only. Requests of
+  // higher priorities go first: the lender lent only to such tasks, and one that waits here for
+  // more while it holds the lender's bytes borrows from the lender rather than wait behind it.
+  queue_key const key{-state.priority, 0, next_arrival_++};
   queue_.emplace(key, waiter{task, 0});
   wait_in_queue(task, key, 0, std::nullopt, state.lent, lock);
   auto& after = state_of(task);

@@ -24,7 +24,8 @@ namespace spillway {
  * release returns it. `lease_arbiter::base_lease(task)` answers what a task's base lease is.
  * Re-entrant per task: nested acquires count, and only the outermost release gives the device
  * up. A task context releases the semaphore when it is destroyed, on every exit path. While a
- * task waits for the semaphore it counts as waiting, so its spillable leases can be lent.
+ * task waits for the semaphore it counts as waiting, so its spillable leases can be lent (to
+ * tasks of its priority or higher).
  * @note Thread-safe.
  */
 class device_semaphore {

@@ -12,10 +12,12 @@
  *   reclaims it.
  * - While a task waits (in this queue, or inside a `blocking_scope` of its task context while it
  *   waits on a queue, a receive or another task's output), its leases can be lent to the head of
- *   the queue. Before lending, the arbiter calls the waiting task's spill hook, which spills the
- *   task's spillable buffers and returns the bytes it physically freed; only those are lent.
- *   Bytes a waiting task cannot make spillable are never lent. When the lender stops waiting it
- *   first takes its lent bytes back (a reclaim, served ahead of every other request).
+ *   the queue when the head's priority is at least the task's (see "Lending and priorities").
+ *   Before lending, the arbiter calls the waiting task's spill hook, which spills the task's
+ *   spillable buffers and returns the bytes it physically freed; only those are lent. Bytes a
+ *   waiting task cannot make spillable are never lent. When the lender stops waiting it first
+ *   takes its lent bytes back (a reclaim, served ahead of every request of its priority and
+ *   behind those of higher priorities).
  * - A request larger than the capacity is a request for the whole device: it logs a WARN line
  *   naming the task, the requested and the granted bytes, and is granted when the device is
  *   otherwise free of leases (the task ends up holding exactly the capacity).
@@ -23,6 +25,26 @@
  *   `timeout_error` after its optional timeout; a task that lent bytes while it waited takes them
  *   back first (its timeout never lets it run on with lent bytes, nor leave while its spill hook
  *   runs). Timeouts never decide progress: lending and FIFO order do.
+ *
+ * ## Lending and priorities
+ * Lending never makes a task wait on a task of lower priority:
+ * - A waiting task's bytes are lent only to a task of the same or a higher priority, never
+ *   downward. A borrower keeps what it borrowed until it returns its lease, so a lender whose
+ *   wait ends first waits for the borrower; with a lower-priority borrower that would be a
+ *   priority inversion (the higher-priority task stalls until the lower one finishes its work).
+ *   A task of lower priority than a waiting task waits for free memory instead.
+ * - The queue is ordered by priority first, reclaims included: a request of a higher priority is
+ *   served (and granted at once when it fits) ahead of a lower-priority task's reclaim. The
+ *   head is thus the waiter of the highest priority, so every task waiting in the queue may lend
+ *   to it: a task that waits in the queue while it holds leases is never stuck behind a reclaim
+ *   whose bytes it holds itself.
+ * - The price: a blocking scope lends only upward. A task that waits in a blocking scope on a
+ *   task of lower priority (for its output, or for a device-semaphore slot it holds) while that
+ *   task needs the waiting task's memory waits until memory is freed elsewhere, or forever. Such
+ *   a wait is an inversion of its own; give a producer at least the priority of the tasks that
+ *   wait for it (tasks of equal priority lend to each other as before).
+ * - Forcing a borrower to spill when a lender wants its bytes back is no alternative: the
+ *   borrower computes on them, and its spill hook can free only what it does not use.
  *
  * The arbiter never allocates; resources never arbitrate.
  * @note Thread-safe. The arbiter must outlive every lease and task context that uses it.
@@ -163,10 +185,10 @@ class lease_arbiter {
     lease_statistics stats;
   };
 
-  /// (reclaim first, higher priority first, then arrival)
+  /// (higher priority first, then reclaims before requests, then arrival)
   struct queue_key {
-    int reclaim_rank;  // 0 for reclaims, 1 for requests
     int negated_priority;
+    int reclaim_rank;  // 0 for reclaims, 1 for requests
     std::uint64_t arrival;
     friend auto operator<=>(queue_key const&, queue_key const&) = default;
   };
@@ -186,8 +208,8 @@ class lease_arbiter {
                      bool is_base,
                      std::chrono::nanoseconds waited) SPILLWAY_REQUIRES(mutex_);
   bool can_bypass_queue(int priority) const SPILLWAY_REQUIRES(mutex_);
-  /// Lends spilled bytes of waiting tasks other than `borrower` to cover `shortfall`.
-  /// Drops the lock while spill hooks run. Returns true if anything was lent.
+  /// Lends spilled bytes of waiting tasks other than `borrower`, of its priority or lower, to
+  /// cover `shortfall`. Drops the lock while spill hooks run. Returns true if anything was lent.
   bool lend_to(task_id borrower, std::size_t shortfall, scoped_lock& lock)
     SPILLWAY_REQUIRES(mutex_);
   void wait_in_queue(task_id task,

@@ -59,8 +59,9 @@ class task_context {
 
   /**
    * @brief While alive, the task counts as waiting (on a queue, a receive, another task's
-   * output), so its spillable leases can be lent to tasks ahead of it. On exit it takes lent
-   * bytes back, waiting for them if needed.
+   * output), so its spillable leases can be lent to tasks of its priority or higher at the head
+   * of the queue (never to lower ones: see lease_arbiter.hpp). On exit it takes lent bytes back,
+   * waiting for them if needed.
    *
    * Without it, a request at the head of the queue can wait forever on a task that itself waits
    * on someone behind it.
