@@ -31,19 +31,27 @@ namespace {
 
 /// A device of `capacity` bytes that spills through the store on failure, a host tier with a
 /// budget, and a spill directory of its own. The device is emulated, or (`cuda`) the GPU's
-/// stream-ordered memory limited to the capacity.
+/// stream-ordered memory limited to the capacity. With `emulated_slack` > 1, the emulated device
+/// has that many times the capacity and the sort sees a limit of the capacity above it, so that
+/// the device's peak shows an allocation that bypassed the limit instead of refusing it.
 class sort_environment {
  public:
-  sort_environment(std::size_t device_capacity, std::size_t host_budget, bool cuda = false)
-    : device_(device_capacity),
+  sort_environment(std::size_t device_capacity,
+                   std::size_t host_budget,
+                   bool cuda                  = false,
+                   std::size_t emulated_slack = 1)
+    : device_(device_capacity * emulated_slack),
+      emulated_limit_(device_, device_capacity),
       cuda_device_(cuda ? std::make_unique<cuda_async_memory_resource>() : nullptr),
       cuda_limit_(cuda ? std::make_unique<limiting_resource_adaptor>(*cuda_device_, device_capacity)
                        : nullptr),
       cuda_counted_(cuda ? std::make_unique<statistics_resource_adaptor>(*cuda_limit_) : nullptr),
-      device_with_spill_(cuda ? resource_ref{*cuda_counted_} : resource_ref{device_},
-                         [this](std::size_t bytes, std::size_t attempt) {
-                           return store_ != nullptr && callback_(bytes, attempt);
-                         }),
+      device_with_spill_(
+        cuda ? resource_ref{*cuda_counted_}
+             : (emulated_slack > 1 ? resource_ref{emulated_limit_} : resource_ref{device_}),
+        [this](std::size_t bytes, std::size_t attempt) {
+          return store_ != nullptr && callback_(bytes, attempt);
+        }),
       host_stats_(host_) {
     root_ =
       std::filesystem::temp_directory_path() / ("spillway-ooc-test-" + std::to_string(::getpid()));
@@ -74,6 +82,7 @@ class sort_environment {
 
  private:
   emulated_device_memory_resource device_;
+  limiting_resource_adaptor emulated_limit_;
   std::unique_ptr<cuda_async_memory_resource> cuda_device_;
   std::unique_ptr<limiting_resource_adaptor> cuda_limit_;
   std::unique_ptr<statistics_resource_adaptor> cuda_counted_;
@@ -435,7 +444,8 @@ std::unique_ptr<table> make_wide_batch(std::size_t rows, std::uint64_t seed, res
 TEST_P(ExternalSortStrategy, WideTableWithLongStrings) {
   constexpr std::size_t device_budget = 4_MiB;
   constexpr std::size_t host_budget   = 4_MiB;
-  sort_environment env{device_budget, host_budget};
+  sort_environment env{
+    device_budget, host_budget, false, 8};  // a limit over a larger device: see sort_environment
   testing::default_resource_guard const guard;
   std::vector<std::unique_ptr<table>> batches;
   for (std::size_t index = 0; index < 8; ++index) {
@@ -474,7 +484,8 @@ std::unique_ptr<table> make_mixed_batch(std::size_t rows, std::uint64_t seed, re
 
 TEST_P(ExternalSortStrategy, InputThatFitsOneSortIsGatheredStraightIntoOutputBatches) {
   constexpr std::size_t device_budget = 4_MiB;
-  sort_environment env{device_budget, 2_MiB};
+  sort_environment env{
+    device_budget, 2_MiB, false, 8};  // a limit over a larger device: see sort_environment
   testing::default_resource_guard const guard;
   std::vector<std::unique_ptr<table>> batches;
   for (std::size_t index = 0; index < 8; ++index) {
@@ -794,7 +805,10 @@ INSTANTIATE_TEST_SUITE_P(Strategies,
 TEST_P(ExternalSortBoundedMemory, AtTwentyTimesTheDeviceBudget) {
   constexpr std::size_t device_budget = 1_MiB;
   constexpr std::size_t host_budget   = 2_MiB;
-  sort_environment env{device_budget, host_budget};
+  // The emulated device has 8 MiB; the sort gets a 1 MiB limit over it. The device's peak
+  // within the budget then shows that every allocation went through the limit (and spilled
+  // under it), not that the device refused more.
+  sort_environment env{device_budget, host_budget, false, 8};
   testing::default_resource_guard const guard;
   std::size_t const batch_rows = 16384;  // 256 KiB of (int64, int64)
   std::size_t const batches    = 84;     // 21 MiB in all
