@@ -28,10 +28,11 @@ if ((${#missing[@]} > 0)); then
 fi
 
 # Arrow C++ for Parquet and Arrow IPC (the pyarrow wheel's headers and libraries, found by
-# cmake/FindArrowFromPyarrow.cmake) and DuckDB for the io interop tests.
-if ! python3 -c "import pyarrow, duckdb" 2>/dev/null; then
-  echo "spillway: installing pyarrow and duckdb from PyPI"
-  python3 -m pip install --quiet pyarrow duckdb
+# cmake/FindArrowFromPyarrow.cmake), DuckDB for the io interop tests and pytest for the property
+# test of `spillway sort`.
+if ! python3 -c "import pyarrow, duckdb, pytest" 2>/dev/null; then
+  echo "spillway: installing pyarrow, duckdb and pytest from PyPI"
+  python3 -m pip install --quiet pyarrow duckdb pytest
 fi
 
 # RMM (the allocator of cuDF) for the optional interop tests of the CUDA backend: the librmm wheel
