@@ -316,13 +316,9 @@ class shuffle_engine {
 
   std::size_t add_map(map_view_input input, std::string const& identity = {}) {
     auto const start = clock_type::now();
-    std::size_t map  = 0;
     {
       scoped_lock lock(mutex_);
       SPILLWAY_EXPECTS(!maps_finished_, "shuffle: add_map after finish_maps", logic_error);
-      map = maps_.size();
-      maps_.push_back(input);
-      map_sizes_.emplace_back(num_partitions_, std::pair<std::size_t, std::size_t>{0, 0});
     }
     // Every shard goes into the store as soon as it is packed, so that it can spill while the
     // next one is made; a rolled-back attempt drops them all and starts again.
@@ -353,9 +349,18 @@ class shuffle_engine {
                           store_.make_spillable(std::move(frame), options_.shard_priority)});
         }
       });
-      if (persisted) {
-        persist_map(identity, made);
-      }
+    }
+    // Registered once its shards are made: a map task that failed (out of memory, to be split by
+    // its caller) leaves no trace.
+    std::size_t map = 0;
+    {
+      scoped_lock lock(mutex_);
+      map = maps_.size();
+      maps_.push_back(input);
+      map_sizes_.emplace_back(num_partitions_, std::pair<std::size_t, std::size_t>{0, 0});
+    }
+    if (!resumed && persisted) {
+      persist_map(identity, made);
     }
     if (resumed) {
       resumed_maps_.fetch_add(1, std::memory_order_relaxed);
@@ -398,6 +403,22 @@ class shuffle_engine {
   }
 
   std::size_t add_map(table_view const& batch) {
+    try {
+      return add_lineage_map(batch);
+    } catch (out_of_memory const&) {
+      // Alone on the device with everything else spilled, the map still did not fit: its rows
+      // are partitioned in two halves, each a map task of its own.
+      if (batch.num_rows() < 2) {
+        throw;
+      }
+      std::size_t const half = batch.num_rows() / 2;
+      static_cast<void>(add_map(slice(batch, 0, half)));
+      return add_map(slice(batch, half, batch.num_rows()));
+    }
+  }
+
+  /// `add_map(batch)` without the split: the batch's rows as one map task.
+  std::size_t add_lineage_map(table_view const& batch) {
     // The lineage is kept packed, as one buffer: it spills without packing on a full device.
     struct lineage {
       mutex guard;

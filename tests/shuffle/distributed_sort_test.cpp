@@ -413,5 +413,55 @@ TEST(DistributedSortEmpty, NoRankHasARow) {
   });
 }
 
+TEST(DistributedSortNarrowRows, AMapThatDoesNotFitTheDeviceAloneIsSplitInHalves) {
+  // 200 000 one-byte keys in one batch (195 KiB): partitioning it needs a partition id of 8
+  // bytes per row, 1.6 MB, more than the 1 MiB device even with everything else spilled. The
+  // map task is split in halves until each fits, instead of ending the sort out of memory.
+  testing::for_each_rank_group([](communicator& comm) {
+    host_memory_resource host;
+    device_environment env(one_mib_environment());
+    device_task task(env, task_id{static_cast<std::uint64_t>(comm.rank()) + 1});
+    constexpr std::size_t rows = 200000;
+    std::vector<std::uint8_t> keys(rows);
+    for (std::size_t row = 0; row < rows; ++row) {
+      keys[row] =
+        static_cast<std::uint8_t>((row * 7919 + static_cast<std::size_t>(comm.rank())) % 251);
+    }
+    std::vector<std::unique_ptr<column>> columns;
+    columns.push_back(testing::make_fixed_column(type_id::UINT8, keys, {}, host));
+    table const input{std::move(columns)};
+    distributed_sort_options options;
+    options.key_columns             = {0};
+    options.inbox_budget            = 256_KiB;
+    options.sort.merge_budget_bytes = 512_KiB;
+    options.sort.output_batch_bytes = 128_KiB;
+    options.sort.coordinator        = &env.coordinator();
+    options.sort.task               = &task.context();
+    memory_resources const mrs{env.device()};
+    std::vector<std::unique_ptr<table>> outputs;
+    auto const stats = distributed_sort(
+      comm,
+      env.store(),
+      [&](std::function<void(std::unique_ptr<table>)> const& consume) {
+        consume(copy(input.view(), default_stream(), mrs));
+      },
+      [&](table_view const& batch) {
+        outputs.push_back(copy(batch, default_stream(), memory_resources{host}));
+      },
+      options,
+      default_stream(),
+      mrs,
+      host);
+    auto const mine       = concatenate_all(outputs, host);
+    std::size_t const got = mine ? mine->num_rows() : 0;
+    EXPECT_EQ(sum_over_ranks(comm, got), rows * static_cast<std::size_t>(comm.size()));
+    if (mine) {
+      EXPECT_TRUE(is_sorted(mine->view(), {}, default_stream()));
+    }
+    EXPECT_EQ(stats.input_rows, rows);
+    EXPECT_EQ(stats.output_rows, got);
+  });
+}
+
 }  // namespace
 }  // namespace spillway
