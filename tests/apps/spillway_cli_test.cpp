@@ -315,3 +315,23 @@ TEST_F(SpillwayCli, FullDiskForTheSpillDirectory) {
 }
 
 }  // namespace
+
+TEST_F(SpillwayCli, SortsStringColumnsWithoutCharactersIntoParquet) {
+  // A string column entirely null, then entirely empty strings: no output batch has a byte of
+  // characters.
+  for (auto const* value : {"", "\"\""}) {
+    SCOPED_TRACE(value);
+    {
+      std::ofstream csv{path("in.csv")};
+      csv << "k,s\n";
+      for (int row = 0; row < 50000; ++row) {
+        csv << (row * 7919) % 50000 << ',' << value << '\n';
+      }
+    }
+    for (auto const* ranks : {"1", "2"}) {
+      run_ok(std::string{"sort in.csv -o out --overwrite --by k --ranks "} + ranks +
+             TIGHT_BUDGETS);
+      run_ok("verify out --by k --against in.csv");
+    }
+  }
+}

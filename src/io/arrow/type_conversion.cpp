@@ -49,6 +49,9 @@ std::shared_ptr<arrow::Buffer> wrap(void const* data, std::size_t bytes) {
 
 /// The offsets of an empty STRING column that has no offsets buffer.
 alignas(8) constexpr std::int64_t EMPTY_OFFSETS[1] = {0};
+/// The characters of a STRING column without any (all null or empty): an allocation of no bytes
+/// has no address, but Arrow requires a value buffer, of no bytes, with one.
+alignas(8) constexpr char NO_CHARS[1] = {0};
 
 }  // namespace
 
@@ -157,12 +160,14 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view, arrow::Mem
     std::int64_t const* offsets = view.offsets() != nullptr ? view.offsets() : EMPTY_OFFSETS;
     std::size_t const chars =
       view.offsets() != nullptr ? static_cast<std::size_t>(offsets[end]) : 0;
-    auto data = arrow::ArrayData::Make(
-      arrow::large_utf8(),
-      rows,
-      {validity, wrap(offsets, (end + 1) * sizeof(std::int64_t)), wrap(view.chars(), chars)},
-      nulls,
-      view.offsets() != nullptr ? offset : 0);
+    auto data =
+      arrow::ArrayData::Make(arrow::large_utf8(),
+                             rows,
+                             {validity,
+                              wrap(offsets, (end + 1) * sizeof(std::int64_t)),
+                              wrap(view.chars() != nullptr ? view.chars() : NO_CHARS, chars)},
+                             nulls,
+                             view.offsets() != nullptr ? offset : 0);
     return arrow::MakeArray(data);
   }
   if (type.id() == type_id::BOOL8) {
