@@ -46,7 +46,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
   if (request.mode != "pull" && request.mode != "push") {
     throw usage_error("--shuffle-mode must be pull or push, not '" + request.mode + "'");
   }
-  auto const input = describe_input(request.input, request.format);
+  auto const input = describe_input(request.input, request.format, request.csv_types);
   refuse_output_holding_input(request.output, input.files);
   auto const& format  = input.format;
   auto const& names   = input.names;
