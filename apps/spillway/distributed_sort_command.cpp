@@ -95,6 +95,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
       writer_options.file_prefix         = prefix;
       writer_options.parquet.compression = parse_compression(request.compression);
       writer_options.format              = parse_output_format(request.output_format);
+      writer_options.schema              = input.schema;  // string columns keep their Arrow type
       batch_writer writer(
         writer_options, names, environment.stream(), memory_resources{io_scratch});
       auto const stats = distributed_sort(

@@ -313,6 +313,7 @@ int run_shuffle(shuffle_arguments const& args) {
         writer_options.file_prefix         = prefix;
         writer_options.parquet.compression = compression;
         writer_options.format              = parse_output_format(args.output_format);
+        writer_options.schema              = input.schema;  // strings keep their Arrow type
         batch_writer writer(
           writer_options, names, environment.stream(), memory_resources{io_scratch});
         shuffle.for_each_batch(partition, [&](table_view const& batch) {

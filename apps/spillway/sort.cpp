@@ -424,6 +424,7 @@ int run_sort(sort_arguments const& args) {
   writer_options.target_file_bytes      = file_size;
   writer_options.parquet.compression    = parse_compression(args.compression);
   writer_options.parquet.encode_threads = PARQUET_ENCODE_THREADS;
+  writer_options.schema                 = schema;  // string columns keep their Arrow type
   batch_writer writer{
     writer_options, names, stream, memory_resources{device_with_spill, io_scratch}};
   explaining_spill_failures(store, [&] {
