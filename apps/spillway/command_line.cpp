@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 namespace spillway::cli {
 namespace {
@@ -176,11 +178,65 @@ parquet_compression parse_compression(std::string_view name) {
   return name == "zstd" ? parquet_compression::ZSTD : parquet_compression::SNAPPY;
 }
 
+table_schema parse_csv_types(std::string_view text, file_format format) {
+  table_schema types;
+  if (text.empty()) {
+    return types;
+  }
+  if (format != file_format::CSV) {
+    throw usage_error("--csv-types: the input is " + std::string{extension(format)} +
+                      ", not CSV; its files name their columns' types");
+  }
+  std::vector<data_type> known{type_id::BOOL8,
+                               type_id::INT8,
+                               type_id::INT16,
+                               type_id::INT32,
+                               type_id::INT64,
+                               type_id::UINT8,
+                               type_id::UINT16,
+                               type_id::UINT32,
+                               type_id::UINT64,
+                               type_id::FLOAT32,
+                               type_id::FLOAT64,
+                               type_id::STRING};
+  for (auto unit :
+       {time_unit::SECOND, time_unit::MILLISECOND, time_unit::MICROSECOND, time_unit::NANOSECOND}) {
+    known.emplace_back(type_id::TIMESTAMP, unit);
+  }
+  for (auto const entry : split(text, ',')) {
+    auto const colon = entry.rfind(':');
+    if (colon == std::string_view::npos || colon == 0 || colon + 1 == entry.size()) {
+      throw usage_error("--csv-types: '" + std::string{entry} +
+                        "' is not column:type (example: --csv-types zip:string,id:int64)");
+    }
+    std::string name{entry.substr(0, colon)};
+    auto const type_name = entry.substr(colon + 1);
+    auto const type      = std::find_if(known.begin(), known.end(), [&](data_type candidate) {
+      return to_string(candidate) == type_name;
+    });
+    if (type == known.end()) {
+      std::string names;
+      for (auto candidate : known) {
+        names += (names.empty() ? "" : ", ") + to_string(candidate);
+      }
+      throw usage_error("--csv-types: unknown type '" + std::string{type_name} + "' of column '" +
+                        name + "' (" + names + ")");
+    }
+    if (std::any_of(
+          types.begin(), types.end(), [&](column_schema const& c) { return c.name == name; })) {
+      throw usage_error("--csv-types: column '" + name + "' is given twice");
+    }
+    types.push_back({std::move(name), *type});
+  }
+  return types;
+}
+
 std::unique_ptr<batch_reader> open_dataset(std::string const& source,
                                            file_format format,
                                            std::size_t target_batch_bytes,
                                            memory_resources mrs,
-                                           stream_view stream) {
+                                           stream_view stream,
+                                           table_schema const& csv_types) {
   switch (format) {
     case file_format::PARQUET: {
       parquet_read_options options;
@@ -190,7 +246,15 @@ std::unique_ptr<batch_reader> open_dataset(std::string const& source,
     case file_format::CSV: {
       csv_read_options options;
       options.target_batch_bytes = target_batch_bytes;
-      return open_csv(source, options, stream, mrs);
+      options.column_types       = csv_types;
+      try {
+        return open_csv(source, options, stream, mrs);
+      } catch (invalid_argument const& error) {
+        if (csv_types.empty()) {
+          throw;
+        }
+        throw usage_error("--csv-types: " + user_message(error.what()));
+      }
     }
     case file_format::ARROW_IPC_FILE:
     case file_format::ARROW_IPC_STREAM: {

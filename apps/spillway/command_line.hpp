@@ -95,6 +95,11 @@ file_format parse_output_format(std::string_view name);
 /** @return the compression named by `--compression` ("none", "zstd"; anything else: SNAPPY) */
 parquet_compression parse_compression(std::string_view name);
 
+/// The help of `--csv-types`, which `sort` and `shuffle` take.
+inline constexpr char const* CSV_TYPES_HELP =
+  "CSV input: column types, col:type,... (bool8, int8-64, uint8-64, float32, float64, "
+  "timestamp[s|ms|us|ns], string); other columns' types are inferred from every value";
+
 /** @brief One entry of `--by`: a column name with its direction and null placement. */
 struct key_spec {
   std::string name;       ///< the column's name
@@ -131,16 +136,31 @@ resolved_keys resolve_sort_keys(std::vector<key_spec> const& keys,
 file_format resolve_format(std::string const& source, std::string const& format_flag);
 
 /**
+ * @brief Parses `--csv-types`: `col:type,...`, each type as `to_string(data_type)` names it
+ * (bool8, int8 to int64, uint8 to uint64, float32, float64, timestamp[s|ms|us|ns], string). A
+ * name is all before its last `:`.
+ * @param format the input's format: the flag is for CSV input only
+ * @return the types by name; none for an empty `text`
+ * @throws usage_error for an entry without a name or type, an unknown type, a column named twice,
+ * or types given for input other than CSV
+ */
+table_schema parse_csv_types(std::string_view text, file_format format);
+
+/**
  * @brief Opens `source` (a file, a directory or a glob) for streaming in batches of about
  * `target_batch_bytes`; batches come from `mrs.output()`, the readers' scratch from
  * `mrs.temporary()`, copies to a device are ordered on `stream`.
- * @throws spillway::io_error, spillway::corruption_error (see the io readers)
+ * @param csv_types CSV: the types of these columns (`parse_csv_types`); the others' are inferred
+ * from the whole dataset
+ * @throws spillway::io_error, spillway::corruption_error (see the io readers); usage_error for a
+ * column of `csv_types` that the input lacks
  */
 std::unique_ptr<batch_reader> open_dataset(std::string const& source,
                                            file_format format,
                                            std::size_t target_batch_bytes,
                                            memory_resources mrs,
-                                           stream_view stream = default_stream());
+                                           stream_view stream            = default_stream(),
+                                           table_schema const& csv_types = {});
 
 /**
  * @return the output batch (from 0) that the sort hands out reversed before its order check, as

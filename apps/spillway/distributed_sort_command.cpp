@@ -46,7 +46,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
   if (request.mode != "pull" && request.mode != "push") {
     throw usage_error("--shuffle-mode must be pull or push, not '" + request.mode + "'");
   }
-  auto const input = describe_input(request.input, request.format);
+  auto const input = describe_input(request.input, request.format, request.csv_types);
   refuse_output_holding_input(request.output, input.files);
   auto const& format  = input.format;
   auto const& names   = input.names;
@@ -97,6 +97,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
       writer_options.file_prefix         = prefix;
       writer_options.parquet.compression = parse_compression(request.compression);
       writer_options.format              = parse_output_format(request.output_format);
+      writer_options.schema              = input.schema;  // string columns keep their Arrow type
       batch_writer writer(
         writer_options, names, environment.stream(), memory_resources{io_scratch});
       auto const stats = distributed_sort(

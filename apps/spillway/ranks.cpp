@@ -3,6 +3,7 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
+#include <spillway/io/csv.hpp>
 #include <spillway/io/dataset.hpp>
 #include <spillway/io/parquet.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
@@ -16,6 +17,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace spillway::cli {
 namespace {
@@ -237,13 +239,22 @@ void fail_group_with(communicator& comm, std::exception const& error) {
   }
 }
 
-dataset_input describe_input(std::string const& source, std::string const& format_flag) {
+dataset_input describe_input(std::string const& source,
+                             std::string const& format_flag,
+                             std::string_view csv_types_flag) {
   dataset_input input;
-  input.format = resolve_format(source, format_flag);
-  input.files  = expand_dataset(source);
+  input.format         = resolve_format(source, format_flag);
+  auto const csv_types = parse_csv_types(csv_types_flag, input.format);
+  input.files          = expand_dataset(source);
   host_memory_resource host;
-  input.schema =
-    open_dataset(input.files.front(), input.format, 1U << 20U, memory_resources{host})->schema();
+  // CSV types are inferred from every value of the dataset, so that its files agree.
+  input.schema = open_dataset(input.format == file_format::CSV ? source : input.files.front(),
+                              input.format,
+                              1U << 20U,
+                              memory_resources{host},
+                              default_stream(),
+                              csv_types)
+                   ->schema();
   for (auto const& column : input.schema) {
     input.names.push_back(column.name);
   }
@@ -333,7 +344,12 @@ std::unique_ptr<batch_reader> open_piece(input_piece const& piece,
                                          memory_resources mrs,
                                          stream_view stream) {
   std::unique_ptr<batch_reader> reader;
-  if (!piece.row_groups) {
+  if (format == file_format::CSV && piece.schema) {
+    csv_read_options options;
+    options.target_batch_bytes = batch_bytes;
+    options.schema             = *piece.schema;
+    reader                     = open_csv(piece.file, options, stream, mrs);
+  } else if (!piece.row_groups) {
     reader = open_dataset(piece.file, format, batch_bytes, mrs, stream);
   } else {
     parquet_read_options options;

@@ -29,6 +29,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -176,12 +177,17 @@ void run_on_ranks(int in_process_ranks, std::function<void(communicator&)> const
 struct dataset_input {
   file_format format;
   std::vector<std::string> files;  ///< in name order
-  table_schema schema;             ///< of the first file (a dataset has one schema)
+  table_schema schema;             ///< of the first file (CSV: of every file; one schema)
   std::vector<std::string> names;  ///< the column names, for the writers
 };
 
-/** @brief Resolves `source`'s format and files and reads its schema from the first file. */
-dataset_input describe_input(std::string const& source, std::string const& format_flag);
+/**
+ * @brief Resolves `source`'s format and files and reads its schema from the first file; a CSV
+ * dataset's from all its files, with the types of `csv_types_flag` (see `parse_csv_types`).
+ */
+dataset_input describe_input(std::string const& source,
+                             std::string const& format_flag,
+                             std::string_view csv_types_flag = {});
 
 /** @brief A part of a rank's input: a whole file, or a run of a Parquet file's row groups. */
 struct input_piece {
@@ -207,7 +213,7 @@ std::vector<input_piece> input_of_rank(communicator& comm, dataset_input const& 
 
 /**
  * @brief Opens `piece` for streaming in batches of about `batch_bytes`, as `open_dataset` opens a
- * file.
+ * file; a CSV file with the piece's schema (inferred for the whole dataset).
  * @throws spillway::invalid_argument, naming both files, when the piece's file has other columns
  * than the dataset (`input_piece::schema`)
  */
@@ -262,6 +268,7 @@ struct distributed_sort_request {
   bool json                 = false;
   bool overwrite            = false;
   bool check_order          = true;  ///< each rank checks the order of its output as it writes
+  std::string csv_types;             ///< see parse_csv_types
 };
 
 /**

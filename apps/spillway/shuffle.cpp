@@ -64,6 +64,7 @@ struct shuffle_arguments {
   std::uint64_t seed        = 0;
   bool json                 = false;
   bool overwrite            = false;
+  std::string csv_types;  ///< --csv-types
 };
 
 /** @brief One rank's counters, summed or maximised over the ranks for the summary. */
@@ -247,7 +248,7 @@ int run_shuffle(shuffle_arguments const& args) {
       throw usage_error("--by " + args.by + ": a shuffle hashes its keys; give column names only");
     }
   }
-  auto const input = describe_input(args.input, args.format);
+  auto const input = describe_input(args.input, args.format, args.csv_types);
   refuse_output_holding_input(args.output, input.files);
   auto const& format            = input.format;
   auto const& names             = input.names;
@@ -312,6 +313,7 @@ int run_shuffle(shuffle_arguments const& args) {
         writer_options.file_prefix         = prefix;
         writer_options.parquet.compression = compression;
         writer_options.format              = parse_output_format(args.output_format);
+        writer_options.schema              = input.schema;  // strings keep their Arrow type
         batch_writer writer(
           writer_options, names, environment.stream(), memory_resources{io_scratch});
         shuffle.for_each_batch(partition, [&](table_view const& batch) {
@@ -466,6 +468,7 @@ command add_shuffle_command(CLI::App& parent) {
     ->capture_default_str();
   app->add_flag("--json", args->json, "Print a JSON summary on stdout");
   app->add_flag("--overwrite", args->overwrite, "Replace the files of an existing output");
+  app->add_option("--csv-types", args->csv_types, CSV_TYPES_HELP);
   return {app, [args] { return run_shuffle(*args); }};
 }
 

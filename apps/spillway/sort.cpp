@@ -87,6 +87,7 @@ struct sort_arguments {
   bool json                 = false;
   bool overwrite            = false;
   bool no_order_check       = false;
+  std::string csv_types;  ///< --csv-types
 };
 
 /** @return a lower bound of the bytes of one row of `schema` on the device */
@@ -270,7 +271,8 @@ int run_sort(sort_arguments const& args) {
                                  args.ranks,
                                  args.json,
                                  args.overwrite,
-                                 !args.no_order_check});
+                                 !args.no_order_check,
+                                 args.csv_types});
   }
   install_spill_cleanup_on_signals();
   auto const start   = std::chrono::steady_clock::now();
@@ -286,7 +288,8 @@ int run_sort(sort_arguments const& args) {
                       " is too small: the spill store needs at least " +
                       format_bytes(MIN_HOST_BUDGET));
   }
-  auto const format = resolve_format(args.input, args.format);
+  auto const format    = resolve_format(args.input, args.format);
+  auto const csv_types = parse_csv_types(args.csv_types, format);
   refuse_output_holding_input(args.output, expand_dataset(args.input));
   std::filesystem::path report_json;
   if (!args.report.empty()) {
@@ -362,8 +365,12 @@ int run_sort(sort_arguments const& args) {
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
   // Decoded on a thread of its own into host memory, one batch ahead of the sort, which copies
   // each batch to the device (as a GPU's input arrives too).
-  auto reader          = read_ahead(open_dataset(
-    args.input, format, std::max<std::size_t>(batch_bytes, 1), memory_resources{io_scratch}));
+  auto reader          = read_ahead(open_dataset(args.input,
+                                        format,
+                                        std::max<std::size_t>(batch_bytes, 1),
+                                        memory_resources{io_scratch},
+                                        default_stream(),
+                                        csv_types));
   auto const schema    = reader->schema();  // a copy: it outlives the reader
   auto const resolved  = resolve_sort_keys(keys, schema, args.input);
   auto const row_bytes = min_row_bytes(schema);
@@ -421,6 +428,7 @@ int run_sort(sort_arguments const& args) {
   writer_options.target_file_bytes      = file_size;
   writer_options.parquet.compression    = parse_compression(args.compression);
   writer_options.parquet.encode_threads = PARQUET_ENCODE_THREADS;
+  writer_options.schema                 = schema;  // string columns keep their Arrow type
   batch_writer writer{
     writer_options, names, stream, memory_resources{device_with_spill, io_scratch}};
   explaining_spill_failures(store, [&] {
@@ -594,6 +602,7 @@ command add_sort_command(CLI::App& parent) {
                 "Do not check the order of the output as it is written (on by default: an output "
                 "row out of order fails the sort with no output)");
   app->add_flag("--overwrite", args->overwrite, "Replace the files of an existing output dataset");
+  app->add_option("--csv-types", args->csv_types, CSV_TYPES_HELP);
   return command{app, [args] { return run_sort(*args); }};
 }
 

@@ -3,6 +3,7 @@
  * @brief CSV reading and writing without Arrow: a quoting-aware tokenizer, text forms of every
  * type, and a streaming reader that stages raw text in the temporary resource.
  */
+#include "io/csv_inference.hpp"
 #include "io/csv_text.hpp"
 #include "io/io_detail.hpp"
 
@@ -18,7 +19,9 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace spillway {
@@ -361,64 +364,6 @@ class csv_file_writer final : public detail::format_writer {
   std::size_t written_ = 0;
 };
 
-/** @brief What inference learns about one column from the values it sees. */
-struct column_guess {
-  bool any_value  = false;
-  bool can_bool   = true;
-  bool can_int64  = true;
-  bool can_uint64 = true;
-  bool can_double = true;
-  bool can_time   = true;
-  int time_digits = 0;
-
-  void see(field_text const& field) {
-    if (!field.quoted && field.raw.empty()) {
-      return;  // null
-    }
-    any_value = true;
-    if (field.quoted) {
-      // Only text is quoted by writers; a quoted value stays a string.
-      can_bool = can_int64 = can_uint64 = can_double = can_time = false;
-      return;
-    }
-    auto const text = field.raw;
-    can_bool        = can_bool && (text == "true" || text == "false" || text == "TRUE" ||
-                            text == "FALSE" || text == "True" || text == "False");
-    can_int64       = can_int64 && detail::csv::parse_number<std::int64_t>(text).has_value();
-    can_uint64      = can_uint64 && detail::csv::parse_number<std::uint64_t>(text).has_value();
-    can_double      = can_double && detail::csv::parse_number<double>(text).has_value();
-    if (can_time) {
-      auto const parsed = detail::csv::parse_timestamp(text);
-      can_time          = parsed.has_value();
-      if (parsed) {
-        time_digits = std::max(time_digits, parsed->digits);
-      }
-    }
-  }
-
-  [[nodiscard]] data_type type() const {
-    if (!any_value) {
-      return type_id::STRING;
-    }
-    if (can_bool) {
-      return type_id::BOOL8;
-    }
-    if (can_int64) {
-      return type_id::INT64;
-    }
-    if (can_uint64) {
-      return type_id::UINT64;
-    }
-    if (can_double) {
-      return type_id::FLOAT64;
-    }
-    if (can_time) {
-      return data_type{type_id::TIMESTAMP, detail::csv::unit_for_digits(time_digits)};
-    }
-    return type_id::STRING;
-  }
-};
-
 /** @brief Streams the CSV files of a dataset. */
 class csv_reader final : public batch_reader {
  public:
@@ -433,8 +378,11 @@ class csv_reader final : public batch_reader {
     capacity_ = std::max<std::size_t>(options_.target_batch_bytes, MIN_BLOCK_BYTES);
     block_    = buffer(capacity_, stream_, mrs_.temporary());
     open_file(0);
-    // The schema: given, or inferred from the first block of the first file.
+    // The schema: given, or inferred from every value of the dataset.
     if (options_.schema) {
+      SPILLWAY_EXPECTS(options_.column_types.empty(),
+                       std::string{"csv: give either a schema or column types, not both"},
+                       invalid_argument);
       file_schema_ = *options_.schema;
       SPILLWAY_EXPECTS(file_schema_.size() == header_.size(),
                        "csv: the schema has " + std::to_string(file_schema_.size()) +
@@ -594,27 +542,80 @@ class csv_reader final : public batch_reader {
     }
   }
 
-  /** @brief Infers every column's type from the first block. */
+  /**
+   * @brief The types of `column_types`, and for every other column the first type of
+   * `column_guess` that parses each of its values in every file: a first pass over the whole
+   * dataset, so that the schema depends on the data alone, not on the batch size, and no later
+   * value can contradict it.
+   */
   void infer_schema() {
-    std::size_t const records_end = fill_to_complete_records();
-    std::vector<column_guess> guesses(header_.size());
-    char const* position = block() + begin_;
-    while (true) {
-      std::size_t field = 0;
-      auto const status = detail::csv::scan_record(
-        &position, block() + records_end, true, options_.delimiter, [&](field_text const& text) {
-          if (field < guesses.size()) {
-            guesses[field].see(text);
-          }
-          ++field;
-        });
-      if (status != scan_status::RECORD) {
-        break;
+    std::string header_names;
+    for (auto const& name : header_) {
+      header_names += (header_names.empty() ? "" : ", ") + name;
+    }
+    std::vector<std::optional<data_type>> given(header_.size());
+    for (auto const& column : options_.column_types) {
+      auto const found = std::find(header_.begin(), header_.end(), column.name);
+      SPILLWAY_EXPECTS(found != header_.end(),
+                       "csv: a type is given for column '" + column.name + "', which '" +
+                         files_[0] + "' lacks (columns: " + header_names + ")",
+                       invalid_argument);
+      auto& type = given[static_cast<std::size_t>(found - header_.begin())];
+      SPILLWAY_EXPECTS(
+        !type, "csv: the type of column '" + column.name + "' is given twice", invalid_argument);
+      type = column.type;
+    }
+    std::vector<detail::csv::column_guess> guesses(header_.size());
+    if (std::find(given.begin(), given.end(), std::nullopt) != given.end()) {
+      for (std::size_t index = 0; index < files_.size(); ++index) {
+        if (index > 0) {
+          open_file(index);
+        }
+        see_file(guesses, given);
       }
+      open_file(0);
     }
     for (std::size_t i = 0; i < header_.size(); ++i) {
-      file_schema_.push_back({header_[i], guesses[i].type()});
+      file_schema_.push_back({header_[i], given[i] ? *given[i] : guesses[i].type()});
     }
+  }
+
+  /** @brief Shows `guesses` every value of the open file in the columns without a `given` type. */
+  void see_file(std::vector<detail::csv::column_guess>& guesses,
+                std::vector<std::optional<data_type>> const& given) {
+    while (true) {
+      std::size_t const records_end = fill_to_complete_records();
+      if (records_end == begin_) {
+        return;
+      }
+      char const* position  = block() + begin_;
+      char const* const end = block() + records_end;
+      while (position < end) {
+        std::size_t field = 0;
+        auto const status = detail::csv::scan_record(
+          &position, end, true, options_.delimiter, [&](field_text const& text) {
+            if (field < guesses.size() && !given[field]) {
+              guesses[field].see(text);
+            }
+            ++field;
+          });
+        if (status != scan_status::RECORD) {
+          break;  // not reached: the block holds complete records only
+        }
+        expect_fields(field, row_);
+        ++row_;
+      }
+      begin_ = records_end;
+    }
+  }
+
+  /** @brief Throws when data row `row` (from 0) of the open file has not one field per column. */
+  void expect_fields(std::size_t fields, std::size_t row) const {
+    SPILLWAY_EXPECTS(fields == header_.size(),
+                     "CSV file '" + path() + "', data row " + std::to_string(row + 1) + ": " +
+                       std::to_string(fields) + " fields, the header has " +
+                       std::to_string(header_.size()),
+                     corruption_error);
   }
 
   [[noreturn]] void fail_value(std::size_t row, std::size_t column, field_text const& field) const {
@@ -648,11 +649,7 @@ class csv_reader final : public batch_reader {
       if (status != scan_status::RECORD) {
         break;
       }
-      SPILLWAY_EXPECTS(field == columns,
-                       "CSV file '" + path() + "', data row " + std::to_string(row_ + rows + 1) +
-                         ": " + std::to_string(field) + " fields, the header has " +
-                         std::to_string(columns),
-                       corruption_error);
+      expect_fields(field, row_ + rows);
       ++rows;
     }
     // The output columns, exactly sized.

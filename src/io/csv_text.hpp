@@ -14,7 +14,6 @@
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <type_traits>
 
 namespace spillway::detail::csv {
 
@@ -194,10 +193,11 @@ std::optional<T> parse_number(std::string_view text) noexcept {
   T value{};
   char const* first = text.data();
   char const* last  = text.data() + text.size();
-  if constexpr (std::is_floating_point_v<T>) {
-    // from_chars rejects a leading '+'; accept it as writers elsewhere produce it.
-    if (first != last && *first == '+') {
-      ++first;
+  // from_chars rejects a leading '+'; accept it as writers elsewhere produce it (not "+-1").
+  if (first != last && *first == '+') {
+    ++first;
+    if (first != last && (*first == '-' || *first == '+')) {
+      return std::nullopt;
     }
   }
   auto const [end, error] = std::from_chars(first, last, value);

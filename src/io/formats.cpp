@@ -248,6 +248,14 @@ class batch_writer::impl {
   void write(table_view const& input, std::shared_ptr<void const> const& owner) {
     if (schema_.empty()) {
       schema_ = detail::schema_of(input, names_, "batch_writer");
+      // STRING columns stored as the reader found them.
+      for (auto& column : schema_) {
+        for (auto const& known : options_.schema) {
+          if (known.name == column.name && known.type == column.type) {
+            column.storage = known.storage;
+          }
+        }
+      }
     } else {
       detail::check_matches(input, schema_, "batch_writer");
     }

@@ -315,3 +315,91 @@ TEST_F(SpillwayCli, FullDiskForTheSpillDirectory) {
 }
 
 }  // namespace
+
+TEST_F(SpillwayCli, SortsStringColumnsWithoutCharactersIntoParquet) {
+  // A string column entirely null, then entirely empty strings: no output batch has a byte of
+  // characters.
+  for (auto const* value : {"", "\"\""}) {
+    SCOPED_TRACE(value);
+    {
+      std::ofstream csv{path("in.csv")};
+      csv << "k,s\n";
+      for (int row = 0; row < 50000; ++row) {
+        csv << (row * 7919) % 50000 << ',' << value << '\n';
+      }
+    }
+    for (auto const* ranks : {"1", "2"}) {
+      run_ok(std::string{"sort in.csv -o out --overwrite --by k --ranks "} + ranks + TIGHT_BUDGETS);
+      run_ok("verify out --by k --against in.csv");
+    }
+  }
+}
+
+/** @return the values of column `column` of every CSV file under `directory`, in name order */
+std::vector<std::string> csv_column(fs::path const& directory, std::size_t column) {
+  std::vector<fs::path> files;
+  std::vector<std::string> values;
+  if (!fs::is_directory(directory)) {
+    return values;
+  }
+  for (auto const& entry : fs::directory_iterator(directory)) {
+    files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (auto const& file : files) {
+    std::ifstream in{file};
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::size_t begin = 0;
+      for (std::size_t i = 0; i < column; ++i) {
+        begin = line.find(',', begin) + 1;
+      }
+      values.push_back(line.substr(begin, line.find(',', begin) - begin));
+    }
+  }
+  return values;
+}
+
+TEST_F(SpillwayCli, CsvColumnTypesAreTheSameUnderEveryDeviceMemory) {
+  // Column v: integers, then words far beyond the first batch at 8 MiB (1 MiB batches). Sorted
+  // by v, the output is in the order of strings ("10" before "9") under either budget.
+  fs::create_directories(path("in"));
+  for (auto const* file : {"in/a.csv", "in/b.csv"}) {
+    std::ofstream csv{path(file)};
+    csv << "k,v\n";
+    for (int row = 0; row < 150000; ++row) {
+      csv << row << ',' << (row * 7919) % 150000 << '\n';
+    }
+    if (std::string{file} == "in/b.csv") {
+      for (int row = 0; row < 1000; ++row) {
+        csv << row << ",x" << row << '\n';
+      }
+    }
+  }
+  for (auto const* budget : {"8MiB", "2GiB"}) {
+    for (auto const* ranks : {"1", "2"}) {
+      SCOPED_TRACE(std::string{budget} + " on ranks " + ranks);
+      run_ok(std::string{"sort in -o out --overwrite --by v --output-format csv --device-memory "} +
+             budget + " --ranks " + ranks);
+      auto const values = csv_column(root_ / "out", 1);
+      ASSERT_EQ(values.size(), 301000U);
+      EXPECT_TRUE(std::is_sorted(values.begin(), values.end()));
+      EXPECT_EQ(values.back(), "x999");
+      run_ok("verify out --by v --against in");
+    }
+  }
+  // Given types: k as a string sorts as text; v as int64 fails on its first word, naming it.
+  run_ok("sort in/a.csv -o by-k --by k --output-format csv --csv-types k:string");
+  auto const keys = csv_column(root_ / "by-k", 0);
+  EXPECT_TRUE(std::is_sorted(keys.begin(), keys.end()));
+  EXPECT_EQ(keys[1], "1");
+  EXPECT_EQ(keys[2], "10");
+  expect_failure(run("sort in -o bad --by v --csv-types v:int64"), 1, "'x0' is not a int64", "bad");
+  expect_failure(
+    run("shuffle in -o bad --by v --partitions 2 --csv-types v:int64"), 1, "'x0'", "bad");
+  expect_failure(run("sort in -o bad --by v --csv-types w:string"), 2, "--csv-types", "bad");
+  expect_failure(run("sort in -o bad --by v --csv-types v:text"), 2, "unknown type 'text'", "bad");
+  run_ok("sort in/a.csv -o a.parquet.d --by k");
+  expect_failure(run("sort a.parquet.d -o bad --by k --csv-types k:string"), 2, "not CSV", "bad");
+}

@@ -28,6 +28,15 @@ struct batch_writer_options {
   std::string file_prefix       = "part";   ///< files are `<prefix>-00000.<extension>`, ...
   parquet_write_options parquet;            ///< used when `format` is PARQUET
   csv_write_options csv;                    ///< used when `format` is CSV
+  /**
+   * The columns as a reader gave them, when the rows come from a file: Parquet and Arrow IPC
+   * files hold each STRING column named here as its `column_schema::storage` says (string or
+   * large_string), so that a file written back has its input's schema. A column not named, or
+   * named with another type, is large_string. A `string` column's 32-bit offsets address 2 GiB:
+   * rows of more characters in one write are written as several Arrow batches (Parquet pages and
+   * IPC record batches), never as large_string, so that every file has the schema asked for.
+   */
+  table_schema schema;
 };
 
 /**

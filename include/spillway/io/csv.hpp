@@ -13,10 +13,15 @@
  * - null as an empty unquoted field (so an empty string and a null differ: `""` vs nothing).
  *
  * Round trips: with the writer's schema given to the reader every type round trips exactly.
- * With inference, a column becomes BOOL8, INT64 (UINT64 when a value exceeds INT64), FLOAT64,
- * TIMESTAMP (unit from the fraction digits) or STRING, the first that parses every value of
- * the first batch; so narrower integers and FLOAT32 come back widened, and digit-only strings as
- * numbers.
+ * With inference, a column becomes BOOL8, INT64, UINT64, FLOAT64, TIMESTAMP (unit from the most
+ * fraction digits) or STRING, the first that parses every value of the column in every file of
+ * the dataset: the reader reads the whole dataset once to decide, before its first batch, so the
+ * schema does not depend on the batch size and no later value can contradict it. Narrower
+ * integers and FLOAT32 come back widened, and digit-only strings as numbers. An integer never
+ * becomes a FLOAT64 that would round it: a column of integers beyond INT64 is UINT64 when they
+ * all fit, else STRING, as is a column mixing fractions with integers of more than 53 bits.
+ * `csv_read_options::column_types` gives the type of any column instead (a digit-only code as
+ * STRING, say), and spares the first pass when it names every column.
  */
 #pragma once
 
@@ -37,8 +42,13 @@ namespace spillway {
 
 /** @brief How a CSV dataset is read. */
 struct csv_read_options {
-  /** the columns' types by name (every column of the header); empty: infer from the first batch */
+  /** the columns' types by name (every column of the header, in its order); none: inferred */
   std::optional<table_schema> schema;
+  /**
+   * types of some columns by name (any order), taken as given; every other column's type is
+   * inferred from all of its values. Empty with `schema`.
+   */
+  table_schema column_types;
   std::vector<std::string> columns;         ///< columns to return, in this order; empty: all
   char delimiter                 = ',';     ///< the field separator
   std::size_t target_batch_bytes = 64_MiB;  ///< about the size of each batch `next()` returns
@@ -54,7 +64,9 @@ struct csv_write_options {
  * staged in `mrs.temporary()`, batches come from `mrs.output()`.
  * @throws spillway::io_error for a missing file, a header that differs between files, or a value
  * that does not parse as its column's type (naming file, line and column);
- * spillway::invalid_argument for an unknown column or a schema that does not match the header
+ * spillway::corruption_error for a stray quote or a row without one field per column;
+ * spillway::invalid_argument for an unknown column (also in `column_types`) or a schema that does
+ * not match the header
  */
 std::unique_ptr<batch_reader> open_csv(std::string const& source,
                                        csv_read_options const& options,

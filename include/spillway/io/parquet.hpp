@@ -6,7 +6,8 @@
  * Types map both ways: BOOL8 ↔ boolean, INTn/UINTn ↔ the same
  * integers, FLOAT32/64 ↔ float/double, TIMESTAMP ↔ timestamp (same unit, no time zone; Parquet
  * stores second timestamps as milliseconds, read back as milliseconds), STRING ↔ large_string
- * (string and large_string are both read).
+ * (string and large_string are both read, and `column_schema::storage` says which a column was;
+ * `batch_writer_options::schema` writes a column as string).
  */
 #pragma once
 

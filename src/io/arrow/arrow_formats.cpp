@@ -313,8 +313,7 @@ class arrow_batch_reader final : public batch_reader {
     }
     table_schema schema;
     for (int const c : selection) {
-      auto const& field = file_schema->field(c);
-      schema.push_back({field->name(), from_arrow_type(*field->type(), field->name(), path)});
+      schema.push_back(from_arrow_field(*file_schema->field(c), path));
     }
     if (index == 0) {
       schema_ = std::move(schema);
@@ -508,8 +507,10 @@ class parquet_file_writer final : public format_writer {
         }
         std::size_t const take = rows_to_take(rows - begin, row_bytes);
         auto const part        = slice(input, begin, begin + take);
-        auto const batch       = to_arrow_batch(part, schema_, pool_.get());
-        check_arrow(writer_->WriteRecordBatch(*batch), "cannot write Parquet file '" + path_ + "'");
+        for (auto const& batch : to_arrow_batches(part, schema_, pool_.get())) {
+          check_arrow(writer_->WriteRecordBatch(*batch),
+                      "cannot write Parquet file '" + path_ + "'");
+        }
         add_to_group(take, row_bytes);
         begin += take;
       }
@@ -660,13 +661,17 @@ class parquet_file_writer final : public format_writer {
       add_to_group(take, row_bytes);
       begin += take;
       if (owner || group_full(row_bytes)) {
-        group_batches_.push_back(to_arrow_batch(part, schema_, pool_.get()));
-        group_owners_.push_back(owner);
+        for (auto& batch : to_arrow_batches(part, schema_, pool_.get())) {
+          group_batches_.push_back(std::move(batch));
+          group_owners_.push_back(owner);
+        }
       } else {
         // The last rows of a borrowed input wait for the next write: a copy of them does.
         std::shared_ptr<table const> copied = spillway::copy(part, stream_, mrs_.temporary());
-        group_batches_.push_back(to_arrow_batch(copied->view(), schema_, pool_.get()));
-        group_owners_.push_back(std::move(copied));
+        for (auto& batch : to_arrow_batches(copied->view(), schema_, pool_.get())) {
+          group_batches_.push_back(std::move(batch));
+          group_owners_.push_back(copied);
+        }
       }
       if (group_full(row_bytes)) {
         encode_group();
@@ -931,8 +936,9 @@ class ipc_file_writer final : public format_writer {
     if (input.num_rows() == 0) {
       return;
     }
-    auto batch = to_arrow_batch(input, schema_, pool_.get());
-    check_arrow(writer_->WriteRecordBatch(*batch), "cannot write Arrow IPC file '" + path_ + "'");
+    for (auto const& batch : to_arrow_batches(input, schema_, pool_.get())) {
+      check_arrow(writer_->WriteRecordBatch(*batch), "cannot write Arrow IPC file '" + path_ + "'");
+    }
   }
 
   [[nodiscard]] std::size_t bytes_written() const override {

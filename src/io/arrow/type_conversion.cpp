@@ -7,8 +7,11 @@
 #include <spillway/core/error.hpp>
 #include <spillway/table/null_mask.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace spillway::detail {
 namespace {
@@ -49,10 +52,59 @@ std::shared_ptr<arrow::Buffer> wrap(void const* data, std::size_t bytes) {
 
 /// The offsets of an empty STRING column that has no offsets buffer.
 alignas(8) constexpr std::int64_t EMPTY_OFFSETS[1] = {0};
+/// The characters of a STRING column without any (all null or empty): an allocation of no bytes
+/// has no address, but Arrow requires a value buffer, of no bytes, with one.
+alignas(8) constexpr char NO_CHARS[1] = {0};
+
+/**
+ * @return an Arrow string (utf8) array of `view`: its characters shared, its offsets rebased to 0
+ * and narrowed to int32, and its mask when `masked`, copied into memory from `pool`
+ */
+std::shared_ptr<arrow::Array> to_string_array(column_view const& view,
+                                              bool masked,
+                                              arrow::MemoryPool* pool) {
+  auto const rows = static_cast<int64_t>(view.size());
+  auto offsets    = value_or_throw(
+    arrow::AllocateBuffer(static_cast<int64_t>((view.size() + 1) * sizeof(std::int32_t)), pool),
+    "narrowing the offsets of a string column");
+  auto* narrow             = reinterpret_cast<std::int32_t*>(offsets->mutable_data());
+  char const* chars        = NO_CHARS;
+  std::int64_t first       = 0;
+  std::int64_t const* wide = view.offsets();
+  if (wide != nullptr) {
+    wide += view.offset();
+    first = wide[0];
+    SPILLWAY_EXPECTS(wide[view.size()] - first <= MAX_STRING_ARRAY_CHARS,
+                     "to_string_array: " + std::to_string(wide[view.size()] - first) +
+                       " characters do not fit int32 offsets",
+                     logic_error);
+    if (view.chars() != nullptr) {
+      chars = view.chars() + first;
+    }
+  }
+  narrow[0] = 0;
+  for (std::size_t row = 0; row < view.size(); ++row) {
+    narrow[row + 1] = static_cast<std::int32_t>(wide[row + 1] - first);
+  }
+  auto const bytes = static_cast<std::size_t>(narrow[view.size()]);
+  // The array starts at row 0 of its offsets, so the mask is copied to start at bit 0 too.
+  std::shared_ptr<arrow::Buffer> mask;
+  if (masked) {
+    auto packed = value_or_throw(arrow::AllocateBitmap(rows, pool), "copying a string mask");
+    copy_bits(packed->mutable_data(), 0, view.null_mask(), view.offset(), view.size());
+    mask = std::move(packed);
+  }
+  return arrow::MakeArray(arrow::ArrayData::Make(
+    arrow::utf8(),
+    rows,
+    {std::move(mask), std::shared_ptr<arrow::Buffer>(std::move(offsets)), wrap(chars, bytes)},
+    static_cast<int64_t>(view.null_count()),
+    0));
+}
 
 }  // namespace
 
-std::shared_ptr<arrow::DataType> to_arrow_type(data_type type) {
+std::shared_ptr<arrow::DataType> to_arrow_type(data_type type, string_storage storage) {
   switch (type.id()) {
     case type_id::BOOL8:
       return arrow::boolean();
@@ -79,7 +131,7 @@ std::shared_ptr<arrow::DataType> to_arrow_type(data_type type) {
     case type_id::TIMESTAMP:
       return arrow::timestamp(to_arrow_unit(type.unit()));
     case type_id::STRING:
-      return arrow::large_utf8();
+      return storage == string_storage::STRING ? arrow::utf8() : arrow::large_utf8();
   }
   SPILLWAY_FAIL("to_arrow_type: unknown type id", logic_error);
 }
@@ -130,20 +182,29 @@ std::shared_ptr<arrow::Schema> to_arrow_schema(table_schema const& schema) {
   arrow::FieldVector fields;
   fields.reserve(schema.size());
   for (auto const& column : schema) {
-    fields.push_back(arrow::field(column.name, to_arrow_type(column.type), true));
+    fields.push_back(arrow::field(column.name, to_arrow_type(column.type, column.storage), true));
   }
   return arrow::schema(std::move(fields));
+}
+
+column_schema from_arrow_field(arrow::Field const& field, std::string const& file) {
+  return {field.name(),
+          from_arrow_type(*field.type(), field.name(), file),
+          field.type()->id() == arrow::Type::STRING ? string_storage::STRING
+                                                    : string_storage::LARGE_STRING};
 }
 
 table_schema from_arrow_schema(arrow::Schema const& schema, std::string const& file) {
   table_schema result;
   for (auto const& field : schema.fields()) {
-    result.push_back({field->name(), from_arrow_type(*field->type(), field->name(), file)});
+    result.push_back(from_arrow_field(*field, file));
   }
   return result;
 }
 
-std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view, arrow::MemoryPool* pool) {
+std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
+                                             arrow::MemoryPool* pool,
+                                             string_storage storage) {
   auto const type       = view.type();
   auto const rows       = static_cast<int64_t>(view.size());
   auto const offset     = static_cast<int64_t>(view.offset());
@@ -153,16 +214,21 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view, arrow::Mem
     validity = wrap(view.null_mask(), (end + 7) / 8);
   }
   auto const nulls = static_cast<int64_t>(view.null_count());
+  if (type.id() == type_id::STRING && storage == string_storage::STRING) {
+    return to_string_array(view, validity != nullptr, pool);
+  }
   if (type.id() == type_id::STRING) {
     std::int64_t const* offsets = view.offsets() != nullptr ? view.offsets() : EMPTY_OFFSETS;
     std::size_t const chars =
       view.offsets() != nullptr ? static_cast<std::size_t>(offsets[end]) : 0;
-    auto data = arrow::ArrayData::Make(
-      arrow::large_utf8(),
-      rows,
-      {validity, wrap(offsets, (end + 1) * sizeof(std::int64_t)), wrap(view.chars(), chars)},
-      nulls,
-      view.offsets() != nullptr ? offset : 0);
+    auto data =
+      arrow::ArrayData::Make(arrow::large_utf8(),
+                             rows,
+                             {validity,
+                              wrap(offsets, (end + 1) * sizeof(std::int64_t)),
+                              wrap(view.chars() != nullptr ? view.chars() : NO_CHARS, chars)},
+                             nulls,
+                             view.offsets() != nullptr ? offset : 0);
     return arrow::MakeArray(data);
   }
   if (type.id() == type_id::BOOL8) {
@@ -189,15 +255,58 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view, arrow::Mem
   return arrow::MakeArray(data);
 }
 
-std::shared_ptr<arrow::RecordBatch> to_arrow_batch(table_view const& input,
-                                                   std::shared_ptr<arrow::Schema> const& schema,
-                                                   arrow::MemoryPool* pool) {
-  arrow::ArrayVector columns;
-  columns.reserve(input.num_columns());
-  for (auto const& view : input) {
-    columns.push_back(to_arrow_array(view, pool));
+std::vector<std::shared_ptr<arrow::RecordBatch>> to_arrow_batches(
+  table_view const& input,
+  std::shared_ptr<arrow::Schema> const& schema,
+  arrow::MemoryPool* pool,
+  std::int64_t max_chars) {
+  std::vector<string_storage> storages;
+  std::vector<std::size_t> narrow;  // the string (int32 offsets) columns
+  for (std::size_t c = 0; c < input.num_columns(); ++c) {
+    bool const is_narrow = schema->field(static_cast<int>(c))->type()->id() == arrow::Type::STRING;
+    storages.push_back(is_narrow ? string_storage::STRING : string_storage::LARGE_STRING);
+    if (is_narrow && input.column(c).offsets() != nullptr) {
+      narrow.push_back(c);
+    }
   }
-  return arrow::RecordBatch::Make(schema, static_cast<int64_t>(input.num_rows()), columns);
+  auto const batch_of = [&](table_view const& rows) {
+    arrow::ArrayVector columns;
+    columns.reserve(rows.num_columns());
+    for (std::size_t c = 0; c < rows.num_columns(); ++c) {
+      columns.push_back(to_arrow_array(rows.column(c), pool, storages[c]));
+    }
+    return arrow::RecordBatch::Make(schema, static_cast<int64_t>(rows.num_rows()), columns);
+  };
+  std::size_t const rows = input.num_rows();
+  if (rows == 0) {
+    return {batch_of(input)};
+  }
+  std::vector<std::shared_ptr<arrow::RecordBatch>> batches;
+  std::size_t begin = 0;
+  do {
+    // The most rows from `begin` whose characters fit `max_chars` in every string column.
+    std::size_t end = rows;
+    for (auto const c : narrow) {
+      auto const view          = input.column(c);
+      std::int64_t const* base = view.offsets() + view.offset();
+      std::int64_t const limit = base[begin] + max_chars;
+      std::size_t const fits =
+        static_cast<std::size_t>(std::upper_bound(base + begin + 1, base + end + 1, limit) - base) -
+        1;
+      if (fits == begin) {
+        SPILLWAY_FAIL("column '" + schema->field(static_cast<int>(c))->name() +
+                        "' has a value of " + std::to_string(base[begin + 1] - base[begin]) +
+                        " bytes, more than Arrow's string type holds (" +
+                        std::to_string(max_chars) + ")",
+                      not_supported);
+      }
+      end = fits;
+    }
+    batches.push_back(begin == 0 && end == rows ? batch_of(input)
+                                                : batch_of(slice(input, begin, end)));
+    begin = end;
+  } while (begin < rows);
+  return batches;
 }
 
 namespace {

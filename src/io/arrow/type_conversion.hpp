@@ -12,14 +12,20 @@
 
 #include <arrow/api.h>
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace spillway::detail {
 
-/** @return the Arrow type of `type` (STRING is large_utf8, TIMESTAMP has no zone) */
-std::shared_ptr<arrow::DataType> to_arrow_type(data_type type);
+/**
+ * @return the Arrow type of `type` (STRING is large_utf8, or utf8 for `storage` STRING;
+ * TIMESTAMP has no zone)
+ */
+std::shared_ptr<arrow::DataType> to_arrow_type(
+  data_type type, string_storage storage = string_storage::LARGE_STRING);
 
 /**
  * @return the spillway type of the Arrow `type` of column `column` in `file`
@@ -29,22 +35,39 @@ data_type from_arrow_type(arrow::DataType const& type,
                           std::string const& column,
                           std::string const& file);
 
-/** @return the Arrow schema of `schema` (every field nullable) */
+/** @return the Arrow schema of `schema` (every field nullable; STRING as its storage says) */
 std::shared_ptr<arrow::Schema> to_arrow_schema(table_schema const& schema);
+
+/** @return the name, spillway type and string storage of `field` @throws as `from_arrow_type` */
+column_schema from_arrow_field(arrow::Field const& field, std::string const& file);
 
 /** @return the spillway schema of `schema` @throws as `from_arrow_type` */
 table_schema from_arrow_schema(arrow::Schema const& schema, std::string const& file);
 
 /**
  * @brief An Arrow array over `view`: zero-copy for every type but BOOL8, whose bytes are packed
- * into bits in memory from `pool`. The view's memory must outlive the array.
+ * into bits in memory from `pool`, and STRING as `storage` STRING, whose 32-bit offsets are
+ * computed into memory from `pool` (the view must then hold at most INT32_MAX characters). The
+ * view's memory must outlive the array.
  */
-std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view, arrow::MemoryPool* pool);
+std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
+                                             arrow::MemoryPool* pool,
+                                             string_storage storage = string_storage::LARGE_STRING);
 
-/** @return a record batch over `input` (see `to_arrow_array`) */
-std::shared_ptr<arrow::RecordBatch> to_arrow_batch(table_view const& input,
-                                                   std::shared_ptr<arrow::Schema> const& schema,
-                                                   arrow::MemoryPool* pool);
+/// The most characters a `string` array holds: its offsets are int32.
+inline constexpr std::int64_t MAX_STRING_ARRAY_CHARS = std::numeric_limits<std::int32_t>::max();
+
+/**
+ * @return record batches of `schema` over the rows of `input`, in order (see `to_arrow_array`):
+ * one, or where a `string` (utf8) column of `schema` holds more than `max_chars` characters, as
+ * many as it takes for each to hold at most `max_chars` in every such column
+ * @throws spillway::not_supported naming the column when one value is longer than `max_chars`
+ */
+std::vector<std::shared_ptr<arrow::RecordBatch>> to_arrow_batches(
+  table_view const& input,
+  std::shared_ptr<arrow::Schema> const& schema,
+  arrow::MemoryPool* pool,
+  std::int64_t max_chars = MAX_STRING_ARRAY_CHARS);
 
 /** @return the bytes `chunk` takes as a spillway column of `type` (values, offsets, mask) */
 std::size_t spillway_size(arrow::Array const& chunk);
