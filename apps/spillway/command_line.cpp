@@ -266,6 +266,14 @@ std::unique_ptr<batch_reader> open_dataset(std::string const& source,
   throw usage_error("unknown input format");
 }
 
+void check_host_budget(std::size_t host_memory) {
+  if (host_memory < MIN_HOST_BUDGET) {
+    throw usage_error("--host-memory " + format_bytes(host_memory) +
+                      " is too small: the spill store needs at least " +
+                      format_bytes(MIN_HOST_BUDGET));
+  }
+}
+
 std::optional<std::size_t> testing_reverse_output_batch() {
   char const* const value = std::getenv("SPILLWAY_TEST_REVERSE_OUTPUT_BATCH");
   if (value == nullptr || *value == '\0') {

@@ -26,6 +26,16 @@ namespace spillway::cli {
 
 /// A read batch (and an output batch) is at most this fraction of a rank's device.
 inline constexpr std::size_t DEVICE_SHARE_PER_BATCH = 8;
+/// The smallest `--host-memory`: below it the spill store's staging pieces leave too little
+/// room for the host tier's other buffers, and a device with spilled shards may find no room to
+/// stage the next spill (two ranks failed at 64 KiB; 256 KiB held in the sort's property test).
+inline constexpr std::size_t MIN_HOST_BUDGET = 256 * std::size_t{1024};
+
+/**
+ * @brief Refuses a `--host-memory` below `MIN_HOST_BUDGET`.
+ * @throws usage_error naming the flag and the minimum
+ */
+void check_host_budget(std::size_t host_memory);
 
 /** @brief The process exit status of every subcommand. */
 enum class exit_code : int {

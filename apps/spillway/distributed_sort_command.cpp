@@ -43,6 +43,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
   auto const host_memory   = parse_size_flag("--host-memory", request.host_memory);
   auto const batch_size    = parse_size_flag("--batch-size", request.batch_size);
   auto const file_size     = parse_size_flag("--file-size", request.file_size);
+  check_host_budget(host_memory);
   if (request.mode != "pull" && request.mode != "push") {
     throw usage_error("--shuffle-mode must be pull or push, not '" + request.mode + "'");
   }

@@ -229,10 +229,11 @@ int run_shuffle(shuffle_arguments const& args) {
   auto const start         = std::chrono::steady_clock::now();
   auto const device_memory = parse_size_flag("--device-memory", args.device_memory);
   auto const host_memory   = parse_size_flag("--host-memory", args.host_memory);
-  auto const batch_size    = parse_size_flag("--batch-size", args.batch_size);
-  auto const file_size     = parse_size_flag("--file-size", args.file_size);
-  auto const inbox_budget  = parse_size_flag("--inbox-budget", args.inbox_budget);
-  auto const compression   = parse_compression(args.compression);
+  check_host_budget(host_memory);
+  auto const batch_size   = parse_size_flag("--batch-size", args.batch_size);
+  auto const file_size    = parse_size_flag("--file-size", args.file_size);
+  auto const inbox_budget = parse_size_flag("--inbox-budget", args.inbox_budget);
+  auto const compression  = parse_compression(args.compression);
   if (args.partitions == 0 || args.partitions > MAX_PARTITIONS) {
     throw usage_error("--partitions must be between 1 and " + std::to_string(MAX_PARTITIONS));
   }

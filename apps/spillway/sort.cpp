@@ -55,8 +55,6 @@ constexpr std::size_t BASE_LEASE_BATCHES = 4;
 constexpr std::size_t MIN_BATCH_ROWS = 64;
 /// Characters assumed per string value when the budget is checked before reading.
 constexpr std::size_t MIN_STRING_CHARS = 16;
-/// The spill store's smallest host budget (see `spill_store_options::host_budget`).
-constexpr std::size_t MIN_HOST_BUDGET = 64_KiB;
 /// Output batches are at most this large, whatever the device.
 constexpr std::size_t MAX_OUTPUT_BATCH = 64_MiB;
 /// Most --threads accepted.
@@ -283,11 +281,7 @@ int run_sort(sort_arguments const& args) {
   auto const host_memory   = parse_size_flag("--host-memory", args.host_memory);
   auto const batch_size    = parse_size_flag("--batch-size", args.batch_size);
   auto const file_size     = parse_size_flag("--file-size", args.file_size);
-  if (host_memory < MIN_HOST_BUDGET) {
-    throw usage_error("--host-memory " + format_bytes(host_memory) +
-                      " is too small: the spill store needs at least " +
-                      format_bytes(MIN_HOST_BUDGET));
-  }
+  check_host_budget(host_memory);
   auto const format    = resolve_format(args.input, args.format);
   auto const csv_types = parse_csv_types(args.csv_types, format);
   refuse_output_holding_input(args.output, expand_dataset(args.input));
