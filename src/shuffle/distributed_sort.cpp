@@ -1,6 +1,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/memory/copy.hpp>
+#include <spillway/ops/order_check.hpp>
 #include <spillway/ops/sample.hpp>
 #include <spillway/ops/sort.hpp>
 #include <spillway/shuffle/distributed_sort.hpp>
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -95,6 +97,50 @@ received_table deserialize(std::vector<std::byte> const& bytes,
   }
   result.view = unpack(metadata, result.data.data(), result.data.size(), resource.kind());
   return result;
+}
+
+/**
+ * @brief Checks, on every rank, that the ranks' outputs in rank order are one sorted sequence:
+ * the first and last rows of every rank (empty for a rank without output) go to every rank in
+ * one allgather, and an `order_checker` follows them in rank order.
+ * @throws logic_error naming the two ranks at the first boundary out of order
+ */
+void check_rank_boundaries(communicator& comm,
+                           std::unique_ptr<table> const& first_row,
+                           std::unique_ptr<table> const& last_row,
+                           distributed_sort_options const& options,
+                           stream_view stream,
+                           resource_ref host) {
+  auto const on_host = memory_resources{host, host};
+  std::vector<std::byte> mine;
+  if (first_row != nullptr) {
+    std::vector<table_view> const both{first_row->view(), last_row->view()};
+    mine = serialize(detail::concatenate(both, stream, on_host)->view(), stream, on_host);
+  }
+  auto const all = comm.allgather(mine);
+  std::vector<std::size_t> ranks(all.size());
+  std::iota(ranks.begin(), ranks.end(), std::size_t{0});
+  if (options.testing_reverse_rank_order) {
+    std::reverse(ranks.begin(), ranks.end());
+  }
+  std::vector<std::size_t> key_indices(options.key_columns.size());
+  std::iota(key_indices.begin(), key_indices.end(), std::size_t{0});
+  order_checker check(key_indices, options.orders, host);
+  std::optional<std::size_t> previous;  // the last rank before `rank` with output
+  for (std::size_t const rank : ranks) {
+    if (all[rank].empty()) {
+      continue;
+    }
+    auto const received = deserialize(all[rank], static_cast<int>(rank), stream, host);
+    if (check.next(received.view, stream)) {
+      SPILLWAY_FAIL("distributed sort: internal error: the first row of rank " +
+                      std::to_string(rank) + " sorts before the last row of rank " +
+                      std::to_string(previous.value_or(rank)) +
+                      "; the ranks' outputs are not one sorted sequence",
+                    logic_error);
+    }
+    previous = rank;
+  }
 }
 
 /**
@@ -305,10 +351,23 @@ distributed_sort_statistics sort_across(communicator& comm,
   shuffle.close();
   stats.shuffle = shuffle.statistics();
   sorter.finish();
+  std::unique_ptr<table> first_row;  // this rank's first and last rows' keys, on the host
+  std::unique_ptr<table> last_row;
   while (auto batch = sorter.next()) {
-    stats.output_rows += batch->num_rows();
+    auto const rows = batch->num_rows();
+    if (rows > 0 && sort_options.check_output_order) {
+      auto const keys = batch->view().select(options.key_columns);
+      if (first_row == nullptr) {
+        first_row = detail::copy(slice(keys, 0, 1), stream, memory_resources{host});
+      }
+      last_row = detail::copy(slice(keys, rows - 1, rows), stream, memory_resources{host});
+    }
+    stats.output_rows += rows;
     ++stats.output_batches;
     output(batch->view());
+  }
+  if (sort_options.check_output_order) {
+    check_rank_boundaries(comm, first_row, last_row, options, stream, host);
   }
   stats.sort      = sorter.statistics();
   stats.sort_time = clock_type::now() - start;

@@ -413,6 +413,49 @@ TEST(DistributedSortEmpty, NoRankHasARow) {
   });
 }
 
+TEST(DistributedSortRankOrder, RanksWhoseOutputsAreOutOfOrderFailTheSortOnEveryRank) {
+  // Every rank compares the ranks' first and last rows; in reverse rank order (the test hook) a
+  // group of several ranks with distinct keys is out of order, and every rank says so.
+  testing::for_each_rank_group([](communicator& comm) {
+    host_memory_resource host;
+    device_environment env(one_mib_environment());
+    device_task task(env, task_id{static_cast<std::uint64_t>(comm.rank()) + 1});
+    auto const batches = rank_input(keys_kind::UNIFORM, comm.rank(), 2, 2000, host);
+    for (bool const reversed : {false, true}) {
+      distributed_sort_options options;
+      options.key_columns                = {0};
+      options.inbox_budget               = 256_KiB;
+      options.sort.merge_budget_bytes    = 512_KiB;
+      options.sort.output_batch_bytes    = 64_KiB;
+      options.sort.coordinator           = &env.coordinator();
+      options.sort.task                  = &task.context();
+      options.testing_reverse_rank_order = reversed;
+      options.shuffle_id                 = reversed ? 5 : 4;
+      memory_resources const mrs{env.device()};
+      auto const run = [&] {
+        return distributed_sort(
+          comm,
+          env.store(),
+          [&](std::function<void(std::unique_ptr<table>)> const& consume) {
+            for (auto const& batch : batches) {
+              consume(copy(batch->view(), default_stream(), mrs));
+            }
+          },
+          [](table_view const&) {},
+          options,
+          default_stream(),
+          mrs,
+          host);
+      };
+      if (reversed && comm.size() > 1) {
+        EXPECT_THROW(static_cast<void>(run()), logic_error);
+      } else {
+        EXPECT_NO_THROW(static_cast<void>(run()));
+      }
+    }
+  });
+}
+
 TEST(DistributedSortNarrowRows, AMapThatDoesNotFitTheDeviceAloneIsSplitInHalves) {
   // 200 000 one-byte keys in one batch (195 KiB): partitioning it needs a partition id of 8
   // bytes per row, 1.6 MB, more than the 1 MiB device even with everything else spilled. The

@@ -80,7 +80,14 @@ struct distributed_sort_options {
   /// Each lost shard is recomputed from its map task's input.
   shard_loss_hook testing_shard_loss;
   /// The local out-of-core sort; its `key_columns` and `orders` are set from the fields above.
+  /// With `sort.check_output_order` (the default) each rank checks its own output, and after
+  /// the last batch the ranks also check, with one allgather, that each rank's first row does not
+  /// sort before the last row of the ranks before it: a violation is a `logic_error` on every
+  /// rank.
   external_sort_options sort;
+  /// Test only: the ranks compare their boundary rows in reverse rank order, so that tests can
+  /// see the check across ranks fail.
+  bool testing_reverse_rank_order = false;
 };
 
 /** @brief What one rank's part of a distributed sort did. */
