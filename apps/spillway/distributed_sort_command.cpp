@@ -5,7 +5,9 @@
  * writes `part-<r>-<n>.parquet`.
  */
 #include "command_line.hpp"
+#include "empty_output.hpp"
 #include "output_directory.hpp"
+#include "preflight.hpp"
 #include "ranks.hpp"
 #include "spill_failures.hpp"
 
@@ -42,7 +44,8 @@ int run_distributed_sort(distributed_sort_request const& request) {
   auto const device_memory = parse_size_flag("--device-memory", request.device_memory);
   auto const host_memory   = parse_size_flag("--host-memory", request.host_memory);
   auto const batch_size    = parse_size_flag("--batch-size", request.batch_size);
-  auto const file_size     = parse_size_flag("--file-size", request.file_size);
+  auto const file_size     = parse_file_size_flag(request.file_size);
+  refuse_repeated_keys(keys);
   check_host_budget(host_memory);
   if (request.mode != "pull" && request.mode != "push") {
     throw usage_error("--shuffle-mode must be pull or push, not '" + request.mode + "'");
@@ -55,6 +58,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
   auto const backend  = resolve_rank_backend(request.backend, request.ranks, device_memory);
   std::size_t const batch_bytes =
     std::max<std::size_t>(1, std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH));
+  check_spill_directory(request.spill_dir);
 
   std::mutex mutex;
   shared_output output(request.output, request.overwrite);
@@ -112,7 +116,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
         environment.stream(),
         memory_resources{environment.device()},
         rank_host);
-      auto const my_files = writer.close();
+      auto my_files = writer.close();
       maybe_fail_after_writing(comm.rank());
       auto const spills = environment.store().statistics();
       auto const sums =
@@ -132,7 +136,11 @@ int run_distributed_sort(distributed_sort_request const& request) {
                                          static_cast<std::uint64_t>(stats.shuffle_time.count()),
                                          static_cast<std::uint64_t>(stats.sort_time.count()),
                                          stats.input_rows});
-      auto all_files   = gather_names(comm, my_files);
+      if (comm.rank() == 0 && sums[2] == 0) {  // no rows: one file still carries the columns
+        my_files.push_back(write_empty_file(
+          writer_options, input.schema, environment.stream(), memory_resources{io_scratch}));
+      }
+      auto all_files = gather_names(comm, my_files);
       if (sums[0] != sums[2]) {
         throw std::runtime_error("distributed sort wrote " + std::to_string(sums[2]) + " rows of " +
                                  std::to_string(sums[0]) + " read");

@@ -7,11 +7,13 @@
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "output_directory.hpp"
+#include "preflight.hpp"
 
 #include <spillway/core/stream_view.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/io/batch_writer.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/spill/spill_directory.hpp>
 #include <spillway/table/column.hpp>
 #include <spillway/table/size_estimate.hpp>
 #include <spillway/table/table.hpp>
@@ -222,6 +224,8 @@ int run_gen(gen_arguments const& args) {
     throw usage_error("--files " + std::to_string(files) + " is more than --rows " +
                       std::to_string(rows));
   }
+  std::size_t const file_size = parse_file_size_flag(args.file_size);
+  install_spill_cleanup_on_signals();  // removes the temporaries of the files being written
   output_directory directory{args.output, args.overwrite};
   auto const start = std::chrono::steady_clock::now();
   std::vector<batch_writer> writers;
@@ -231,7 +235,7 @@ int run_gen(gen_arguments const& args) {
     options.format                 = parse_output_format(args.format);
     options.parquet.row_group_rows = args.row_group_rows;
     if (args.files == 0) {
-      options.target_file_bytes = parse_size_flag("--file-size", args.file_size);
+      options.target_file_bytes = file_size;
     } else {
       options.target_file_bytes = std::size_t{1} << 50U;  // one file per writer
       char prefix[32];

@@ -62,23 +62,31 @@ void shared_output::open(communicator& comm) {
   {
     std::lock_guard lock(mutex_);
     if (!directory_ && (comm.rank() == 0 || launched_by_mpirun())) {
-      directory_ = std::make_unique<output_directory>(path_, overwrite_);
+      // Rank 0's process claims it below; every process only sees whether it exists.
+      directory_ = std::make_unique<output_directory>(path_, overwrite_, false);
     }
   }
   // Every process has seen whether the directory existed before rank 0 creates it (each one
   // that fails then removes it again when this command created it and it is empty).
   comm.barrier();
+  if (comm.rank() == 0) {
+    std::lock_guard lock(mutex_);
+    // Creates and locks the directory, checks what it holds and removes what killed runs left
+    // (a staging directory among them). Another run's lock fails the job here, before any rank
+    // touches the directory.
+    directory_->claim();
+    owns_staging_ = true;
+    std::error_code error;
+    std::filesystem::remove_all(staging_, error);
+    std::filesystem::create_directories(staging_, error);
+    if (error) {
+      throw io_error("cannot create directory '" + staging_ + "': " + error.message());
+    }
+  }
+  // Rank 0 holds the directory.
+  comm.barrier();
   {
     std::lock_guard lock(mutex_);
-    if (comm.rank() == 0) {
-      owns_staging_ = true;
-      std::error_code error;
-      std::filesystem::remove_all(staging_, error);  // left by a run that was killed
-      std::filesystem::create_directories(staging_, error);
-      if (error) {
-        throw io_error("cannot create directory '" + staging_ + "': " + error.message());
-      }
-    }
     // Every process's: mpirun ends the others with SIGTERM when one fails, and the last to go
     // removes what the others wrote meanwhile, then the output directory when this command
     // created it and it is empty (a rank's writer may create both again after another rank

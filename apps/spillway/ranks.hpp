@@ -40,8 +40,9 @@ namespace spillway::cli {
  * staging directory inside it; only `commit()`, once every rank has finished, moves them in. A
  * command that fails on any rank leaves no visible file behind, however far the other ranks got.
  *
- * The process of rank 0 creates the staging directory (removing one a killed run left behind),
- * commits, and removes it again on failure.
+ * The process of rank 0 claims the output directory (`output_directory::claim`: its lock is held
+ * by that process for the job), creates the staging directory (removing one a killed run left
+ * behind), commits, and removes it again on failure.
  */
 class shared_output {
  public:

@@ -7,7 +7,9 @@
  */
 #include "command_line.hpp"
 #include "commands.hpp"
+#include "empty_output.hpp"
 #include "output_directory.hpp"
+#include "preflight.hpp"
 #include "ranks.hpp"
 #include "spill_failures.hpp"
 
@@ -231,7 +233,7 @@ int run_shuffle(shuffle_arguments const& args) {
   auto const host_memory   = parse_size_flag("--host-memory", args.host_memory);
   check_host_budget(host_memory);
   auto const batch_size   = parse_size_flag("--batch-size", args.batch_size);
-  auto const file_size    = parse_size_flag("--file-size", args.file_size);
+  auto const file_size    = parse_file_size_flag(args.file_size);
   auto const inbox_budget = parse_size_flag("--inbox-budget", args.inbox_budget);
   auto const compression  = parse_compression(args.compression);
   if (args.partitions == 0 || args.partitions > MAX_PARTITIONS) {
@@ -244,6 +246,7 @@ int run_shuffle(shuffle_arguments const& args) {
     throw usage_error("--mode must be pull or push, not '" + args.mode + "'");
   }
   auto const keys = parse_sort_keys(args.by);
+  refuse_repeated_keys(keys);
   for (auto const& key : keys) {
     if (key.ordering.direction != order::ASCENDING || key.ordering.nulls != null_order::BEFORE) {
       throw usage_error("--by " + args.by + ": a shuffle hashes its keys; give column names only");
@@ -256,6 +259,7 @@ int run_shuffle(shuffle_arguments const& args) {
   auto const resolved           = resolve_sort_keys(keys, input.schema, args.input);
   auto const backend            = resolve_rank_backend(args.backend, args.ranks, device_memory);
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
+  check_spill_directory(args.spill_dir);
 
   std::mutex summary_mutex;
   nlohmann::ordered_json summary;
@@ -302,10 +306,7 @@ int run_shuffle(shuffle_arguments const& args) {
                      totals);
       shuffle.finish_maps();
       std::vector<std::string> mine;
-      for (auto const partition : shuffle.owned_partitions()) {
-        if (shuffle.directory().partition_bytes(partition) == 0) {
-          continue;
-        }
+      auto const options_of = [&](std::size_t partition) {
         batch_writer_options writer_options;
         writer_options.directory         = output.staging();
         writer_options.target_file_bytes = file_size;
@@ -315,6 +316,24 @@ int run_shuffle(shuffle_arguments const& args) {
         writer_options.parquet.compression = compression;
         writer_options.format              = parse_output_format(args.output_format);
         writer_options.schema              = input.schema;  // strings keep their Arrow type
+        return writer_options;
+      };
+      // The bytes of every rank's map tasks, read now or resumed: what a resumed run wrote too.
+      std::size_t bytes_mapped = 0;
+      bool no_rows             = true;
+      for (std::size_t partition = 0; partition < args.partitions; ++partition) {
+        bytes_mapped += shuffle.directory().partition_bytes(partition);
+        no_rows = no_rows && shuffle.directory().partition_rows(partition) == 0;
+      }
+      for (auto const partition : shuffle.owned_partitions()) {
+        if (shuffle.directory().partition_bytes(partition) == 0) {
+          if (partition == 0 && no_rows) {  // one file still carries the columns
+            mine.push_back(write_empty_file(
+              options_of(0), input.schema, environment.stream(), memory_resources{io_scratch}));
+          }
+          continue;
+        }
+        auto const writer_options = options_of(partition);
         batch_writer writer(
           writer_options, names, environment.stream(), memory_resources{io_scratch});
         shuffle.for_each_batch(partition, [&](table_view const& batch) {
@@ -370,6 +389,7 @@ int run_shuffle(shuffle_arguments const& args) {
       }
       double const seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      double const per_second = static_cast<double>(bytes_mapped) / std::max(seconds, 1e-9);
       std::lock_guard lock(summary_mutex);
       written = std::move(all_files);
       summary = {{"input", args.input},
@@ -382,10 +402,11 @@ int run_shuffle(shuffle_arguments const& args) {
                  {"rows", sums[2]},
                  {"rows_read", sums[0]},
                  {"rows_read_max_rank", peaks[2]},
-                 {"bytes", sums[1]},
+                 {"bytes", bytes_mapped},
+                 {"bytes_read", sums[1]},
                  {"files", sums[3]},
                  {"seconds", seconds},
-                 {"bytes_per_second", seconds > 0 ? static_cast<double>(sums[1]) / seconds : 0.0},
+                 {"bytes_per_second", per_second},
                  {"shards", sums[4]},
                  {"shard_bytes", sums[5]},
                  {"messages", sums[6]},
@@ -403,15 +424,13 @@ int run_shuffle(shuffle_arguments const& args) {
                     sizeof(line),
                     "spillway shuffle: %llu rows (%s) into %zu partitions on %d ranks (%s) in "
                     "%.2f s, %s/s; device peak %s of %s per rank",
-                    static_cast<unsigned long long>(sums[0]),
-                    format_bytes(sums[1]).c_str(),
+                    static_cast<unsigned long long>(sums[2]),
+                    format_bytes(bytes_mapped).c_str(),
                     args.partitions,
                     comm.size(),
                     args.mode.c_str(),
                     seconds,
-                    format_bytes(static_cast<std::size_t>(static_cast<double>(sums[1]) /
-                                                          std::max(seconds, 1e-9)))
-                      .c_str(),
+                    format_bytes(static_cast<std::size_t>(per_second)).c_str(),
                     format_bytes(peaks[0]).c_str(),
                     format_bytes(device_memory).c_str());
       summary_line = line;

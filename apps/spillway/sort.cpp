@@ -10,7 +10,9 @@
  */
 #include "command_line.hpp"
 #include "commands.hpp"
+#include "empty_output.hpp"
 #include "output_directory.hpp"
+#include "preflight.hpp"
 #include "ranks.hpp"
 #include "spill_failures.hpp"
 
@@ -252,6 +254,11 @@ nlohmann::ordered_json transfer_json(spill_statistics const& spilled,
 
 int run_sort(sort_arguments const& args) {
   if (args.ranks > 1 || launched_by_mpirun()) {
+    if (!args.report.empty()) {
+      throw usage_error(
+        "--report is written by a sort in one process only: drop --ranks (or "
+        "mpirun) or --report");
+    }
     return run_distributed_sort({args.input,
                                  args.output,
                                  args.by,
@@ -280,7 +287,8 @@ int run_sort(sort_arguments const& args) {
   auto const device_memory = parse_size_flag("--device-memory", args.device_memory);
   auto const host_memory   = parse_size_flag("--host-memory", args.host_memory);
   auto const batch_size    = parse_size_flag("--batch-size", args.batch_size);
-  auto const file_size     = parse_size_flag("--file-size", args.file_size);
+  auto const file_size     = parse_file_size_flag(args.file_size);
+  refuse_repeated_keys(keys);
   check_host_budget(host_memory);
   auto const format    = resolve_format(args.input, args.format);
   auto const csv_types = parse_csv_types(args.csv_types, format);
@@ -292,7 +300,9 @@ int run_sort(sort_arguments const& args) {
       throw usage_error("--report '" + args.report +
                         "' must not end in .json (the JSON goes beside it)");
     }
+    check_report_paths(args.report, report_json);
   }
+  check_spill_directory(args.spill_dir);
   output_directory directory{args.output, args.overwrite};
 
   // The device, its OOM protocol and lease arbiter, and the spill store (host budget, disk under
@@ -436,7 +446,11 @@ int run_sort(sort_arguments const& args) {
       writer.write(std::move(on_host));
     }
   });
-  auto const written = writer.close();
+  auto written = writer.close();
+  if (written.empty()) {  // no rows: one file still carries the columns
+    written.push_back(
+      write_empty_file(writer_options, schema, stream, memory_resources{io_scratch}));
+  }
   directory.commit(written);
   bar.reset();
   if (recorder) {

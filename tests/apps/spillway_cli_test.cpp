@@ -4,12 +4,15 @@
  * and what it leaves on disk.
  */
 #include "cli_fixture.hpp"
+#include "output_fixture.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,14 +20,20 @@
 #include <random>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
 namespace {
 
 namespace fs = std::filesystem;
+using spillway::cli_testing::background_run;
+using spillway::cli_testing::entries_in;
+using spillway::cli_testing::held_lock;
+using spillway::cli_testing::holds_temporaries;
 using spillway::cli_testing::run_result;
 using spillway::cli_testing::SpillwayCli;
+using spillway::cli_testing::write_text;
 
 /// Small enough to run fast under ASan, large enough to spill at these budgets.
 constexpr char const* ROWS          = "200000";
@@ -311,6 +320,178 @@ TEST_F(SpillwayCli, FullDiskForTheSpillDirectory) {
       expect_failure(result, 1, "spilling to disk failed", "out");
     }
     EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
+  }
+}
+
+TEST_F(SpillwayCli, OverwriteReplacesOnlyTheFilesSpillwayWrote) {
+  run_ok("gen uniform --rows 1000 -o in");
+  // A directory of someone else's files: refused, with or without --overwrite, nothing removed.
+  fs::create_directories(path("proj"));
+  write_text(path("proj/README.md"), "read me\n");
+  write_text(path("proj/Makefile"), "all:\n");
+  for (std::string const command : {"sort in -o proj --by key --overwrite",
+                                    "sort in -o proj --by key",
+                                    "sort in -o proj --by key --ranks 2 --overwrite",
+                                    "gen uniform --rows 100 -o proj --overwrite"}) {
+    SCOPED_TRACE(command);
+    auto const refused = run(command);
+    EXPECT_EQ(refused.exit_code, 2) << refused.err;
+    EXPECT_NE(refused.err.find("README.md"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("Makefile"), std::string::npos) << refused.err;
+    EXPECT_EQ(entries_in(path("proj")), (std::vector<std::string>{"Makefile", "README.md"}));
+  }
+  // An earlier dataset of spillway's (another format, more files, a temporary of a killed run) is
+  // replaced whole; hidden and '_' files, which no reader of the dataset sees, stay.
+  run_ok("gen uniform --rows 1000 --files 3 --format csv -o out");
+  write_text(path("out/.part-00009.parquet.tmp"), "left by a killed run");
+  write_text(path("out/_notes"), "kept");
+  run_ok("sort in -o out --by key --overwrite");
+  EXPECT_EQ(entries_in(path("out")), (std::vector<std::string>{"_notes", "part-00000.parquet"}));
+  run_ok("verify out --by key --against in");
+}
+
+TEST_F(SpillwayCli, ASecondWriterOfAnOutputDirectoryFailsAtOnceNamingTheFirst) {
+  run_ok("gen uniform --rows 1000 -o in");
+  {
+    held_lock const lock{path("out"), "pid 4242 on build-host: spillway sort other -o out"};
+    for (std::string const command : {"sort in -o out --by key",
+                                      "sort in -o out --by key --overwrite",
+                                      "sort in -o out --by key --ranks 2",
+                                      "shuffle in -o out --by key --partitions 2",
+                                      "gen uniform --rows 100 -o out --overwrite"}) {
+      SCOPED_TRACE(command);
+      auto const refused = run(command);
+      EXPECT_EQ(refused.exit_code, 1) << refused.err;
+      EXPECT_NE(refused.err.find("pid 4242 on build-host"), std::string::npos) << refused.err;
+      EXPECT_EQ(entries_in(path("out")), std::vector<std::string>{".spillway-lock"});
+    }
+  }
+  // A lock file nobody holds (its run was killed) is taken over, and goes with the run.
+  run_ok("sort in -o out --by key");
+  EXPECT_EQ(entries_in(path("out")), std::vector<std::string>{"part-00000.parquet"});
+}
+
+TEST_F(SpillwayCli, TwoSortsIntoOneDirectoryAtOnceTheSecondFailsNamingTheFirst) {
+  run_ok("gen uniform --rows 3000000 -o big");
+  run_ok("gen uniform --rows 1000 --seed 9 -o small");
+  background_run first{root_, {"sort", "big", "-o", "out", "--by", "key", "--spill-dir", "spill"}};
+  ASSERT_TRUE(first.wait_until([&] { return fs::exists(path("out/.spillway-lock")); }))
+    << first.err();
+  auto const second = run("sort small -o out --by key --overwrite");
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(second.err.find("pid " + std::to_string(first.pid())), std::string::npos) << second.err;
+  auto const status = first.wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << first.err();
+  EXPECT_NE(first.err().find("3000000 rows"), std::string::npos) << first.err();
+  run_ok("verify out --by key --against big");
+}
+
+TEST_F(SpillwayCli, ASignalDuringTheWritePhaseLeavesNoTemporaryFiles) {
+  run_ok("gen uniform --rows 3000000 -o in");
+  fs::create_directories(path("kept"));
+  for (int const signal_number : {SIGTERM, SIGINT}) {
+    for (std::string const out : {"out", "kept"}) {  // a directory it creates, and one it found
+      SCOPED_TRACE(std::to_string(signal_number) + " " + out);
+      background_run sort{root_,
+                          {"sort",
+                           "in",
+                           "-o",
+                           out,
+                           "--by",
+                           "key",
+                           "--file-size",
+                           "1MiB",
+                           "--compression",
+                           "zstd",
+                           "--spill-dir",
+                           "spill"}};
+      ASSERT_TRUE(sort.wait_until([&] { return holds_temporaries(path(out)); })) << sort.err();
+      ::kill(sort.pid(), signal_number);
+      auto const status = sort.wait();
+      ASSERT_TRUE(WIFSIGNALED(status)) << "the sort ended before the signal came: " << sort.err();
+      EXPECT_EQ(WTERMSIG(status), signal_number);
+      EXPECT_FALSE(holds_temporaries(path(out))) << "temporary files left in " << out;
+      EXPECT_TRUE(entries_in(path(out)).empty())
+        << "left in " << out << ": " << entries_in(path(out)).size() << " entries";
+      EXPECT_EQ(fs::exists(path(out)), out == "kept") << out;
+      EXPECT_TRUE(entries_in(path("spill")).empty()) << "spill files left behind";
+    }
+  }
+}
+
+TEST_F(SpillwayCli, TheTemporariesOfAKilledRunAreRemovedByTheNextRun) {
+  run_ok("gen uniform --rows 3000000 -o in");
+  {
+    background_run sort{
+      root_,
+      {"sort", "in", "-o", "out", "--by", "key", "--file-size", "1MiB", "--spill-dir", "spill"}};
+    ASSERT_TRUE(sort.wait_until([&] { return holds_temporaries(path("out")); })) << sort.err();
+    ::kill(sort.pid(), SIGKILL);  // no handler runs: the temporaries stay
+    sort.wait();
+  }
+  ASSERT_TRUE(holds_temporaries(path("out")));
+  write_text(path("out/.part-00000.parquet.tmp"), "not even Parquet");
+  run_ok("gen uniform --rows 1000 -o small");
+  run_ok("sort small -o out --by key");
+  EXPECT_EQ(entries_in(path("out")), std::vector<std::string>{"part-00000.parquet"});
+  run_ok("verify out --by key --against small");
+  // A fake temporary alone, in a directory of an earlier dataset replaced with --overwrite.
+  write_text(path("out/.part-00000.parquet.tmp"), "garbage");
+  write_text(path("out/.part-00003.csv.tmp"), "garbage");
+  run_ok("gen uniform --rows 10 -o out --overwrite");
+  EXPECT_EQ(entries_in(path("out")), std::vector<std::string>{"part-00000.parquet"});
+}
+
+TEST_F(SpillwayCli, AnInputOfNoRowsGivesOneFileWithItsColumns) {
+  write_text(path("empty.csv"), "key,payload\n");
+  for (std::string const ranks : {"1", "2"}) {
+    std::string const out = "out-" + ranks;
+    SCOPED_TRACE(out);
+    auto const sorted = run_ok("sort empty.csv -o " + out + " --by key --ranks " + ranks);
+    auto const files  = files_in(out);
+    ASSERT_EQ(files.size(), 1U) << sorted.err;
+    EXPECT_TRUE(files.front().ends_with(".parquet")) << files.front();
+    run_ok("verify " + out + " --by key --against empty.csv");
+    // The file keeps the columns: it sorts again by them, and an unknown one is named.
+    run_ok("sort " + out + " -o again-" + ranks + " --by payload:desc,key");
+    run_ok("verify again-" + ranks + " --by payload:desc,key --against empty.csv");
+    expect_failure(run("sort " + out + " -o bad --by nope"), 2, "'nope'", "bad");
+  }
+  run_ok("sort empty.csv -o csv --by key --output-format csv");
+  ASSERT_EQ(files_in("csv").size(), 1U);
+  run_ok("verify csv --by key --against empty.csv");
+}
+
+TEST_F(SpillwayCli, WhatCanBeCheckedBeforeReadingIsCheckedFirst) {
+  run_ok("gen uniform --rows 200000 -o in");
+  write_text(path("a-file"), "not a directory");
+  struct refusal {
+    std::string command;
+    std::string named;
+  };
+  for (auto const& [command, named] : std::vector<refusal>{
+         {"sort in -o out --by key --spill-dir a-file/spill" + std::string{TIGHT_BUDGETS},
+          "--spill-dir"},
+         {"sort in -o out --by key --ranks 2 --spill-dir a-file/spill", "--spill-dir"},
+         {"shuffle in -o out --by key --partitions 2 --spill-dir a-file/spill", "--spill-dir"},
+         {"sort in -o out --by key --report a-file/report.html", "--report"},
+         {"sort in -o out --by key --ranks 2 --report report.html", "--report"},
+         {"sort in -o a-file/out --by key", "a-file/out"},
+         {"shuffle in -o a-file/out --by key --partitions 2", "a-file/out"},
+         {"sort in -o out --by key --file-size 1", "--file-size"},
+         {"sort in -o out --by key --ranks 2 --file-size 1000", "--file-size"},
+         {"shuffle in -o out --by key --partitions 2 --file-size 1KiB", "--file-size"},
+         {"gen uniform --rows 10 -o out --file-size 1", "--file-size"},
+         {"sort in -o out --by key:asc,key:desc", "'key'"},
+         {"sort in -o out --by key,payload,key --ranks 2", "'key'"},
+         {"shuffle in -o out --by key,key --partitions 2", "'key'"}}) {
+    SCOPED_TRACE(command);
+    fs::remove_all(path("out"));  // each case on its own, whatever the one before left
+    auto const start  = std::chrono::steady_clock::now();
+    auto const result = run(command);
+    expect_failure(result, 2, named, "out");
+    EXPECT_FALSE(fs::exists(path("out"))) << "the refused command left its output directory";
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   }
 }
 

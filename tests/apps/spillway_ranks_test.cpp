@@ -5,6 +5,7 @@
  * in global order, within each rank's device budget, spilling, leaving no spill files.
  */
 #include "cli_fixture.hpp"
+#include "output_fixture.hpp"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -18,8 +19,11 @@
 
 namespace {
 
+using spillway::cli_testing::entries_in;
+using spillway::cli_testing::held_lock;
 using spillway::cli_testing::spillway_exe;
 using spillway::cli_testing::SpillwayCli;
+using spillway::cli_testing::write_text;
 
 /// Per-rank budgets small enough that 200k timeseries rows (about 9 MiB) spill on every rank.
 constexpr char const* RANK_BUDGETS = " --device-memory 2MiB --host-memory 2MiB --spill-dir spill";
@@ -115,10 +119,14 @@ TEST_F(SpillwayRanks, ShuffleResumesFromCheckpointsAfterTheProcessWasKilled) {
   auto const killed = run_launched("SPILLWAY_TEST_KILL_AFTER_MAPS=1:4 '" + spillway_exe() + "' " +
                                    shuffle + " > /dev/null");
   EXPECT_NE(killed.exit_code, 0);
-  EXPECT_TRUE(files_in("out").empty()) << "a killed shuffle left output files";
+  // SIGKILL runs no handler: the directory's lock file stays, for the rerun to take over.
+  auto left = files_in("out");
+  std::erase(left, ".spillway-lock");
+  EXPECT_TRUE(left.empty()) << "a killed shuffle left output files";
   auto const resumed = nlohmann::json::parse(run_ok(shuffle).out);
   EXPECT_GE(resumed.at("resumed_maps").get<std::size_t>(), 4U);
   EXPECT_EQ(resumed.at("rows").get<std::size_t>(), 200000U);
+  EXPECT_FALSE(std::filesystem::exists(path("out/.spillway-lock")));
   run_ok("verify out --by id --partitions 8 --against in");
   // Every file is now marked done: a third run reads no input at all.
   auto const again = nlohmann::json::parse(run_ok(shuffle + " --overwrite").out);
@@ -402,6 +410,86 @@ TEST_F(SpillwayRanks, ShuffleUnderMpirunResumesAfterARankIsKilled) {
   auto const resumed = nlohmann::json::parse(launched_ok(mpirun(2) + shuffle).out);
   EXPECT_GE(resumed.at("resumed_maps").get<std::size_t>(), 3U);
   run_ok("verify out --by id --partitions 8 --against in");
+}
+
+TEST_F(SpillwayRanks, ShuffleOverwriteReplacesOnlyItsOwnFiles) {
+  std::filesystem::create_directories(path("proj"));
+  write_text(path("proj/README.md"), "read me\n");
+  for (std::string const command : {"shuffle in -o proj --by id --partitions 4 --overwrite",
+                                    "shuffle in -o proj --by id --partitions 4 --ranks 2"}) {
+    SCOPED_TRACE(command);
+    auto const refused = run(command + std::string{RANK_BUDGETS});
+    EXPECT_EQ(refused.exit_code, 2) << refused.err;
+    EXPECT_NE(refused.err.find("README.md"), std::string::npos) << refused.err;
+    EXPECT_EQ(entries_in(path("proj")), std::vector<std::string>{"README.md"});
+  }
+  // A sort's dataset there is spillway's: the shuffle replaces it whole.
+  run_ok("sort in -o out --by id --ranks 2" + std::string{RANK_BUDGETS});
+  write_text(path("out/.partition-00003-00000.parquet.tmp"), "left by a killed run");
+  run_ok("shuffle in -o out --by id --partitions 4 --ranks 2 --overwrite" +
+         std::string{RANK_BUDGETS});
+  for (auto const& name : entries_in(path("out"))) {
+    EXPECT_TRUE(name.starts_with("partition-")) << name;
+  }
+  run_ok("verify out --by id --partitions 4 --against in");
+}
+
+TEST_F(SpillwayRanks, AShuffleOfNoRowsWritesOneFileWithItsColumns) {
+  write_text(path("empty.csv"), "id,name\n");
+  for (std::string const ranks : {"1", "3"}) {
+    SCOPED_TRACE(ranks);
+    std::string const out = "out-" + ranks;
+    run_ok("shuffle empty.csv -o " + out + " --by id --partitions 4 --ranks " + ranks);
+    auto const files = files_in(out);
+    ASSERT_EQ(files.size(), 1U);
+    EXPECT_TRUE(files.front().starts_with("partition-")) << files.front();
+    run_ok("verify " + out + " --by id --partitions 4 --against empty.csv");
+    run_ok("shuffle " + out + " -o again-" + ranks + " --by name --partitions 2");
+  }
+}
+
+TEST_F(SpillwayRanks, AResumedShuffleReportsTheRowsAndBytesItWrote) {
+  std::string const shuffle =
+    "shuffle in -o out --by id --partitions 8 --ranks 2 --batch-size 256KiB --checkpoint-dir ck "
+    "--json" +
+    std::string{RESUME_BUDGETS};
+  auto const first   = run_ok(shuffle);
+  auto const resumed = run_ok(shuffle + " --overwrite");
+  auto const before  = nlohmann::json::parse(first.out);
+  auto const after   = nlohmann::json::parse(resumed.out);
+  ASSERT_EQ(after.at("rows_read").get<std::size_t>(), 0U);  // every map resumed
+  EXPECT_EQ(after.at("rows").get<std::size_t>(), 200000U);
+  EXPECT_GT(before.at("bytes").get<std::size_t>(), 0U);
+  EXPECT_EQ(after.at("bytes"), before.at("bytes"));
+  EXPECT_NE(resumed.err.find("spillway shuffle: 200000 rows ("), std::string::npos) << resumed.err;
+  EXPECT_EQ(resumed.err.find("0 rows (0 B)"), std::string::npos) << resumed.err;
+  run_ok("verify out --by id --partitions 8 --against in");
+}
+
+TEST_F(SpillwayRanks, UnderMpirunASecondWriterFailsNamingTheFirstAndOnlyRankZeroLocks) {
+  if (mpirun(2).empty()) {
+    GTEST_SKIP() << "built without MPI: no mpirun to start ranks with";
+  }
+  {
+    held_lock const lock{path("out"), "pid 4242 on build-host: spillway shuffle in -o out"};
+    for (std::string const command :
+         {"shuffle in -o out --by id --partitions 4", "sort in -o out --by id"}) {
+      SCOPED_TRACE(command);
+      auto const result = run_launched("timeout -k 5 60 env " + mpirun(2) + "'" + spillway_exe() +
+                                       "' " + command + RANK_BUDGETS);
+      EXPECT_NE(result.exit_code, 0);
+      EXPECT_NE((result.out + result.err).find("pid 4242 on build-host"), std::string::npos)
+        << result.err;
+      EXPECT_EQ(entries_in(path("out")), std::vector<std::string>{".spillway-lock"});
+      EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
+    }
+  }
+  // The lock nobody holds any more is taken by rank 0's process and goes with the job.
+  launched_ok(mpirun(3) + "'" + spillway_exe() + "' sort in -o out --by id" + RANK_BUDGETS);
+  for (auto const& name : entries_in(path("out"))) {
+    EXPECT_TRUE(name.starts_with("part-")) << name;
+  }
+  run_ok("verify out --by id --against in");
 }
 
 }  // namespace

@@ -5,11 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 namespace spillway::testing {
 namespace {
@@ -127,6 +130,46 @@ TEST_F(SpillDirectoryTest, SigtermRemovesSpillFilesAndStillKillsTheProcess) {
     ASSERT_FALSE(directory.empty());
     EXPECT_FALSE(std::filesystem::exists(directory)) << directory;
   }
+}
+
+TEST_F(SpillDirectoryTest, MatchingFilesRemovedOnSignalLeaveTheDirectoryAndItsOtherFiles) {
+  // A writer's temporaries in a directory it shares with someone else's files: only they go, with
+  // the flat directories, before a directory removed only when empty (which then stays).
+  auto const output = root_ / "out";
+  std::filesystem::create_directories(output);
+  for (auto const* name : {".part-00000.parquet.tmp",
+                           ".part-00001.csv.tmp",
+                           ".spillway-lock",
+                           "README.md",
+                           ".part-00000.parquet",
+                           "part-00000.parquet.tmp"}) {
+    std::ofstream(output / name) << "x";
+  }
+  {
+    removed_on_signal const output_cleanup(output.string(), true);
+    removed_on_signal const temporaries(output.string(), ".part-", ".tmp");
+    removed_on_signal const lock(output.string(), ".spillway-lock", "");
+    removed_on_signal const too_long(output.string(), std::string(40, 'x'), "");
+    remove_spill_directory_now();
+  }
+  std::vector<std::string> left;
+  for (auto const& entry : std::filesystem::directory_iterator(output)) {
+    left.push_back(entry.path().filename().string());
+  }
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(
+    left, (std::vector<std::string>{".part-00000.parquet", "README.md", "part-00000.parquet.tmp"}));
+  // Once the matching files are gone, the directory removed only when empty goes last.
+  std::filesystem::remove(output / ".part-00000.parquet");
+  std::filesystem::remove(output / "README.md");
+  std::filesystem::remove(output / "part-00000.parquet.tmp");
+  std::ofstream(output / ".part-00002.parquet.tmp") << "x";
+  {
+    removed_on_signal const temporaries(output.string(), ".part-", ".tmp");
+    removed_on_signal const output_cleanup(output.string(), true);
+    remove_spill_directory_now();
+  }
+  EXPECT_FALSE(std::filesystem::exists(output));
 }
 
 }  // namespace

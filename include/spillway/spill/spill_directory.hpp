@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace spillway {
 
@@ -45,6 +46,9 @@ void install_spill_cleanup_on_signals();
 namespace detail {
 std::size_t register_spill_directory(std::string const& path,
                                      bool only_when_empty = false) noexcept;
+std::size_t register_matching_files(std::string const& path,
+                                    std::string_view prefix,
+                                    std::string_view suffix) noexcept;
 void unregister_spill_directory(std::size_t slot) noexcept;
 }  // namespace detail
 
@@ -59,6 +63,17 @@ class removed_on_signal {
  public:
   explicit removed_on_signal(std::string const& path, bool only_when_empty = false) noexcept
     : slot_(detail::register_spill_directory(path, only_when_empty)) {}
+  /**
+   * @brief Only the files directly in `directory` whose names begin with `prefix` and end with
+   * `suffix` (the directory and its other files stay): a writer's temporaries in a directory it
+   * shares with files that are not its own. Goes with the flat directories, before those removed
+   * only when empty. Each of `prefix` and `suffix` is at most 31 characters (else nothing is
+   * registered).
+   */
+  removed_on_signal(std::string const& directory,
+                    std::string_view prefix,
+                    std::string_view suffix) noexcept
+    : slot_(detail::register_matching_files(directory, prefix, suffix)) {}
   ~removed_on_signal() { detail::unregister_spill_directory(slot_); }
   removed_on_signal(removed_on_signal const&)            = delete;
   removed_on_signal& operator=(removed_on_signal const&) = delete;
@@ -76,6 +91,13 @@ namespace detail {
  * @return a slot for unregistering
  */
 std::size_t register_spill_directory(std::string const& path, bool only_when_empty) noexcept;
+/**
+ * @brief Records the files of `path` named `<prefix>...<suffix>` for `remove_spill_directory_now`.
+ * @return a slot for unregistering
+ */
+std::size_t register_matching_files(std::string const& path,
+                                    std::string_view prefix,
+                                    std::string_view suffix) noexcept;
 /** @brief Forgets a slot from `register_spill_directory`. */
 void unregister_spill_directory(std::size_t slot) noexcept;
 
