@@ -44,7 +44,8 @@ std::size_t parse_file_size_flag(std::string_view text) {
   auto const bytes = parse_size_flag("--file-size", text);
   if (bytes < MIN_FILE_SIZE) {
     throw usage_error("--file-size " + std::string{text} + " is too small: give at least " +
-                      format_bytes(MIN_FILE_SIZE) + " (smaller targets write a file per batch)");
+                      format_bytes(MIN_FILE_SIZE) +
+                      " (smaller targets write files of a few rows each)");
   }
   return bytes;
 }

@@ -18,8 +18,9 @@
 
 namespace spillway::cli {
 
-/// The smallest `--file-size` accepted: smaller targets write a file per batch or per row.
-inline constexpr std::size_t MIN_FILE_SIZE = 1_MiB;
+/// The smallest `--file-size` accepted: smaller targets write files that are mostly footer, a
+/// file per few rows.
+inline constexpr std::size_t MIN_FILE_SIZE = 64_KiB;
 
 /**
  * @brief Parses `--file-size` (see `parse_size_flag`).
