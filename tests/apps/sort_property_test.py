@@ -7,7 +7,7 @@ columns) written as Parquet (one or several files, various row group sizes), the
 `spillway sort` with random key orders and null placements, device sizes from 2 MiB to ample,
 small read batches, strategies merge, sample and auto, one or two ranks, and the host tier on or
 off. The CLI has no switch that removes the host tier: "off" is the least host budget it accepts
-(256 KiB), so that spills go to disk.
+(1 MiB), so that spills go to disk.
 
 The output is checked against an order computed by Arrow (`pyarrow.compute.sort_indices` over
 columns derived from the keys, see `order_columns`), independently of spillway's comparators and
@@ -357,9 +357,9 @@ class Case:
             flags += ["--batch-size", size_text(rng.choice([16, 64, 128, 256, 1024]) * 1024)]
         self.host_tier = rng.random() < 0.6
         if self.host_tier:
-            flags += ["--host-memory", rng.choice(["1MiB", "4MiB", "64MiB", "2GiB"])]
+            flags += ["--host-memory", rng.choice(["2MiB", "4MiB", "64MiB", "2GiB"])]
         else:
-            flags += ["--host-memory", "256KiB"]  # the least the CLI accepts: spills go to disk
+            flags += ["--host-memory", "1MiB"]  # the least the CLI accepts: spills go to disk
         self.strategy = rng.choice(["merge", "sample", "auto"])
         flags += ["--strategy", self.strategy]
         self.ranks = rng.choice([1, 1, 1, 2])

@@ -302,7 +302,7 @@ TEST_F(SpillwayCli, FullDiskForTheSpillDirectory) {
   // each command either finishes correctly (data that could not go to disk stayed on a higher
   // tier) or fails with an error that names the disk; it never writes wrong data or leaves files
   // behind.
-  std::string const budgets = " --spill-dir spill --device-memory 2MiB --host-memory 256KiB";
+  std::string const budgets = " --spill-dir spill --device-memory 2MiB --host-memory 1MiB";
   struct attempt {
     std::string command;
     std::string verify;

@@ -24,7 +24,7 @@ using spillway::cli_testing::spillway_exe;
 
 /// A sort of this many rows at these budgets spills to host and to disk.
 constexpr char const* SPILLING_SORT =
-  "sort in -o out --by key --device-memory 4MiB --host-memory 256KiB --spill-dir spill";
+  "sort in -o out --by key --device-memory 4MiB --host-memory 1MiB --spill-dir spill";
 
 class SpillwayReport : public ::testing::Test {
  protected:
