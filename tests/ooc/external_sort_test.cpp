@@ -562,17 +562,22 @@ TEST_P(ExternalSortStrategy, ASmallLastBatchAfterOneTooLargeToWaitIsMergedWithIt
   EXPECT_EQ(stats.output_rows, 22000U);
 }
 
-TEST_P(ExternalSortStrategy, AnOutputBatchOutOfOrderIsAnErrorNotOutput) {
-  sort_environment env{4_MiB, 4_MiB};
-  testing::default_resource_guard const guard;
+/// Pushes `batches` random batches of 5000 rows into `sorter` (on the device) and finishes it.
+void push_random_batches(external_sorter& sorter, sort_environment& env, std::size_t batches) {
   memory_resources const device{env.device()};
-  auto options                         = key0_options(512_KiB, 16_KiB, GetParam());
-  options.testing_reverse_output_batch = 1;
-  external_sorter sorter{env.store(), options, default_stream(), device, env.host()};
-  for (auto& batch : make_batches(distribution::RANDOM, 4, 5000, 3, env.host())) {
+  for (auto& batch : make_batches(distribution::RANDOM, batches, 5000, 3, env.host())) {
     sorter.push(spillway::copy(batch->view(), default_stream(), device));
   }
   sorter.finish();
+}
+
+TEST_P(ExternalSortStrategy, AnOutputBatchOutOfOrderIsAnErrorNotOutput) {
+  sort_environment env{4_MiB, 4_MiB};
+  testing::default_resource_guard const guard;
+  auto options                         = key0_options(512_KiB, 16_KiB, GetParam());
+  options.testing_reverse_output_batch = 1;
+  external_sorter sorter{env.store(), options, default_stream(), env.device(), env.host()};
+  push_random_batches(sorter, env, 4);
   EXPECT_NE(sorter.next(), nullptr);
   EXPECT_THROW((void)sorter.next(), logic_error);
 }
@@ -580,15 +585,11 @@ TEST_P(ExternalSortStrategy, AnOutputBatchOutOfOrderIsAnErrorNotOutput) {
 TEST_P(ExternalSortStrategy, TheOrderCheckCanBeTurnedOff) {
   sort_environment env{4_MiB, 4_MiB};
   testing::default_resource_guard const guard;
-  memory_resources const device{env.device()};
   auto options                         = key0_options(512_KiB, 16_KiB, GetParam());
   options.testing_reverse_output_batch = 0;
   options.check_output_order           = false;
-  external_sorter sorter{env.store(), options, default_stream(), device, env.host()};
-  for (auto& batch : make_batches(distribution::RANDOM, 2, 5000, 3, env.host())) {
-    sorter.push(spillway::copy(batch->view(), default_stream(), device));
-  }
-  sorter.finish();
+  external_sorter sorter{env.store(), options, default_stream(), env.device(), env.host()};
+  push_random_batches(sorter, env, 2);
   auto const reversed = sorter.next();
   ASSERT_NE(reversed, nullptr);
   std::vector<std::size_t> const key_column{0};

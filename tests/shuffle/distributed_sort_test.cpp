@@ -413,6 +413,18 @@ TEST(DistributedSortEmpty, NoRankHasARow) {
   });
 }
 
+/// Options of a sort by column 0 on a `one_mib_environment()` rank, for `task`.
+distributed_sort_options one_mib_sort_options(device_environment& env, device_task& task) {
+  distributed_sort_options options;
+  options.key_columns             = {0};
+  options.inbox_budget            = 256_KiB;
+  options.sort.merge_budget_bytes = 512_KiB;
+  options.sort.output_batch_bytes = 64_KiB;
+  options.sort.coordinator        = &env.coordinator();
+  options.sort.task               = &task.context();
+  return options;
+}
+
 TEST(DistributedSortRankOrder, RanksWhoseOutputsAreOutOfOrderFailTheSortOnEveryRank) {
   // Every rank compares the ranks' first and last rows; in reverse rank order (the test hook) a
   // group of several ranks with distinct keys is out of order, and every rank says so.
@@ -422,13 +434,7 @@ TEST(DistributedSortRankOrder, RanksWhoseOutputsAreOutOfOrderFailTheSortOnEveryR
     device_task task(env, task_id{static_cast<std::uint64_t>(comm.rank()) + 1});
     auto const batches = rank_input(keys_kind::UNIFORM, comm.rank(), 2, 2000, host);
     for (bool const reversed : {false, true}) {
-      distributed_sort_options options;
-      options.key_columns                = {0};
-      options.inbox_budget               = 256_KiB;
-      options.sort.merge_budget_bytes    = 512_KiB;
-      options.sort.output_batch_bytes    = 64_KiB;
-      options.sort.coordinator           = &env.coordinator();
-      options.sort.task                  = &task.context();
+      auto options                       = one_mib_sort_options(env, task);
       options.testing_reverse_rank_order = reversed;
       options.shuffle_id                 = reversed ? 5 : 4;
       memory_resources const mrs{env.device()};
@@ -473,13 +479,7 @@ TEST(DistributedSortNarrowRows, AMapThatDoesNotFitTheDeviceAloneIsSplitInHalves)
     std::vector<std::unique_ptr<column>> columns;
     columns.push_back(testing::make_fixed_column(type_id::UINT8, keys, {}, host));
     table const input{std::move(columns)};
-    distributed_sort_options options;
-    options.key_columns             = {0};
-    options.inbox_budget            = 256_KiB;
-    options.sort.merge_budget_bytes = 512_KiB;
-    options.sort.output_batch_bytes = 128_KiB;
-    options.sort.coordinator        = &env.coordinator();
-    options.sort.task               = &task.context();
+    auto const options = one_mib_sort_options(env, task);
     memory_resources const mrs{env.device()};
     std::vector<std::unique_ptr<table>> outputs;
     auto const stats = distributed_sort(
