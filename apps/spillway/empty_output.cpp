@@ -1,9 +1,7 @@
 #include "empty_output.hpp"
 
-#include <spillway/io/arrow_ipc.hpp>
-#include <spillway/io/csv.hpp>
-#include <spillway/io/file_format.hpp>
-#include <spillway/io/parquet.hpp>
+#include <spillway/core/error.hpp>
+#include <spillway/io/batch_writer.hpp>
 #include <spillway/memory/copy.hpp>
 #include <spillway/table/column.hpp>
 #include <spillway/table/table.hpp>
@@ -41,23 +39,12 @@ std::string write_empty_file(batch_writer_options const& options,
     columns.push_back(std::move(strings));
   }
   table const empty{std::move(columns)};
-  auto const path = (std::filesystem::path{options.directory} /
-                     (options.file_prefix + "-00000." + std::string{extension(options.format)}))
-                      .string();
-  std::filesystem::create_directories(options.directory);
-  switch (options.format) {
-    case file_format::PARQUET:
-      write_parquet(empty.view(), names, path, options.parquet, stream, mrs);
-      break;
-    case file_format::CSV:
-      write_csv(empty.view(), names, path, options.csv, stream, mrs);
-      break;
-    case file_format::ARROW_IPC_FILE:
-    case file_format::ARROW_IPC_STREAM:
-      write_arrow_ipc(empty.view(), names, path, options.format, stream, mrs);
-      break;
-  }
-  return path;
+  // Through a batch_writer, so that the file is named, staged and typed as every other.
+  batch_writer writer(options, names, stream, mrs);
+  writer.write_no_rows(empty.view());
+  auto files = writer.close();
+  SPILLWAY_EXPECTS(files.size() == 1, "an empty dataset was written as no file", logic_error);
+  return files.front();
 }
 
 }  // namespace spillway::cli

@@ -15,9 +15,9 @@
 namespace spillway::cli {
 
 /**
- * @brief Writes a file of no rows with the columns of `schema`, named and formatted as the first
- * file of a `batch_writer` with `options` (a `batch_writer` that got no rows writes none), under a
- * temporary name first.
+ * @brief Writes one file of no rows with the columns of `schema` through a `batch_writer` with
+ * `options` (`batch_writer::write_no_rows`): named, staged and typed (string storage included) as
+ * the files of a dataset with rows.
  * @param mrs the (empty) columns come from `mrs.output()`, the writer's scratch from
  * `mrs.temporary()`
  * @return its path

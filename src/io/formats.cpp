@@ -244,11 +244,11 @@ class batch_writer::impl {
   impl(impl&&)                 = delete;
   impl& operator=(impl&&)      = delete;
 
-  /// `owner`: see `detail::format_writer::write`.
-  void write(table_view const& input, std::shared_ptr<void const> const& owner) {
+  /// Takes the schema from the first table written (STRING columns stored as the reader found
+  /// them); checks every later one against it.
+  void learn_schema(table_view const& input) {
     if (schema_.empty()) {
       schema_ = detail::schema_of(input, names_, "batch_writer");
-      // STRING columns stored as the reader found them.
       for (auto& column : schema_) {
         for (auto const& known : options_.schema) {
           if (known.name == column.name && known.type == column.type) {
@@ -259,6 +259,20 @@ class batch_writer::impl {
     } else {
       detail::check_matches(input, schema_, "batch_writer");
     }
+  }
+
+  /// One file of no rows with the columns of `columns`, unless a file was started.
+  void write_no_rows(table_view const& columns) {
+    learn_schema(columns);
+    if (!current_ && files_.empty()) {
+      open_next();
+      current_->write(slice(columns, 0, 0), nullptr);
+    }
+  }
+
+  /// `owner`: see `detail::format_writer::write`.
+  void write(table_view const& input, std::shared_ptr<void const> const& owner) {
+    learn_schema(input);
     std::size_t row = 0;
     while (row < input.num_rows()) {
       if (!current_) {
@@ -462,6 +476,14 @@ void batch_writer::write(table_view const& input) {
     return;
   }
   impl_->write(input, nullptr);
+}
+
+void batch_writer::write_no_rows(table_view const& columns) {
+  SPILLWAY_EXPECTS(impl_ != nullptr, std::string{"batch_writer: used after move"}, logic_error);
+  if (background_) {
+    background_->drain();
+  }
+  impl_->write_no_rows(columns);
 }
 
 void batch_writer::write(std::unique_ptr<table> input) {

@@ -190,6 +190,16 @@ TEST_F(StringColumnsTest, WrittenBackAStringColumnStaysStringAndALargeStringLarg
                         ? read_parquet(files[0], {}, default_stream(), host_)
                         : read_arrow_ipc(files[0], format, {}, default_stream(), host_);
     SPILLWAY_EXPECT_TABLES_EQUAL(data->view(), back->view());
+    // A dataset of no rows: one file, with the same Arrow types.
+    options.directory = path("empty-" + std::string{extension(format)});
+    batch_writer empty_writer{options, {"k", "s", "l"}, default_stream(), host_};
+    empty_writer.write_no_rows(slice(data->view(), 0, 0));
+    empty_writer.write_no_rows(slice(data->view(), 0, 0));  // still one file
+    auto const empty_files = empty_writer.close();
+    ASSERT_EQ(empty_files.size(), 1U);
+    auto const empty_schema =
+      format == file_format::PARQUET ? parquet_schema(empty_files[0]) : ipc_schema(empty_files[0]);
+    EXPECT_TRUE(empty_schema->Equals(*input->schema())) << empty_schema->ToString();
   }
 }
 

@@ -82,6 +82,14 @@ class batch_writer {
   void write(table_view const& input);
 
   /**
+   * @brief Writes one file of no rows that carries the columns of `columns` (their names, types
+   * and, per `batch_writer_options::schema`, string storage), unless a file was started already:
+   * what a dataset of no rows is written as.
+   * @throws as `write`
+   */
+  void write_no_rows(table_view const& columns);
+
+  /**
    * @brief Appends the rows of `input` on the writer's own thread and returns once the table
    * before it is written: one table at most waits or is being written. Tables are written in
    * call order, `write(table_view)` calls included (they wait for the thread first). A failure
