@@ -3,6 +3,7 @@
 
 #include <climits>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -153,8 +154,9 @@ std::size_t register_slot(std::string const& path,
       std::memcpy(slot.path.data(), path.c_str(), path.size() + 1);
       slot.prefix.fill('\0');
       slot.suffix.fill('\0');
-      std::memcpy(slot.prefix.data(), prefix.data(), prefix.size());
-      std::memcpy(slot.suffix.data(), suffix.data(), suffix.size());
+      // (an empty view may have no data: memcpy's pointers must not be null)
+      std::copy(prefix.begin(), prefix.end(), slot.prefix.begin());
+      std::copy(suffix.begin(), suffix.end(), slot.suffix.begin());
       slot.what = what;
       slot.used.store(true, std::memory_order_release);  // publishes the slot to the handler
       return index;
