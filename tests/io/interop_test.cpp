@@ -24,15 +24,8 @@ using testing::make_string_column;
 constexpr int MISSING_MODULE = 77;
 
 /** @brief pyarrow and DuckDB read our files and write files we read (tests/io/interop.py). */
-class InteropTest : public testing::io_test {
+class InteropTest : public testing::arrow_io_test {
  protected:
-  void SetUp() override {
-    io_test::SetUp();
-    if (!testing::arrow_tests_enabled()) {
-      GTEST_SKIP() << testing::arrow_skip_reason();
-    }
-  }
-
   /** @return the exit status of `interop.py command directory` */
   int run_python(std::string const& command) {
     std::string python = SPILLWAY_IO_TEST_PYTHON;

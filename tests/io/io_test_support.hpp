@@ -1,6 +1,7 @@
 /**
  * @file io_test_support.hpp
- * @brief A scratch directory per test, the host resource, and a table of every type with nulls.
+ * @brief A scratch directory per test, the host resource, and a table of every type with nulls;
+ * and the same for tests of the Arrow formats, skipped where those are not run.
  */
 #pragma once
 
@@ -111,6 +112,17 @@ class io_test : public ::testing::Test {
 
   host_memory_resource host_;
   std::filesystem::path directory_;
+};
+
+/** @brief An `io_test` that reads or writes the Arrow formats: skipped where they are not run. */
+class arrow_io_test : public io_test {
+ protected:
+  void SetUp() override {
+    io_test::SetUp();
+    if (!arrow_tests_enabled()) {
+      GTEST_SKIP() << arrow_skip_reason();
+    }
+  }
 };
 
 }  // namespace spillway::testing

@@ -33,18 +33,8 @@
 namespace spillway {
 namespace {
 
-using testing::make_fixed_column;
-using testing::make_string_column;
-
-class StringColumnsTest : public testing::io_test {
+class StringColumnsTest : public testing::arrow_io_test {
  protected:
-  void SetUp() override {
-    io_test::SetUp();
-    if (!testing::arrow_tests_enabled()) {
-      GTEST_SKIP() << testing::arrow_skip_reason();
-    }
-  }
-
   /** @return an int64 key and one STRING column of `rows` copies of `value` */
   std::unique_ptr<table> key_and_strings(std::size_t rows,
                                          std::optional<std::string> const& value) {
@@ -53,8 +43,8 @@ class StringColumnsTest : public testing::io_test {
       keys[i] = static_cast<std::int64_t>(rows - i);
     }
     std::vector<std::unique_ptr<column>> columns;
-    columns.push_back(make_fixed_column<std::int64_t>(type_id::INT64, keys, {}, host_));
-    columns.push_back(make_string_column(
+    columns.push_back(testing::make_fixed_column<std::int64_t>(type_id::INT64, keys, {}, host_));
+    columns.push_back(testing::make_string_column(
       std::vector<std::optional<std::string>>(rows, value), host_, !value.has_value()));
     return std::make_unique<table>(std::move(columns));
   }
@@ -214,8 +204,8 @@ TEST_F(StringColumnsTest, AStringColumnIsCutIntoBatchesWhoseCharactersFitInt32Of
     }
   }
   std::vector<std::unique_ptr<column>> columns;
-  columns.push_back(make_string_column(values, host_));
-  columns.push_back(make_string_column(values, host_));
+  columns.push_back(testing::make_string_column(values, host_));
+  columns.push_back(testing::make_string_column(values, host_));
   table const input(std::move(columns));
   table_schema schema{{"s", type_id::STRING}, {"l", type_id::STRING}};
   schema[0].storage  = string_storage::STRING;

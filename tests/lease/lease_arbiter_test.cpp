@@ -5,6 +5,8 @@
  * cancellation, timeouts, statistics and events, and a stress run that checks FIFO order and the
  * capacity at every instant.
  */
+#include "lease/lease_events.hpp"
+#include "lease/lease_stress.hpp"
 #include "lease/watchdog.hpp"
 
 #include <spillway/core/error.hpp>
@@ -22,7 +24,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <future>
-#include <latch>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -45,6 +46,7 @@ inline void PrintTo(task_id id, std::ostream* out) { *out << to_string(id); }
 namespace {
 
 using namespace std::chrono_literals;
+using test::events_of;
 using test::run_with_watchdog;
 using test::wait_until;
 
@@ -52,17 +54,6 @@ constexpr task_id TASK_A{1};
 constexpr task_id TASK_B{2};
 constexpr task_id TASK_C{3};
 constexpr task_id TASK_D{4};
-
-/// The events of `kind`, in recording order.
-std::vector<event> events_of(event_log const& log, event_kind kind) {
-  std::vector<event> result;
-  for (auto const& e : log.events()) {
-    if (e.kind == kind) {
-      result.push_back(e);
-    }
-  }
-  return result;
-}
 
 /// The tasks of the LEASE_GRANTED events, in grant order.
 std::vector<task_id> grant_order(event_log const& log) {
@@ -801,103 +792,25 @@ TEST(LeaseArbiter, ConcurrentStatisticsCountWaitsAndWaitTimePerTaskAndInTotal) {
  * - every byte is returned at the end.
  */
 TEST(LeaseArbiter, ConcurrentStressKeepsFifoOrderAndTheCapacityAndReturnsEveryByte) {
-  constexpr std::size_t CAPACITY   = 1000;
-  constexpr std::size_t THREADS    = 16;
-  constexpr std::size_t OPERATIONS = 3000;
-  std::size_t waits_seen           = 0;
-  std::size_t lent_seen            = 0;
+  std::size_t waits_seen = 0;
+  std::size_t lent_seen  = 0;
   run_with_watchdog([&] {
-    event_log events;
-    lease_arbiter arbiter{CAPACITY, &events};
-    std::atomic<std::size_t> outside{0};
-    std::atomic<std::size_t> outside_peak{0};
-    std::atomic<std::size_t> arbiter_over{0};
-    std::atomic<std::size_t> requested_bytes{0};
-    std::atomic<std::size_t> requests{0};
-    std::atomic<std::size_t> scopes{0};
-    std::vector<int> priority_of(THREADS + 1);
-    std::mt19937_64 seeds{20240611};
-    for (std::size_t t = 1; t <= THREADS; ++t) {
-      priority_of[t] = static_cast<int>(seeds() % 3);
-    }
-    auto const raise_peak = [&](std::size_t now) {
-      std::size_t peak = outside_peak.load();
-      while (now > peak && !outside_peak.compare_exchange_weak(peak, now)) {
-      }
+    std::mt19937_64 seeds{20240611};  // draws the priorities, then the tasks' seeds
+    test::lease_stress_options const options{
+      .capacity   = 1000,
+      .operations = 3000,
+      .priority_of =
+        test::stress_priorities(16, [&](std::size_t) { return static_cast<int>(seeds() % 3); }),
+      .lends        = [](std::size_t task) { return task % 2 == 0; },
+      .scope_one_in = 32,
+      .seeds        = seeds,
     };
-    std::vector<std::uint64_t> thread_seeds(THREADS + 1);
-    for (auto& seed : thread_seeds) {
-      seed = seeds();
-    }
-    std::latch start{static_cast<std::ptrdiff_t>(THREADS)};
-    std::vector<std::thread> threads;
-    for (std::size_t t = 1; t <= THREADS; ++t) {
-      threads.push_back(test::checked_thread([&, t] {
-        std::mt19937_64 random{thread_seeds[t]};
-        bool const lends = t % 2 == 0;
-        std::atomic<std::size_t> spilled{0};
-        task_context task{arbiter, task_id{t}, priority_of[t]};
-        if (lends) {
-          task.set_spill_hook([&](std::size_t bytes) {
-            outside.fetch_sub(bytes);
-            spilled.fetch_add(bytes);
-            return bytes;
-          });
-        }
-        std::size_t const max_held = lends ? 3 : 1;
-        std::vector<memory_lease> held;
-        start.arrive_and_wait();  // all at once, for contention
-        for (std::size_t op = 0; op < OPERATIONS; ++op) {
-          if (lends && !held.empty() && random() % 32 == 0) {
-            // Wait on "another task" for a moment: the held leases may be lent meanwhile, and
-            // leaving the scope takes them back before the task goes on.
-            {
-              auto const scope = task.blocked();
-              std::this_thread::yield();
-            }
-            raise_peak(outside.fetch_add(spilled.load()) + spilled.load());
-            spilled.store(0);
-            scopes.fetch_add(1);
-            continue;
-          }
-          bool const request = held.empty() || (held.size() < max_held && random() % 2 == 0);
-          if (request) {
-            std::size_t const bytes = 1 + random() % (CAPACITY / 4);
-            memory_lease lease      = task.request_lease(bytes);
-            std::size_t const back  = spilled.exchange(0);
-            raise_peak(outside.fetch_add(bytes + back) + bytes + back);
-            if (arbiter.used_bytes() > CAPACITY) {
-              arbiter_over.fetch_add(1);
-            }
-            requested_bytes.fetch_add(bytes);
-            requests.fetch_add(1);
-            held.push_back(std::move(lease));
-          } else {
-            std::size_t const index = random() % held.size();
-            outside.fetch_sub(held[index].bytes());
-            held.erase(held.begin() + static_cast<std::ptrdiff_t>(index));
-          }
-        }
-        for (auto& lease : held) {
-          outside.fetch_sub(lease.bytes());
-          lease.close();
-        }
-      }));
-    }
-    for (auto& thread : threads) {
-      thread.join();
-    }
-
-    EXPECT_EQ(arbiter.used_bytes(), 0U);
-    EXPECT_LE(arbiter.peak_used_bytes(), CAPACITY);
-    EXPECT_EQ(arbiter_over.load(), 0U);
-    EXPECT_LE(outside_peak.load(), CAPACITY);
-    EXPECT_EQ(outside.load(), 0U);
-    EXPECT_EQ(arbiter.waiting_requests(), 0U);
-    auto const totals = arbiter.total_statistics();
-    EXPECT_EQ(totals.grants, requests.load());
-    EXPECT_EQ(totals.granted_bytes, requested_bytes.load());
-    EXPECT_EQ(totals.lent_bytes, totals.borrowed_bytes);
+    event_log events;
+    lease_arbiter arbiter{options.capacity, &events};
+    auto const counts = test::run_lease_stress(arbiter, options);
+    test::expect_capacity_kept_and_every_byte_returned(arbiter, options.capacity, counts);
+    auto const& priority_of = options.priority_of;
+    auto const totals       = arbiter.total_statistics();
     EXPECT_EQ(totals.whole_device, 0U);
 
     // Replay the log: (negated priority, wait begin index) orders the queue like the arbiter.
@@ -945,7 +858,7 @@ TEST(LeaseArbiter, ConcurrentStressKeepsFifoOrderAndTheCapacityAndReturnsEveryBy
     EXPECT_EQ(violations, 0U) << first_violation;
     EXPECT_TRUE(queue.empty());
     EXPECT_GT(waited, 0U) << "the stress never made a request wait";
-    EXPECT_GT(scopes.load(), 0U);
+    EXPECT_GT(counts.scopes, 0U);
     waits_seen = waited;
     lent_seen  = totals.lent_bytes;
   });

@@ -5,6 +5,8 @@
  * so that lending never makes a task wait on a task of lower priority. With a stress run of
  * tasks of mixed priorities.
  */
+#include "lease/lease_events.hpp"
+#include "lease/lease_stress.hpp"
 #include "lease/watchdog.hpp"
 
 #include <spillway/core/events.hpp>
@@ -19,7 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <future>
-#include <latch>
+#include <limits>
 #include <optional>
 #include <ostream>
 #include <random>
@@ -58,16 +60,85 @@ struct counting_hook {
   }
 };
 
-/// The LEASE_LENT events of `log`.
-std::vector<event> lent_events(event_log const& log) {
-  std::vector<event> result;
-  for (auto const& e : log.events()) {
-    if (e.kind == event_kind::LEASE_LENT) {
-      result.push_back(e);
+/**
+ * A task that holds a lease, with a counting spill hook, and waits in a blocking scope ("on
+ * another task") on a thread of its own until `leave` is called; the constructor returns once
+ * the task is in its scope, where what it holds may be lent. Leaving the scope takes back what
+ * the task lent, so `left` holds once its bytes are back.
+ */
+class holder_in_scope {
+ public:
+  holder_in_scope(task_context& task, std::size_t bytes) : task_{task} {
+    task_.set_spill_hook(hook_.make());
+    held_   = task_.request_lease(bytes);
+    thread_ = test::checked_thread([this] {
+      {
+        auto const scope = task_.blocked();
+        in_scope_        = true;
+        leave_.get_future().wait();
+      }
+      lent_after_scope_ = task_.arbiter().lent_bytes(task_.id());
+      left_             = true;
+    });
+    wait_until([&] { return in_scope_.load(); });
+  }
+  holder_in_scope(holder_in_scope const&)            = delete;
+  holder_in_scope& operator=(holder_in_scope const&) = delete;
+  ~holder_in_scope() {
+    leave();
+    if (thread_.joinable()) {
+      thread_.join();
     }
   }
-  return result;
+
+  /// Ends the wait: the task leaves its scope once its lent bytes are back.
+  void leave() {
+    if (!told_to_leave_) {
+      told_to_leave_ = true;
+      leave_.set_value();
+    }
+  }
+
+  /// @return whether the task has left its scope
+  [[nodiscard]] bool left() const { return left_.load(); }
+
+  /// Waits for the task to leave its scope. @return the bytes it still had lent after the scope
+  std::size_t join() {
+    thread_.join();
+    return lent_after_scope_;
+  }
+
+  /// @return the task's spill hook
+  [[nodiscard]] counting_hook const& hook() const { return hook_; }
+
+  /// Returns the lease the task holds.
+  void close_held() { held_.close(); }
+
+ private:
+  task_context& task_;
+  counting_hook hook_;
+  memory_lease held_;
+  std::promise<void> leave_;
+  bool told_to_leave_ = false;
+  std::atomic<bool> in_scope_{false};
+  std::atomic<bool> left_{false};
+  std::size_t lent_after_scope_ = std::numeric_limits<std::size_t>::max();  // until it leaves
+  std::thread thread_;
+};
+
+/// The LEASE_LENT events of `log`.
+std::vector<event> lent_events(event_log const& log) {
+  return test::events_of(log, event_kind::LEASE_LENT);
 }
+
+/// Capacity 100, with an event log, and two tasks: LOW (priority 0) and HIGH (priority 1).
+class LeaseLendingPriority : public ::testing::Test {
+ protected:
+  event_log events_;
+  lease_arbiter arbiter_{100, &events_};
+  task_context high_{arbiter_, TASK_HIGH, 1};
+  task_context low_{arbiter_, TASK_LOW, 0};
+};
 
 /*
  * The inversion. Capacity 100. HIGH (priority 1) holds 60 and waits in a blocking scope; LOW
@@ -79,49 +150,30 @@ std::vector<event> lent_events(event_log const& log) {
  * to borrow within its request, before it is seen queued. If LOW borrowed, it is granted while
  * HIGH still waits, and the test ends on that.
  */
-TEST(LeaseLendingPriority, ConcurrentWaitingTaskLendsNothingToALowerPriorityHead) {
-  run_with_watchdog([] {
-    event_log events;
-    lease_arbiter arbiter{100, &events};
-    task_context high{arbiter, TASK_HIGH, 1};
-    task_context low{arbiter, TASK_LOW, 0};
-    counting_hook hook;
-    high.set_spill_hook(hook.make());
-    memory_lease high_held = high.request_lease(60);
-
-    std::promise<void> leave_scope;
-    std::atomic<bool> in_scope{false};
-    std::atomic<bool> left_scope{false};
-    std::thread high_thread = test::checked_thread([&] {
-      {
-        auto const scope = high.blocked();
-        in_scope         = true;
-        leave_scope.get_future().wait();
-      }
-      left_scope = true;
-    });
-    wait_until([&] { return in_scope.load(); });
+TEST_F(LeaseLendingPriority, ConcurrentWaitingTaskLendsNothingToALowerPriorityHead) {
+  run_with_watchdog([&] {
+    holder_in_scope high_waits{high_, 60};
 
     std::promise<void> release_low;
     std::thread low_thread = test::checked_thread([&] {
-      memory_lease const lease = low.request_lease(50);
+      memory_lease const lease = low_.request_lease(50);
       release_low.get_future().wait();
     });
-    wait_until([&] { return arbiter.waiting_requests() == 1 || low.total_lease() == 50; });
-    leave_scope.set_value();
-    wait_until([&] { return left_scope.load() || low.total_lease() == 50; });
+    wait_until([&] { return arbiter_.waiting_requests() == 1 || low_.total_lease() == 50; });
+    high_waits.leave();
+    wait_until([&] { return high_waits.left() || low_.total_lease() == 50; });
 
-    EXPECT_TRUE(left_scope.load()) << "the priority-1 task waited for a priority-0 task";
-    EXPECT_EQ(low.total_lease(), 0U) << "the priority-0 task ran on bytes of the priority-1 task";
-    EXPECT_EQ(hook.calls.load(), 0U);
-    EXPECT_TRUE(lent_events(events).empty());
-    EXPECT_EQ(arbiter.lent_bytes(high.id()), 0U);
+    EXPECT_TRUE(high_waits.left()) << "the priority-1 task waited for a priority-0 task";
+    EXPECT_EQ(low_.total_lease(), 0U) << "the priority-0 task ran on bytes of the priority-1 task";
+    EXPECT_EQ(high_waits.hook().calls.load(), 0U);
+    EXPECT_TRUE(lent_events(events_).empty());
+    EXPECT_EQ(arbiter_.lent_bytes(high_.id()), 0U);
 
     release_low.set_value();
-    high_thread.join();
-    high_held.close();  // now LOW fits
+    high_waits.join();
+    high_waits.close_held();  // now LOW fits
     low_thread.join();
-    EXPECT_EQ(arbiter.used_bytes(), 0U);
+    EXPECT_EQ(arbiter_.used_bytes(), 0U);
   });
 }
 
@@ -131,49 +183,27 @@ TEST(LeaseLendingPriority, ConcurrentWaitingTaskLendsNothingToALowerPriorityHead
  * waits for HIGH's lease: a task of lower priority waits on one of higher priority, as it would
  * for any memory HIGH holds.
  */
-TEST(LeaseLendingPriority, ConcurrentWaitingTaskLendsToAHigherPriorityHead) {
-  run_with_watchdog([] {
-    event_log events;
-    lease_arbiter arbiter{100, &events};
-    task_context high{arbiter, TASK_HIGH, 1};
-    task_context low{arbiter, TASK_LOW, 0};
-    counting_hook hook;
-    low.set_spill_hook(hook.make());
-    memory_lease low_held = low.request_lease(60);
+TEST_F(LeaseLendingPriority, ConcurrentWaitingTaskLendsToAHigherPriorityHead) {
+  run_with_watchdog([&] {
+    holder_in_scope low_waits{low_, 60};
 
-    std::promise<void> leave_scope;
-    std::atomic<bool> in_scope{false};
-    std::atomic<bool> left_scope{false};
-    std::size_t lent_after_scope = 99;
-    std::thread low_thread       = test::checked_thread([&] {
-      {
-        auto const scope = low.blocked();
-        in_scope         = true;
-        leave_scope.get_future().wait();
-      }
-      lent_after_scope = arbiter.lent_bytes(low.id());
-      left_scope       = true;
-    });
-    wait_until([&] { return in_scope.load(); });
-
-    memory_lease high_lease = high.request_lease(50);  // borrows on this thread
+    memory_lease high_lease = high_.request_lease(50);  // borrows on this thread
     EXPECT_EQ(high_lease.bytes(), 50U);
-    EXPECT_EQ(hook.freed.load(), 10U);
-    auto const lent = lent_events(events);
+    EXPECT_EQ(low_waits.hook().freed.load(), 10U);
+    auto const lent = lent_events(events_);
     ASSERT_EQ(lent.size(), 1U);
-    EXPECT_EQ(lent[0].task, low.id());
-    EXPECT_EQ(lent[0].other_task, high.id());
+    EXPECT_EQ(lent[0].task, low_.id());
+    EXPECT_EQ(lent[0].other_task, high_.id());
     EXPECT_EQ(lent[0].bytes, 10U);
 
-    leave_scope.set_value();
-    wait_until([&] { return arbiter.waiting_requests() == 1; });  // LOW's reclaim
-    EXPECT_FALSE(left_scope.load());
+    low_waits.leave();
+    wait_until([&] { return arbiter_.waiting_requests() == 1; });  // LOW's reclaim
+    EXPECT_FALSE(low_waits.left());
     high_lease.close();
-    low_thread.join();
-    EXPECT_EQ(lent_after_scope, 0U);
-    EXPECT_EQ(arbiter.used_bytes(), 60U);
-    low_held.close();
-    EXPECT_EQ(arbiter.used_bytes(), 0U);
+    EXPECT_EQ(low_waits.join(), 0U);
+    EXPECT_EQ(arbiter_.used_bytes(), 60U);
+    low_waits.close_held();
+    EXPECT_EQ(arbiter_.used_bytes(), 0U);
   });
 }
 
@@ -184,64 +214,45 @@ TEST(LeaseLendingPriority, ConcurrentWaitingTaskLendsToAHigherPriorityHead) {
  * from LOW (still waiting, for its bytes): HIGH never waits on LOW. Were the reclaim ahead of it,
  * HIGH's bytes would go to LOW's reclaim, or, with no lending downward, both would wait forever.
  */
-TEST(LeaseLendingPriority, ConcurrentHigherPriorityRequestGoesAheadOfALowerPriorityReclaim) {
-  run_with_watchdog([] {
-    event_log events;
-    lease_arbiter arbiter{100, &events};
-    task_context high{arbiter, TASK_HIGH, 1};
-    task_context low{arbiter, TASK_LOW, 0};
-    counting_hook low_hook;
+TEST_F(LeaseLendingPriority, ConcurrentHigherPriorityRequestGoesAheadOfALowerPriorityReclaim) {
+  run_with_watchdog([&] {
     counting_hook high_hook;
-    low.set_spill_hook(low_hook.make());
-    high.set_spill_hook(high_hook.make());
-    memory_lease low_held = low.request_lease(60);
-
-    std::promise<void> leave_scope;
-    std::atomic<bool> in_scope{false};
-    std::atomic<bool> left_scope{false};
-    std::thread low_thread = test::checked_thread([&] {
-      {
-        auto const scope = low.blocked();
-        in_scope         = true;
-        leave_scope.get_future().wait();
-      }
-      left_scope = true;
-    });
-    wait_until([&] { return in_scope.load(); });
+    high_.set_spill_hook(high_hook.make());
+    holder_in_scope low_waits{low_, 60};
 
     std::promise<void> ask_more;
     std::promise<void> release_high;
     std::thread high_thread = test::checked_thread([&] {
-      memory_lease const first = high.request_lease(50);
+      memory_lease const first = high_.request_lease(50);
       ask_more.get_future().wait();
       lease_request_options options;
       options.timeout           = 20s;  // only turns a hang into a failure
-      memory_lease const second = high.request_lease(10, options);
+      memory_lease const second = high_.request_lease(10, options);
       release_high.get_future().wait();
     });
-    wait_until([&] { return high.total_lease() == 50; });
-    EXPECT_EQ(arbiter.lent_bytes(low.id()), 10U);
+    wait_until([&] { return high_.total_lease() == 50; });
+    EXPECT_EQ(arbiter_.lent_bytes(low_.id()), 10U);
 
-    leave_scope.set_value();
-    wait_until([&] { return arbiter.waiting_requests() == 1; });  // LOW's reclaim
+    low_waits.leave();
+    wait_until([&] { return arbiter_.waiting_requests() == 1; });  // LOW's reclaim
     ask_more.set_value();
-    wait_until([&] { return high.total_lease() == 60 || left_scope.load(); });
+    wait_until([&] { return high_.total_lease() == 60 || low_waits.left(); });
 
-    EXPECT_EQ(high.total_lease(), 60U) << "HIGH's request waited behind LOW's reclaim";
-    EXPECT_FALSE(left_scope.load()) << "LOW took its bytes back ahead of HIGH's request";
+    EXPECT_EQ(high_.total_lease(), 60U) << "HIGH's request waited behind LOW's reclaim";
+    EXPECT_FALSE(low_waits.left()) << "LOW took its bytes back ahead of HIGH's request";
     EXPECT_EQ(high_hook.calls.load(), 0U) << "HIGH's bytes were lent to LOW";
-    EXPECT_EQ(arbiter.lent_bytes(low.id()), 20U);
-    for (auto const& e : lent_events(events)) {
-      EXPECT_EQ(e.task, low.id());
-      EXPECT_EQ(e.other_task, high.id());
+    EXPECT_EQ(arbiter_.lent_bytes(low_.id()), 20U);
+    for (auto const& e : lent_events(events_)) {
+      EXPECT_EQ(e.task, low_.id());
+      EXPECT_EQ(e.other_task, high_.id());
     }
 
     release_high.set_value();
-    low_thread.join();  // LOW's reclaim goes through once HIGH has returned its leases
-    EXPECT_EQ(arbiter.lent_bytes(low.id()), 0U);
-    low_held.close();
+    low_waits.join();  // LOW's reclaim goes through once HIGH has returned its leases
+    EXPECT_EQ(arbiter_.lent_bytes(low_.id()), 0U);
+    low_waits.close_held();
     high_thread.join();
-    EXPECT_EQ(arbiter.used_bytes(), 0U);
+    EXPECT_EQ(arbiter_.used_bytes(), 0U);
   });
 }
 
@@ -251,33 +262,19 @@ TEST(LeaseLendingPriority, ConcurrentHigherPriorityRequestGoesAheadOfALowerPrior
  * LOW (priority 0) holds 60 and lends 20 to OTHER (priority 1), which holds 60. LOW's reclaim of
  * 20 waits with 10 free once OTHER returns 10.
  */
-TEST(LeaseLendingPriority, ConcurrentHigherPriorityRequestThatFitsPassesALowerPriorityReclaim) {
+TEST_F(LeaseLendingPriority, ConcurrentHigherPriorityRequestThatFitsPassesALowerPriorityReclaim) {
   run_with_watchdog([] {
     lease_arbiter arbiter{100};
     task_context low{arbiter, TASK_LOW, 0};
     task_context other{arbiter, TASK_OTHER, 1};
     task_context higher{arbiter, TASK_HIGHER, 2};
     task_context same{arbiter, TASK_HIGH, 0};
-    counting_hook hook;
-    low.set_spill_hook(hook.make());
-    memory_lease low_held = low.request_lease(60);
-
-    std::promise<void> leave_scope;
-    std::atomic<bool> in_scope{false};
-    std::thread low_thread = test::checked_thread([&] {
-      {
-        auto const scope = low.blocked();
-        in_scope         = true;
-        leave_scope.get_future().wait();
-      }
-      EXPECT_EQ(arbiter.lent_bytes(low.id()), 0U);
-    });
-    wait_until([&] { return in_scope.load(); });
+    holder_in_scope low_waits{low, 60};
     memory_lease other_a = other.request_lease(30);
     memory_lease other_b = other.request_lease(10);
     memory_lease other_c = other.request_lease(20);  // borrows 20 of LOW's
     EXPECT_EQ(arbiter.lent_bytes(low.id()), 20U);
-    leave_scope.set_value();
+    low_waits.leave();
     wait_until([&] { return arbiter.waiting_requests() == 1; });  // LOW's reclaim
     other_b.close();                                              // 10 free; the reclaim needs 20
 
@@ -290,9 +287,9 @@ TEST(LeaseLendingPriority, ConcurrentHigherPriorityRequestThatFitsPassesALowerPr
       urgent->close();
     }
     other_c.close();
-    low_thread.join();
+    EXPECT_EQ(low_waits.join(), 0U);
     other_a.close();
-    low_held.close();
+    low_waits.close_held();
     EXPECT_EQ(arbiter.used_bytes(), 0U);
   });
 }
@@ -313,95 +310,23 @@ TEST(LeaseLendingPriority, ConcurrentHigherPriorityRequestThatFitsPassesALowerPr
  *   decremented before a return or by the hook;
  * - every byte is returned and every loan taken back at the end.
  */
-TEST(LeaseLendingPriority, ConcurrentStressOfMixedPrioritiesLendsOnlyUpward) {
-  constexpr std::size_t CAPACITY   = 1000;
-  constexpr std::size_t THREADS    = 12;
-  constexpr std::size_t OPERATIONS = 2000;
-  std::size_t lent_seen            = 0;
+TEST_F(LeaseLendingPriority, ConcurrentStressOfMixedPrioritiesLendsOnlyUpward) {
+  std::size_t lent_seen = 0;
   run_with_watchdog([&] {
-    event_log events;
-    lease_arbiter arbiter{CAPACITY, &events};
-    std::atomic<std::size_t> outside{0};
-    std::atomic<std::size_t> outside_peak{0};
-    std::atomic<std::size_t> arbiter_over{0};
-    std::atomic<std::size_t> requested_bytes{0};
-    std::atomic<std::size_t> requests{0};
-    std::vector<int> priority_of(THREADS + 1);
-    for (std::size_t t = 1; t <= THREADS; ++t) {
-      priority_of[t] = static_cast<int>(t % 3);
-    }
-    auto const raise_peak = [&](std::size_t now) {
-      std::size_t peak = outside_peak.load();
-      while (now > peak && !outside_peak.compare_exchange_weak(peak, now)) {
-      }
+    test::lease_stress_options const options{
+      .capacity   = 1000,
+      .operations = 2000,
+      .priority_of =
+        test::stress_priorities(12, [](std::size_t t) { return static_cast<int>(t % 3); }),
+      .scope_one_in = 16,
+      .seeds        = std::mt19937_64{20240917},
     };
-    std::mt19937_64 seeds{20240917};
-    std::vector<std::uint64_t> thread_seeds(THREADS + 1);
-    for (auto& seed : thread_seeds) {
-      seed = seeds();
-    }
-    std::latch start{static_cast<std::ptrdiff_t>(THREADS)};
-    std::vector<std::thread> threads;
-    for (std::size_t t = 1; t <= THREADS; ++t) {
-      threads.push_back(test::checked_thread([&, t] {
-        std::mt19937_64 random{thread_seeds[t]};
-        std::atomic<std::size_t> spilled{0};
-        task_context task{arbiter, task_id{t}, priority_of[t]};
-        task.set_spill_hook([&](std::size_t bytes) {
-          outside.fetch_sub(bytes);
-          spilled.fetch_add(bytes);
-          return bytes;
-        });
-        std::vector<memory_lease> held;
-        start.arrive_and_wait();  // all at once, for contention
-        for (std::size_t op = 0; op < OPERATIONS; ++op) {
-          if (!held.empty() && random() % 16 == 0) {
-            {
-              auto const scope = task.blocked();
-              std::this_thread::yield();
-            }
-            std::size_t const back = spilled.exchange(0);
-            raise_peak(outside.fetch_add(back) + back);
-            continue;
-          }
-          bool const request = held.empty() || (held.size() < 3 && random() % 2 == 0);
-          if (request) {
-            std::size_t const bytes = 1 + random() % (CAPACITY / 4);
-            memory_lease lease      = task.request_lease(bytes);
-            std::size_t const back  = spilled.exchange(0);
-            raise_peak(outside.fetch_add(bytes + back) + bytes + back);
-            if (arbiter.used_bytes() > CAPACITY) {
-              arbiter_over.fetch_add(1);
-            }
-            requested_bytes.fetch_add(bytes);
-            requests.fetch_add(1);
-            held.push_back(std::move(lease));
-          } else {
-            std::size_t const index = random() % held.size();
-            outside.fetch_sub(held[index].bytes());
-            held.erase(held.begin() + static_cast<std::ptrdiff_t>(index));
-          }
-        }
-        for (auto& lease : held) {
-          outside.fetch_sub(lease.bytes());
-          lease.close();
-        }
-      }));
-    }
-    for (auto& thread : threads) {
-      thread.join();
-    }
-
-    EXPECT_EQ(arbiter.used_bytes(), 0U);
-    EXPECT_LE(arbiter.peak_used_bytes(), CAPACITY);
-    EXPECT_EQ(arbiter_over.load(), 0U);
-    EXPECT_LE(outside_peak.load(), CAPACITY);
-    EXPECT_EQ(outside.load(), 0U);
-    EXPECT_EQ(arbiter.waiting_requests(), 0U);
-    auto const totals = arbiter.total_statistics();
-    EXPECT_EQ(totals.grants, requests.load());
-    EXPECT_EQ(totals.granted_bytes, requested_bytes.load());
-    EXPECT_EQ(totals.lent_bytes, totals.borrowed_bytes);
+    event_log events;
+    lease_arbiter arbiter{options.capacity, &events};
+    test::expect_capacity_kept_and_every_byte_returned(
+      arbiter, options.capacity, test::run_lease_stress(arbiter, options));
+    auto const& priority_of = options.priority_of;
+    auto const totals       = arbiter.total_statistics();
     EXPECT_EQ(totals.lent_bytes, events.total_bytes(event_kind::LEASE_RECLAIMED))
       << "every lent byte was taken back";
 
