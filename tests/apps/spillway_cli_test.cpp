@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <random>
 #include <string>
 #include <sys/wait.h>
@@ -44,6 +45,11 @@ struct dataset_case {
   char const* by;
   char const* strategy;
 };
+
+/// Prints e.g. "gen skewed, --by key, --strategy sample" (the case in listings and failures).
+void PrintTo(dataset_case const& c, std::ostream* os) {
+  *os << "gen " << c.kind << ", --by " << c.by << ", --strategy " << c.strategy;
+}
 
 class SpillwayCliDatasets : public SpillwayCli,
                             public ::testing::WithParamInterface<dataset_case> {};

@@ -1,5 +1,6 @@
 #include "io/io_test_support.hpp"
 #include "testing/expect_tables_equal.hpp"
+#include "testing/parameter_printers.hpp"
 
 #include <spillway/io/arrow_ipc.hpp>
 #include <spillway/io/batch_writer.hpp>

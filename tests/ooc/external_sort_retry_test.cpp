@@ -22,6 +22,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <ostream>
 #include <random>
 #include <string>
 
@@ -135,6 +136,11 @@ struct retry_case {
   sort_strategy strategy;
   std::size_t merge_budget;
 };
+
+/// Prints e.g. "MERGE, 96 KiB merge budget" (the case in test listings and failures).
+void PrintTo(retry_case const& c, std::ostream* os) {
+  *os << to_string(c.strategy) << ", " << c.merge_budget / 1_KiB << " KiB merge budget";
+}
 
 class ExternalSortRetry : public ::testing::TestWithParam<retry_case> {};
 

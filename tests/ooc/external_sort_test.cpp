@@ -1,6 +1,7 @@
 #include "testing/cuda_testing.hpp"
 #include "testing/default_resource_guard.hpp"
 #include "testing/expect_tables_equal.hpp"
+#include "testing/parameter_printers.hpp"
 #include "testing/table_generators.hpp"
 
 #include <spillway/memory/emulated_device_memory_resource.hpp>
@@ -237,6 +238,19 @@ struct distribution_case {
   std::size_t batches;
 };
 
+/// "Random", "Sorted", "Reverse", "AllEqual", "FewDistinct" or "Skewed90".
+char const* distribution_name(distribution kind) {
+  static char const* const names[] = {
+    "Random", "Sorted", "Reverse", "AllEqual", "FewDistinct", "Skewed90"};
+  return names[static_cast<int>(kind)];
+}
+
+/// Prints e.g. "Random keys, 12 batches of 5000 rows" (the case in test listings and failures).
+void PrintTo(distribution_case const& c, std::ostream* os) {
+  *os << distribution_name(c.kind) << " keys, " << c.batches << " batches of " << c.batch_rows
+      << " rows";
+}
+
 constexpr std::array<sort_strategy, 3> ALL_STRATEGIES{
   sort_strategy::MERGE, sort_strategy::SAMPLE, sort_strategy::AUTO};
 
@@ -306,7 +320,14 @@ INSTANTIATE_TEST_SUITE_P(
                                        distribution_case{distribution::RANDOM, 1, 200},
                                        distribution_case{distribution::RANDOM, 7, 50},
                                        distribution_case{distribution::RANDOM, 60000, 2}),
-                     ::testing::ValuesIn(ALL_STRATEGIES)));
+                     ::testing::ValuesIn(ALL_STRATEGIES)),
+  [](auto const& test_info) {
+    // (no structured binding: its comma would split the macro's arguments)
+    distribution_case const& shape = std::get<0>(test_info.param);
+    return std::string{distribution_name(shape.kind)} + "_" + std::to_string(shape.batches) +
+           "_batches_of_" + std::to_string(shape.batch_rows) + "_" +
+           strategy_name(std::get<1>(test_info.param));
+  });
 
 class ExternalSortStrategy : public ::testing::TestWithParam<sort_strategy> {};
 

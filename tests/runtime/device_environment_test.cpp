@@ -5,6 +5,7 @@
  * hook. Also the choice of backend by name.
  */
 #include "testing/cuda_testing.hpp"
+#include "testing/parameter_printers.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/memory/buffer.hpp>

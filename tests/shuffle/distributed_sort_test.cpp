@@ -4,6 +4,7 @@
  * hold exactly the rows of every rank's input; on small devices it spills and stays in budget.
  */
 #include "testing/expect_tables_equal.hpp"
+#include "testing/parameter_printers.hpp"
 #include "testing/rank_groups.hpp"
 #include "testing/table_generators.hpp"
 
@@ -110,6 +111,13 @@ struct sort_case {
   keys_kind kind;
   shuffle_mode mode;
 };
+
+/// Prints e.g. "skewed keys, push" (the case in test listings and failures).
+void PrintTo(sort_case const& c, std::ostream* os) {
+  static char const* const kinds[] = {"uniform", "skewed", "equal", "descending strings"};
+  *os << kinds[static_cast<int>(c.kind)] << " keys, ";
+  PrintTo(c.mode, os);
+}
 
 struct sort_settings {
   std::size_t batches = 4;

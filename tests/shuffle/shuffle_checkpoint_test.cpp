@@ -5,6 +5,7 @@
  * them when the partitioning changed.
  */
 #include "testing/expect_tables_equal.hpp"
+#include "testing/parameter_printers.hpp"
 #include "testing/rank_groups.hpp"
 #include "testing/table_generators.hpp"
 

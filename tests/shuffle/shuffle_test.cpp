@@ -9,6 +9,7 @@
 #include "testing/cuda_testing.hpp"
 #include "testing/expect_tables_equal.hpp"
 #include "testing/forwarding_resource.hpp"
+#include "testing/parameter_printers.hpp"
 #include "testing/rank_groups.hpp"
 #include "testing/table_generators.hpp"
 
@@ -190,6 +191,14 @@ struct shuffle_case {
   std::size_t num_partitions;
   partition_method method;
 };
+
+/// Prints e.g. "push, hash into 7 partitions" (the case in test listings and failures).
+void PrintTo(shuffle_case const& c, std::ostream* os) {
+  PrintTo(c.mode, os);
+  *os << ", ";
+  PrintTo(c.method, os);
+  *os << " into " << c.num_partitions << " partitions";
+}
 
 std::vector<std::size_t> const KEYS{0, 1};
 
@@ -407,7 +416,8 @@ std::unique_ptr<run_result> run_and_check(communicator& comm,
 
 std::string case_name(shuffle_case const& c) {
   return std::string(c.mode == shuffle_mode::PULL ? "Pull" : "Push") +
-         (c.method == partition_method::HASH ? "Hash" : "Range") + std::to_string(c.num_partitions);
+         (c.method == partition_method::HASH ? "Hash" : "Range") + "_" +
+         std::to_string(c.num_partitions) + "_partitions";
 }
 
 class ConcurrentShuffle : public ::testing::TestWithParam<shuffle_case> {};

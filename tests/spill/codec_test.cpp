@@ -1,3 +1,5 @@
+#include "testing/parameter_printers.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/spill/codec.hpp>
 

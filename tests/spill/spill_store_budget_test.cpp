@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <ostream>
 #include <testing/expect_tables_equal.hpp>
 #include <thread>
 #include <vector>
@@ -53,6 +54,11 @@ struct budget_codecs {
   codec host;
   codec disk;
 };
+
+/// Prints e.g. "host lz4, disk zstd" (the case in test listings and failures).
+void PrintTo(budget_codecs const& codecs, std::ostream* os) {
+  *os << "host " << to_string(codecs.host) << ", disk " << to_string(codecs.disk);
+}
 
 class SpillStoreBudgetCodecTest : public SpillStoreBudgetTest,
                                   public ::testing::WithParamInterface<budget_codecs> {};

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <ostream>
 #include <testing/expect_tables_equal.hpp>
 #include <thread>
 
@@ -30,6 +31,11 @@ struct codec_pair {
   codec host;
   codec disk;
 };
+
+/// Prints e.g. "host lz4, disk zstd" (the case in test listings and failures).
+void PrintTo(codec_pair const& codecs, std::ostream* os) {
+  *os << "host " << to_string(codecs.host) << ", disk " << to_string(codecs.disk);
+}
 
 class SpillStoreCodecTest : public spill_fixture,
                             public ::testing::WithParamInterface<codec_pair> {};

@@ -26,9 +26,11 @@
 #include <gtest/gtest.h>
 
 #include <any>
+#include <cctype>
 #include <functional>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +57,9 @@ struct operator_case {
   /// Runs the operator on `input` (allocated elsewhere) with `mrs`.
   std::function<operator_result(table_view const& input, memory_resources mrs)> run;
 };
+
+/// Prints the operator's name (the case in test listings and failures).
+void PrintTo(operator_case const& c, std::ostream* os) { *os << c.name; }
 
 template <typename T>
 operator_result owned(std::unique_ptr<T> object, std::size_t bytes) {
@@ -391,9 +396,19 @@ INSTANTIATE_TEST_SUITE_P(EveryOperator,
                          ResourceValidation,
                          ::testing::ValuesIn(operator_cases()),
                          [](auto const& param_info) {
+                           // Each run of other characters becomes one '_', none at the end.
                            std::string name;
+                           bool separate = false;
                            for (char c : param_info.param.name) {
-                             name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                             if (std::isalnum(static_cast<unsigned char>(c)) == 0) {
+                               separate = !name.empty();
+                               continue;
+                             }
+                             if (separate) {
+                               name += '_';
+                               separate = false;
+                             }
+                             name += c;
                            }
                            return name;
                          });
