@@ -1,0 +1,124 @@
+/**
+ * @file spill_eviction.cpp
+ * @brief Spill store eviction: the host budget, victim selection and the spills it schedules.
+ */
+#include "spill/spill_store_impl.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/spill/spill_store.hpp>
+
+#include <vector>
+
+namespace spillway::detail {
+
+// ---- host budget ---------------------------------------------------------------------------
+
+bool spill_store_impl::reserve_host(scoped_lock& lock, std::size_t bytes, bool wait) {
+  if (bytes > general_limit_) {
+    return false;
+  }
+  std::size_t const failures = statistics_.write_errors;
+  while (host_used_ + bytes > general_limit_) {
+    std::size_t const short_by = host_used_ + bytes - general_limit_;
+    if (host_writing_ < short_by) {
+      schedule_evictions(short_by - host_writing_);
+    }
+    // Room comes only from writes (which never wait for room) and from holders that release
+    // without waiting; with neither, waiting could last forever.
+    if (!wait || (host_writing_ == 0 && host_in_flight_ == 0) ||
+        statistics_.write_errors != failures) {
+      return false;
+    }
+    std::uint64_t const seen = room_epoch_;
+    lock.wait(room_, [&]() SPILLWAY_REQUIRES(mutex_) { return room_epoch_ != seen; });
+  }
+  host_used_ += bytes;
+  host_in_flight_ += bytes;
+  return true;
+}
+
+void spill_store_impl::release_host(std::size_t bytes, bool in_flight) {
+  host_used_ -= bytes;
+  if (in_flight) {
+    host_in_flight_ -= bytes;
+  }
+  ++room_epoch_;
+  room_.notify_all();
+}
+
+void spill_store_impl::release_host_now(std::size_t bytes) {
+  scoped_lock lock(mutex_);
+  release_host(bytes, true);
+}
+
+void spill_store_impl::schedule_evictions(std::size_t bytes) {
+  for (auto* entry : select_victims(spill_tier::HOST, bytes, std::nullopt)) {
+    schedule_write(*entry);
+  }
+}
+
+void spill_store_impl::keep_headroom() {
+  if (host_used_ > high_water_ && host_used_ - host_writing_ > low_water_) {
+    schedule_evictions(host_used_ - host_writing_ - low_water_);
+  }
+}
+
+void spill_store_impl::free_host_pieces(spill_entry& entry) {
+  // Freed under the lock, so the bytes are gone before anyone can reserve them again.
+  entry.host_pieces.clear();
+  bytes_on_[index_of(spill_tier::HOST)] -= entry.host_bytes;
+  release_host(entry.host_bytes, false);
+  entry.host_bytes = 0;
+  entry.host_codec = codec::NONE;
+}
+
+std::vector<spill_entry*> spill_store_impl::select_victims(spill_tier tier,
+                                                           std::size_t bytes,
+                                                           std::optional<task_id> owner) {
+  std::vector<spill_entry*> victims;
+  std::size_t chosen = 0;
+  for (auto* entry : by_tier_[index_of(tier)]) {
+    if (chosen >= bytes) {
+      break;
+    }
+    if (entry->state != entry_state::STABLE || entry->pins > 0 || entry->release_requested ||
+        (owner && entry->owner != *owner)) {
+      continue;
+    }
+    victims.push_back(entry);
+    chosen += tier == spill_tier::DEVICE ? entry->device_bytes : entry->host_bytes;
+  }
+  return victims;
+}
+
+// ---- spilling ------------------------------------------------------------------------------
+
+std::size_t spill_store_impl::spill(std::size_t bytes,
+                                    spill_tier from,
+                                    std::optional<task_id> owner) {
+  SPILLWAY_EXPECTS(from != spill_tier::DISK, "nothing spills from the disk tier", invalid_argument);
+  if (from == spill_tier::HOST) {
+    scoped_lock lock(mutex_);
+    std::size_t scheduled = 0;
+    for (auto* entry : select_victims(spill_tier::HOST, bytes, owner)) {
+      scheduled += entry->host_bytes;
+      schedule_write(*entry);
+    }
+    return scheduled;
+  }
+  std::vector<spill_entry*> victims;
+  {
+    scoped_lock lock(mutex_);
+    victims = select_victims(spill_tier::DEVICE, bytes, owner);
+    for (auto* entry : victims) {
+      entry->state = entry_state::SPILLING;
+    }
+  }
+  std::size_t freed = 0;
+  for (auto* entry : victims) {
+    freed += spill_device_entry(*entry);
+  }
+  return freed;
+}
+
+}  // namespace spillway::detail
