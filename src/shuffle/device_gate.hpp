@@ -1,0 +1,160 @@
+/**
+ * @file device_gate.hpp
+ * @brief The shuffle's device steps on one rank (`device_gate`); private to the layer.
+ */
+#pragma once
+
+#include <spillway/core/error.hpp>
+#include <spillway/core/mutex.hpp>
+#include <spillway/spill/spill_store.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <limits>
+
+namespace spillway::detail {
+
+/// Runs of a device step alone (`device_gate::run`) while spilling frees something meanwhile.
+constexpr std::size_t MAX_ALONE_RUNS = 8;
+
+/**
+ * @brief The shuffle's device steps on one rank: side by side normally, and alone to recover from
+ * out-of-memory.
+ *
+ * A step (`run`) that fails with `out_of_memory` has rolled back (its allocations were freed by
+ * unwinding). It then waits until no other step of the rank runs and no shard of the rank is
+ * being handed to another rank (those hold pinned device memory until their receiver takes it,
+ * which never waits on this rank's steps), spills every unpinned buffer of the store, and runs
+ * again. It is alone among the rank's steps only: receives (the push inbox, replies) are not
+ * steps and may fill the device again meanwhile, so it spills and runs again while spilling
+ * frees something, up to MAX_ALONE_RUNS times. Steps must not wait on other ranks, nor run other
+ * steps, while inside `run`.
+ */
+class device_gate {
+ public:
+  explicit device_gate(spill_store& store) : store_(store) {}
+
+  /** @brief Runs `step`; once more alone after an out_of_memory. @return what `step` returns */
+  template <typename Step>
+  decltype(auto) run(Step&& step) {
+    {
+      shared_entry const entry(*this);
+      try {
+        return step();
+      } catch (out_of_memory const&) {
+        // Rolled back; run again alone below.
+      }
+    }
+    exclusive_entry const entry(*this);
+    make_room_alone();
+    for (std::size_t alone = 1;; ++alone) {
+      retries_.fetch_add(1, std::memory_order_relaxed);
+      try {
+        return step();
+      } catch (out_of_memory const&) {
+        if (alone == MAX_ALONE_RUNS || make_room_alone() == 0) {
+          throw;
+        }
+      }
+    }
+  }
+
+  /** @brief Waits until this rank's steps and hand-overs are done, then spills the store. */
+  void make_room() {
+    exclusive_entry const entry(*this);
+    retries_.fetch_add(1, std::memory_order_relaxed);  // (the receive that asked runs again)
+    make_room_alone();
+  }
+
+  /** @brief Counts a hand-over of pinned device memory to another rank while it lasts. */
+  class hand_over {
+   public:
+    explicit hand_over(device_gate& gate) : gate_(gate) {
+      scoped_lock lock(gate_.mutex_);
+      ++gate_.hand_overs_;
+    }
+    ~hand_over() {
+      scoped_lock lock(gate_.mutex_);
+      --gate_.hand_overs_;
+      gate_.changed_.notify_all();
+    }
+    hand_over(hand_over const&)            = delete;
+    hand_over& operator=(hand_over const&) = delete;
+    hand_over(hand_over&&)                 = delete;
+    hand_over& operator=(hand_over&&)      = delete;
+
+   private:
+    device_gate& gate_;
+  };
+
+  /** @return the steps run again alone so far, and the receives that made room to run again */
+  [[nodiscard]] std::size_t retries() const noexcept {
+    return retries_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  class shared_entry {
+   public:
+    explicit shared_entry(device_gate& gate) : gate_(gate) {
+      scoped_lock lock(gate_.mutex_);
+      lock.wait(gate_.changed_, [&]() SPILLWAY_REQUIRES(gate_.mutex_) {
+        return !gate_.exclusive_ && gate_.exclusive_waiting_ == 0;
+      });
+      ++gate_.running_;
+    }
+    ~shared_entry() {
+      scoped_lock lock(gate_.mutex_);
+      --gate_.running_;
+      gate_.changed_.notify_all();
+    }
+    shared_entry(shared_entry const&)            = delete;
+    shared_entry& operator=(shared_entry const&) = delete;
+    shared_entry(shared_entry&&)                 = delete;
+    shared_entry& operator=(shared_entry&&)      = delete;
+
+   private:
+    device_gate& gate_;
+  };
+
+  class exclusive_entry {
+   public:
+    explicit exclusive_entry(device_gate& gate) : gate_(gate) {
+      scoped_lock lock(gate_.mutex_);
+      ++gate_.exclusive_waiting_;
+      lock.wait(gate_.changed_, [&]() SPILLWAY_REQUIRES(gate_.mutex_) {
+        return !gate_.exclusive_ && gate_.running_ == 0 && gate_.hand_overs_ == 0;
+      });
+      --gate_.exclusive_waiting_;
+      gate_.exclusive_ = true;
+    }
+    ~exclusive_entry() {
+      scoped_lock lock(gate_.mutex_);
+      gate_.exclusive_ = false;
+      gate_.changed_.notify_all();
+    }
+    exclusive_entry(exclusive_entry const&)            = delete;
+    exclusive_entry& operator=(exclusive_entry const&) = delete;
+    exclusive_entry(exclusive_entry&&)                 = delete;
+    exclusive_entry& operator=(exclusive_entry&&)      = delete;
+
+   private:
+    device_gate& gate_;
+  };
+
+  /// @return the bytes spilled
+  std::size_t make_room_alone() {
+    return store_.spill(std::numeric_limits<std::size_t>::max(), spill_tier::DEVICE);
+  }
+
+  spill_store& store_;
+  mutex mutex_;
+  std::condition_variable changed_;
+  std::size_t running_ SPILLWAY_GUARDED_BY(mutex_)           = 0;
+  std::size_t exclusive_waiting_ SPILLWAY_GUARDED_BY(mutex_) = 0;
+  std::size_t hand_overs_ SPILLWAY_GUARDED_BY(mutex_)        = 0;
+  bool exclusive_ SPILLWAY_GUARDED_BY(mutex_)                = false;
+  std::atomic<std::size_t> retries_{0};
+};
+
+}  // namespace spillway::detail
