@@ -93,12 +93,14 @@ output_directory::output_directory(std::string path, bool overwrite, bool claim_
 output_directory::~output_directory() { release(); }
 
 void output_directory::release() noexcept {
-  signal_cleanup_.clear();
   lock_.reset();  // removes the lock file
   if (!committed_ && !existed_) {
     std::error_code ignored;
     fs::remove(path_, ignored);  // only removes it when empty: never someone else's files
   }
+  // Only now: a signal (mpirun ends a failed job's processes with SIGTERM) between the lock's
+  // removal and the directory's would leave the new directory behind, empty.
+  signal_cleanup_.clear();
 }
 
 void output_directory::claim() {

@@ -53,9 +53,11 @@ shared_output::~shared_output() {
   if (!owns_staging_ && !failing && directory_) {
     directory_->keep();  // rank 0's process keeps the output, or removes it when it fails
   }
+  directory_.reset();  // then the directory itself, when this command created it
+  // Only now: mpirun's SIGTERM may come at any point above, and the cleanup on signals then still
+  // removes what is left.
   staging_cleanup_.reset();
   output_cleanup_.reset();
-  directory_.reset();  // then the directory itself, when this command created it
 }
 
 void shared_output::open(communicator& comm) {
