@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <span>
 #include <string>
@@ -32,6 +33,9 @@ std::size_t encoded_bound(codec value, std::size_t raw, std::size_t piece) {
 std::size_t staging_windows(std::size_t raw, std::size_t piece) noexcept {
   return raw > piece ? 2 : 1;
 }
+
+/// The smallest piece a device-to-disk spill stages when the host has no room for full ones.
+constexpr std::size_t MIN_FALLBACK_PIECE = 4096;
 
 /// Waits for a stream when it goes, once a copy was queued on it: staging buffers declared
 /// before it are no longer copied from or into when they are freed, even when an exception leaves
@@ -363,34 +367,56 @@ std::vector<host_piece> spill_store_impl::copy_to_host(spill_entry& entry,
 std::vector<disk_block> spill_store_impl::write_device_to_disk(
   spill_entry& entry, std::vector<std::uint8_t>& metadata) {
   ensure_directory();
-  std::size_t const raw   = entry.raw_size;
-  codec const disk_codec  = options_.disk_codec;
-  std::size_t const first = std::min(piece_size_, raw);
-  std::size_t const compressed_scratch =
-    disk_codec == codec::NONE ? 0 : compress_bound(disk_codec, first);
+  std::size_t const raw  = entry.raw_size;
+  codec const disk_codec = options_.disk_codec;
+  std::size_t piece      = piece_size_;
+  auto const scratch_for = [&](std::size_t size) {
+    return disk_codec == codec::NONE ? std::size_t{0} : compress_bound(disk_codec, size);
+  };
   // The source: the packed table on the host when it fits, else device bytes through a window.
-  bool const pack_on_host =
-    entry.device_table != nullptr && raw + compressed_scratch <= general_limit_;
-  // A table too large for the host is packed on the device first, before any host room is
-  // held: that allocation may spill other buffers, which may wait for host room.
-  buffer packed;  // host (pack_on_host) or device
-  if (entry.device_table != nullptr && !pack_on_host) {
-    auto table_bytes = detail::pack(entry.device_table->view(), options_.stream, options_.device);
-    metadata         = std::move(table_bytes.metadata);
-    packed           = std::move(table_bytes.data);
+  std::size_t reserve = raw + scratch_for(std::min(piece, raw));
+  bool pack_on_host   = entry.device_table != nullptr && reserve <= general_limit_;
+  if (pack_on_host) {
+    scoped_lock lock(mutex_);
+    pack_on_host = reserve_host(lock, reserve, true);
   }
-  std::size_t const windows = pack_on_host ? 0 : staging_windows(raw, piece_size_);
-  std::size_t const reserve = (pack_on_host ? raw : windows * first) + compressed_scratch;
-  {
+  // A table too large for the host (or for the room the host has) is packed on the device first,
+  // before any host room is held: that allocation may spill other buffers, which may wait for
+  // host room.
+  buffer packed;  // on the device
+  std::size_t windows = 0;
+  if (!pack_on_host) {
+    if (entry.device_table != nullptr) {
+      auto table_bytes = detail::pack(entry.device_table->view(), options_.stream, options_.device);
+      metadata         = std::move(table_bytes.metadata);
+      packed           = std::move(table_bytes.data);
+    }
+    windows = staging_windows(raw, piece);
+    reserve = windows * std::min(piece, raw) + scratch_for(std::min(piece, raw));
     scoped_lock lock(mutex_);
     if (!reserve_host(lock, reserve, true)) {
-      throw out_of_memory("no host room within the budget of " +
-                            std::to_string(options_.host_budget) + " bytes to stage the spill (" +
-                            std::to_string(reserve) + " bytes)",
-                          reserve);
+      // Nothing can make room for two windows of a full piece (the host tier may be held by the
+      // very entry whose move to the device made this spill): one window of the largest piece
+      // the room left holds. Disk blocks are then smaller; reads take blocks of any size.
+      std::size_t const room = host_used_ < general_limit_ ? general_limit_ - host_used_ : 0;
+      piece                  = std::min(piece, std::bit_floor(std::max<std::size_t>(room, 1)));
+      while (piece >= MIN_FALLBACK_PIECE && piece + scratch_for(piece) > room) {
+        piece /= 2;
+      }
+      windows = 1;
+      reserve = std::min(piece, raw) + scratch_for(std::min(piece, raw));
+      if (piece < MIN_FALLBACK_PIECE || !reserve_host(lock, reserve, false)) {
+        throw out_of_memory("no host room within the budget of " +
+                              std::to_string(options_.host_budget) + " bytes to stage the spill (" +
+                              std::to_string(room) +
+                              " bytes free, held by buffers that cannot move)",
+                            reserve);
+      }
+      ++statistics_.small_staging_spills;
     }
   }
   reservation_guard guard([this](std::size_t bytes) { release_host_now(bytes); }, reserve);
+  std::size_t const first = std::min(piece, raw);
   buffer packed_on_host;
   if (pack_on_host) {
     auto table_bytes = detail::pack(entry.device_table->view(), options_.stream, options_.host);
@@ -404,7 +430,7 @@ std::vector<disk_block> spill_store_impl::write_device_to_disk(
   for (std::size_t slot = 0; slot < windows; ++slot) {
     staging.emplace_back(first, options_.stream, options_.host);
   }
-  buffer encoded(compressed_scratch, options_.stream, options_.host);
+  buffer encoded(scratch_for(first), options_.stream, options_.host);
   std::vector<disk_block> blocks;
   auto const write = [&](std::byte const* source, std::size_t size) {
     auto const [block_codec, payload] = encode_block({source, size}, bytes_of(encoded));
@@ -412,12 +438,12 @@ std::vector<disk_block> spill_store_impl::write_device_to_disk(
   };
   try {
     if (pack_on_host) {
-      for (std::size_t offset = 0; offset < raw; offset += piece_size_) {
-        write(at(source_data, offset), std::min(piece_size_, raw - offset));
+      for (std::size_t offset = 0; offset < raw; offset += piece) {
+        write(at(source_data, offset), std::min(piece, raw - offset));
       }
     } else {
       // A block is encoded and written while the next one is copied from the device.
-      stream_from_device(source_data, raw, piece_size_, staging, options_.stream, write);
+      stream_from_device(source_data, raw, piece, staging, options_.stream, write);
     }
   } catch (...) {
     std::vector<std::string> dead_files;

@@ -8,6 +8,8 @@
 #include "spill/spill_test_fixture.hpp"
 
 #include <spillway/core/events.hpp>
+#include <spillway/memory/emulated_device_memory_resource.hpp>
+#include <spillway/memory/failure_callback_resource_adaptor.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/spill/spill_store.hpp>
 
@@ -215,6 +217,59 @@ TEST_F(SpillStoreBudgetTest, ConcurrentAcquireReleaseWhileSpillingStaysWithinThe
               stats.between(spill_tier::HOST, spill_tier::DISK).count,
             0U);
   EXPECT_LE(host_peak(), budget);
+}
+
+TEST_F(SpillStoreBudgetTest, ABufferMovedBackToTheDeviceCanStillSpillAnotherThroughLessStaging) {
+  // "first" takes most of the host tier's general part (about 700 KiB of a 1 MiB budget with two
+  // I/O threads) and is moved back to a full device: the allocation spills "second", which goes
+  // to disk through host staging while "first" still holds its host bytes and nothing is being
+  // written. Two windows of a full piece do not fit in what is left; one smaller one does.
+  constexpr std::size_t budget = 1_MiB;
+  emulated_device_memory_resource small_device{1_MiB};
+  spill_store* store_pointer = nullptr;
+  failure_callback_resource_adaptor device_with_spill(small_device, [&](std::size_t bytes, auto) {
+    return store_pointer->spill(bytes, spill_tier::DEVICE) > 0;
+  });
+  // Compressed disk blocks: the staging then holds the compression scratch too.
+  for (auto disk_codec : {codec::LZ4, codec::ZSTD}) {
+    SCOPED_TRACE(to_string(disk_codec));
+    auto store_options       = counted_options(budget);
+    store_options.device     = device_with_spill;
+    store_options.disk_codec = disk_codec;
+    spill_store store(store_options);
+    store_pointer           = &store;
+    auto const first_values = make_bytes(500_KiB, 11).second;
+    auto first              = store.make_spillable(buffer(first_values.data(),
+                                             memory_kind::HOST,
+                                             first_values.size(),
+                                             default_stream(),
+                                             small_device),
+                                      0);
+    ASSERT_EQ(store.spill(1, spill_tier::DEVICE), 500_KiB);
+    ASSERT_EQ(first.tier(), spill_tier::HOST);
+    auto const second_values = make_bytes(600_KiB, 12).second;
+    auto second              = store.make_spillable(buffer(second_values.data(),
+                                              memory_kind::HOST,
+                                              second_values.size(),
+                                              default_stream(),
+                                              small_device),
+                                       0);
+    {
+      auto const pinned = first.acquire();
+      ASSERT_EQ(pinned.size(), first_values.size());
+      EXPECT_EQ(std::memcmp(pinned.data(), first_values.data(), first_values.size()), 0);
+      EXPECT_EQ(second.tier(), spill_tier::DISK);
+    }
+    auto const statistics = store.statistics();
+    EXPECT_EQ(statistics.write_errors, 0U) << statistics.last_error;
+    EXPECT_EQ(statistics.small_staging_spills, 1U);
+    {
+      auto const pinned = second.acquire();
+      ASSERT_EQ(pinned.size(), second_values.size());
+      EXPECT_EQ(std::memcmp(pinned.data(), second_values.data(), second_values.size()), 0);
+    }
+    EXPECT_LE(host_peak(), budget);
+  }
 }
 
 TEST_F(SpillStoreBudgetTest, TinyBudgetIsRejected) {

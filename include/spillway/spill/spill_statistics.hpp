@@ -30,7 +30,10 @@ struct spill_statistics {
   std::array<std::size_t, NUM_SPILL_TIERS> buffers_on{};  ///< buffers on each tier now
   std::size_t write_errors = 0;  ///< disk writes that failed (their buffers stayed higher)
   std::size_t read_errors  = 0;  ///< disk reads that failed (missing, truncated, corrupt)
-  std::string last_error;        ///< the message of the last write or read error
+  /// Device-to-disk spills staged through one window of a smaller piece, the host tier having
+  /// no room for the usual two (held by buffers that could not move at the time).
+  std::size_t small_staging_spills = 0;
+  std::string last_error;  ///< the message of the last write or read error
   /// The message of the last error of the disk itself (full, failing, a corrupt block). Once the
   /// disk fails, later errors are often the host running out of room for what could not go to
   /// the disk, and `last_error` names those instead.

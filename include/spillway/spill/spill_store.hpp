@@ -74,8 +74,11 @@ struct spill_store_options {
    *   through one piece of staging to disk and back. A table whose packed size exceeds the
    *   general part is packed on the device (its packed size in device memory, once) and then
    *   streamed the same way.
-   * - If room can never come (nothing evictable and nothing in flight), the spill of that buffer
-   *   fails (it stays on the device, counted as a write error) or `acquire` throws
+   * - If room for that staging can never come (nothing evictable and nothing in flight: the host
+   *   tier may be held by the very buffer whose move to the device made the spill), the spill
+   *   stages through one window of the largest smaller piece that fits (at least 4 KiB; counted
+   *   in `spill_statistics::small_staging_spills`). Only when not even that fits does the spill
+   *   fail (the buffer stays on the device, counted as a write error) or `acquire` throw
    *   `out_of_memory`; the store never exceeds the budget instead.
    */
   std::size_t host_budget = 1_GiB;
