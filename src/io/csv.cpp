@@ -464,6 +464,11 @@ class csv_reader final : public batch_reader {
     begin_ = end_                = 0;
     row_                         = 0;
     std::size_t const header_end = fill_to_complete_records(1);
+    // A UTF-8 byte order mark (spreadsheets write one) is not part of the first column's name.
+    constexpr std::string_view BYTE_ORDER_MARK = "\xEF\xBB\xBF";
+    if (std::string_view(block(), header_end).starts_with(BYTE_ORDER_MARK)) {
+      begin_ = BYTE_ORDER_MARK.size();
+    }
     std::vector<std::string> header;
     char const* position = block() + begin_;
     auto const status    = detail::csv::scan_record(

@@ -144,5 +144,20 @@ TEST_F(CsvInferenceTest, ARaggedRowIsFoundBeforeTheFirstBatch) {
   EXPECT_THROW((void)open_csv(path("t.csv"), {}, default_stream(), host_), corruption_error);
 }
 
+TEST_F(CsvInferenceTest, AByteOrderMarkIsNotPartOfTheFirstColumnsName) {
+  // One file with the mark and one without: both headers read "k,v".
+  write_text("a.csv", "\xEF\xBB\xBFk,v\n1,10\n");
+  write_text("b.csv", "k,v\n2,20\n");
+  for (auto const* pattern : {"a.csv", "*.csv"}) {
+    SCOPED_TRACE(pattern);
+    auto reader = open_csv(path(pattern), {}, default_stream(), host_);
+    table_schema const schema{{"k", type_id::INT64}, {"v", type_id::INT64}};
+    EXPECT_EQ(reader->schema(), schema) << to_string(reader->schema());
+    auto const output = read_all(*reader, default_stream(), host_);
+    ASSERT_GE(output->num_rows(), 1U);
+    EXPECT_EQ(output->view().column(0).data<std::int64_t>()[0], 1);
+  }
+}
+
 }  // namespace
 }  // namespace spillway
