@@ -244,15 +244,16 @@ class batch_writer::impl {
   impl(impl&&)                 = delete;
   impl& operator=(impl&&)      = delete;
 
-  /// Takes the schema from the first table written (STRING columns stored as the reader found
-  /// them); checks every later one against it.
+  /// Takes the schema from the first table written (STRING columns stored and TIMESTAMP zones
+  /// as the reader found them); checks every later one against it.
   void learn_schema(table_view const& input) {
     if (schema_.empty()) {
       schema_ = detail::schema_of(input, names_, "batch_writer");
       for (auto& column : schema_) {
         for (auto const& known : options_.schema) {
           if (known.name == column.name && known.type == column.type) {
-            column.storage = known.storage;
+            column.storage   = known.storage;
+            column.time_zone = known.time_zone;
           }
         }
       }

@@ -1,8 +1,8 @@
 /**
  * @file string_columns_test.cpp
  * @brief STRING columns through the Arrow formats: columns without a byte of characters (all
- * null, all empty), and the Arrow string type of a file's column (string or large_string) kept
- * when it is written back.
+ * null, all empty), and the Arrow string type of a file's column (string or large_string) and a
+ * timestamp's time zone kept when it is written back.
  */
 #include "io/io_test_support.hpp"
 #include "testing/expect_tables_equal.hpp"
@@ -102,20 +102,37 @@ TEST_F(StringColumnsTest, ABatchOfOnlyEmptyStringsAmongOthersIsWritten) {
 }
 
 #if defined(SPILLWAY_IO_TEST_HAS_ARROW)
-/** @return a table of Arrow's own: k int64, s string, l large_string, with a null and an empty */
+/**
+ * @return a table of Arrow's own: k int64, s string, l large_string, with a null and an empty,
+ * then u timestamp[us, UTC] and p timestamp[ms, Europe/Paris]
+ */
 std::shared_ptr<arrow::Table> arrow_strings_table() {
+  auto const utc   = arrow::timestamp(arrow::TimeUnit::MICRO, "UTC");
+  auto const paris = arrow::timestamp(arrow::TimeUnit::MILLI, "Europe/Paris");
   arrow::Int64Builder keys;
   arrow::StringBuilder strings;
   arrow::LargeStringBuilder large;
+  arrow::TimestampBuilder utc_times(utc, arrow::default_memory_pool());
+  arrow::TimestampBuilder paris_times(paris, arrow::default_memory_pool());
   for (std::int64_t row = 0; row < 100; ++row) {
     EXPECT_TRUE(keys.Append(100 - row).ok());
     EXPECT_TRUE((row == 3 ? strings.AppendNull() : strings.Append(std::to_string(row))).ok());
     EXPECT_TRUE((row == 4 ? large.Append("") : large.Append("v" + std::to_string(row))).ok());
+    EXPECT_TRUE(utc_times.Append(1'700'000'000'000'000 + row).ok());
+    EXPECT_TRUE((row == 5 ? paris_times.AppendNull() : paris_times.Append(row * 1000)).ok());
   }
   auto schema = arrow::schema({arrow::field("k", arrow::int64()),
                                arrow::field("s", arrow::utf8()),
-                               arrow::field("l", arrow::large_utf8())});
-  return arrow::Table::Make(schema, {*keys.Finish(), *strings.Finish(), *large.Finish()}, 100);
+                               arrow::field("l", arrow::large_utf8()),
+                               arrow::field("u", utc),
+                               arrow::field("p", paris)});
+  return arrow::Table::Make(schema,
+                            {*keys.Finish(),
+                             *strings.Finish(),
+                             *large.Finish(),
+                             *utc_times.Finish(),
+                             *paris_times.Finish()},
+                            100);
 }
 
 std::shared_ptr<arrow::Schema> parquet_schema(std::string const& file) {
@@ -131,7 +148,7 @@ std::shared_ptr<arrow::Schema> ipc_schema(std::string const& file) {
   return (*arrow::ipc::RecordBatchFileReader::Open(input))->schema();
 }
 
-TEST_F(StringColumnsTest, WrittenBackAStringColumnStaysStringAndALargeStringLargeString) {
+TEST_F(StringColumnsTest, WrittenBackStringsKeepTheirArrowTypeAndTimestampsTheirZone) {
   auto const input = arrow_strings_table();
   {
     auto sink = *arrow::io::FileOutputStream::Open(path("in.parquet"));
@@ -160,14 +177,16 @@ TEST_F(StringColumnsTest, WrittenBackAStringColumnStaysStringAndALargeStringLarg
     auto reader       = format == file_format::PARQUET
                           ? open_parquet(source, {}, default_stream(), host_)
                           : open_arrow_ipc(source, format, {}, default_stream(), host_);
-    ASSERT_EQ(reader->schema().size(), 3U);
+    ASSERT_EQ(reader->schema().size(), 5U);
     EXPECT_EQ(reader->schema()[1].storage, string_storage::STRING);
     EXPECT_EQ(reader->schema()[2].storage, string_storage::LARGE_STRING);
+    EXPECT_EQ(reader->schema()[3].time_zone, "UTC");
+    EXPECT_EQ(reader->schema()[4].time_zone, "Europe/Paris");
     batch_writer_options options;
     options.directory = path("out-" + std::string{extension(format)});
     options.format    = format;
     options.schema    = reader->schema();
-    batch_writer writer{options, {"k", "s", "l"}, default_stream(), host_};
+    batch_writer writer{options, {"k", "s", "l", "u", "p"}, default_stream(), host_};
     auto const data = read_all(*reader, default_stream(), host_);
     writer.write(data->view());
     auto const files = writer.close();
@@ -182,7 +201,7 @@ TEST_F(StringColumnsTest, WrittenBackAStringColumnStaysStringAndALargeStringLarg
     SPILLWAY_EXPECT_TABLES_EQUAL(data->view(), back->view());
     // A dataset of no rows: one file, with the same Arrow types.
     options.directory = path("empty-" + std::string{extension(format)});
-    batch_writer empty_writer{options, {"k", "s", "l"}, default_stream(), host_};
+    batch_writer empty_writer{options, {"k", "s", "l", "u", "p"}, default_stream(), host_};
     empty_writer.write_no_rows(slice(data->view(), 0, 0));
     empty_writer.write_no_rows(slice(data->view(), 0, 0));  // still one file
     auto const empty_files = empty_writer.close();

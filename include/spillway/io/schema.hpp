@@ -31,6 +31,11 @@ struct column_schema {
    * `==` ignores it, so files that differ in it alone make one dataset.
    */
   string_storage storage = string_storage::LARGE_STRING;
+  /**
+   * A TIMESTAMP column's Arrow time zone ("" for none), kept from reader to writer like
+   * `storage`. The values are UTC instants whatever it is, so they sort alike; `==` ignores it.
+   */
+  std::string time_zone = {};
 
   friend bool operator==(column_schema const& lhs, column_schema const& rhs) noexcept {
     return lhs.name == rhs.name && lhs.type == rhs.type;

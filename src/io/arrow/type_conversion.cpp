@@ -104,7 +104,9 @@ std::shared_ptr<arrow::Array> to_string_array(column_view const& view,
 
 }  // namespace
 
-std::shared_ptr<arrow::DataType> to_arrow_type(data_type type, string_storage storage) {
+std::shared_ptr<arrow::DataType> to_arrow_type(data_type type,
+                                               string_storage storage,
+                                               std::string const& time_zone) {
   switch (type.id()) {
     case type_id::BOOL8:
       return arrow::boolean();
@@ -129,7 +131,7 @@ std::shared_ptr<arrow::DataType> to_arrow_type(data_type type, string_storage st
     case type_id::FLOAT64:
       return arrow::float64();
     case type_id::TIMESTAMP:
-      return arrow::timestamp(to_arrow_unit(type.unit()));
+      return arrow::timestamp(to_arrow_unit(type.unit()), time_zone);
     case type_id::STRING:
       return storage == string_storage::STRING ? arrow::utf8() : arrow::large_utf8();
   }
@@ -163,7 +165,7 @@ data_type from_arrow_type(arrow::DataType const& type,
     case arrow::Type::DOUBLE:
       return type_id::FLOAT64;
     case arrow::Type::TIMESTAMP:
-      // Values are UTC instants whatever the zone; the zone itself is dropped.
+      // Values are UTC instants whatever the zone; the zone is kept in the column's schema.
       return data_type{type_id::TIMESTAMP,
                        from_arrow_unit(static_cast<arrow::TimestampType const&>(type).unit())};
     case arrow::Type::STRING:
@@ -182,16 +184,21 @@ std::shared_ptr<arrow::Schema> to_arrow_schema(table_schema const& schema) {
   arrow::FieldVector fields;
   fields.reserve(schema.size());
   for (auto const& column : schema) {
-    fields.push_back(arrow::field(column.name, to_arrow_type(column.type, column.storage), true));
+    fields.push_back(arrow::field(
+      column.name, to_arrow_type(column.type, column.storage, column.time_zone), true));
   }
   return arrow::schema(std::move(fields));
 }
 
 column_schema from_arrow_field(arrow::Field const& field, std::string const& file) {
-  return {field.name(),
-          from_arrow_type(*field.type(), field.name(), file),
-          field.type()->id() == arrow::Type::STRING ? string_storage::STRING
-                                                    : string_storage::LARGE_STRING};
+  column_schema result{field.name(),
+                       from_arrow_type(*field.type(), field.name(), file),
+                       field.type()->id() == arrow::Type::STRING ? string_storage::STRING
+                                                                 : string_storage::LARGE_STRING};
+  if (field.type()->id() == arrow::Type::TIMESTAMP) {
+    result.time_zone = static_cast<arrow::TimestampType const&>(*field.type()).timezone();
+  }
+  return result;
 }
 
 table_schema from_arrow_schema(arrow::Schema const& schema, std::string const& file) {
@@ -204,7 +211,8 @@ table_schema from_arrow_schema(arrow::Schema const& schema, std::string const& f
 
 std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
                                              arrow::MemoryPool* pool,
-                                             string_storage storage) {
+                                             string_storage storage,
+                                             std::string const& time_zone) {
   auto const type       = view.type();
   auto const rows       = static_cast<int64_t>(view.size());
   auto const offset     = static_cast<int64_t>(view.offset());
@@ -250,8 +258,11 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
     return arrow::MakeArray(
       arrow::ArrayData::Make(arrow::boolean(), rows, {mask, std::move(values)}, nulls, 0));
   }
-  auto data = arrow::ArrayData::Make(
-    to_arrow_type(type), rows, {validity, wrap(view.head(), end * size_of(type))}, nulls, offset);
+  auto data = arrow::ArrayData::Make(to_arrow_type(type, storage, time_zone),
+                                     rows,
+                                     {validity, wrap(view.head(), end * size_of(type))},
+                                     nulls,
+                                     offset);
   return arrow::MakeArray(data);
 }
 
@@ -261,10 +272,15 @@ std::vector<std::shared_ptr<arrow::RecordBatch>> to_arrow_batches(
   arrow::MemoryPool* pool,
   std::int64_t max_chars) {
   std::vector<string_storage> storages;
+  std::vector<std::string> time_zones;
   std::vector<std::size_t> narrow;  // the string (int32 offsets) columns
   for (std::size_t c = 0; c < input.num_columns(); ++c) {
-    bool const is_narrow = schema->field(static_cast<int>(c))->type()->id() == arrow::Type::STRING;
+    auto const& field_type = *schema->field(static_cast<int>(c))->type();
+    bool const is_narrow   = field_type.id() == arrow::Type::STRING;
     storages.push_back(is_narrow ? string_storage::STRING : string_storage::LARGE_STRING);
+    time_zones.push_back(field_type.id() == arrow::Type::TIMESTAMP
+                           ? static_cast<arrow::TimestampType const&>(field_type).timezone()
+                           : std::string{});
     if (is_narrow && input.column(c).offsets() != nullptr) {
       narrow.push_back(c);
     }
@@ -273,7 +289,7 @@ std::vector<std::shared_ptr<arrow::RecordBatch>> to_arrow_batches(
     arrow::ArrayVector columns;
     columns.reserve(rows.num_columns());
     for (std::size_t c = 0; c < rows.num_columns(); ++c) {
-      columns.push_back(to_arrow_array(rows.column(c), pool, storages[c]));
+      columns.push_back(to_arrow_array(rows.column(c), pool, storages[c], time_zones[c]));
     }
     return arrow::RecordBatch::Make(schema, static_cast<int64_t>(rows.num_rows()), columns);
   };

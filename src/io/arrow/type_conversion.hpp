@@ -22,10 +22,12 @@ namespace spillway::detail {
 
 /**
  * @return the Arrow type of `type` (STRING is large_utf8, or utf8 for `storage` STRING;
- * TIMESTAMP has no zone)
+ * TIMESTAMP has the zone `time_zone`, none when empty)
  */
 std::shared_ptr<arrow::DataType> to_arrow_type(
-  data_type type, string_storage storage = string_storage::LARGE_STRING);
+  data_type type,
+  string_storage storage       = string_storage::LARGE_STRING,
+  std::string const& time_zone = {});
 
 /**
  * @return the spillway type of the Arrow `type` of column `column` in `file`
@@ -38,7 +40,10 @@ data_type from_arrow_type(arrow::DataType const& type,
 /** @return the Arrow schema of `schema` (every field nullable; STRING as its storage says) */
 std::shared_ptr<arrow::Schema> to_arrow_schema(table_schema const& schema);
 
-/** @return the name, spillway type and string storage of `field` @throws as `from_arrow_type` */
+/**
+ * @return the name, spillway type, string storage and time zone of `field`
+ * @throws as `from_arrow_type`
+ */
 column_schema from_arrow_field(arrow::Field const& field, std::string const& file);
 
 /** @return the spillway schema of `schema` @throws as `from_arrow_type` */
@@ -47,12 +52,13 @@ table_schema from_arrow_schema(arrow::Schema const& schema, std::string const& f
 /**
  * @brief An Arrow array over `view`: zero-copy for every type but BOOL8, whose bytes are packed
  * into bits in memory from `pool`, and STRING as `storage` STRING, whose 32-bit offsets are
- * computed into memory from `pool` (the view must then hold at most INT32_MAX characters). The
- * view's memory must outlive the array.
+ * computed into memory from `pool` (the view must then hold at most INT32_MAX characters); a
+ * TIMESTAMP is of the zone `time_zone`. The view's memory must outlive the array.
  */
 std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
                                              arrow::MemoryPool* pool,
-                                             string_storage storage = string_storage::LARGE_STRING);
+                                             string_storage storage = string_storage::LARGE_STRING,
+                                             std::string const& time_zone = {});
 
 /// The most characters a `string` array holds: its offsets are int32.
 inline constexpr std::int64_t MAX_STRING_ARRAY_CHARS = std::numeric_limits<std::int32_t>::max();
