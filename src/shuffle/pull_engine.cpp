@@ -13,9 +13,11 @@
 #include <spillway/table/copy.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace spillway {
@@ -24,6 +26,12 @@ namespace {
 
 /// A reply this short says the producer could not provide the shard (frames are >= 64 bytes).
 constexpr std::size_t FAILURE_REPLY_BYTES = 8;
+/// A reply this short says the producer had no device memory to send the shard now.
+constexpr std::size_t BUSY_REPLY_BYTES = 16;
+/// Asks again of a producer that was busy, waiting longer each time (up to MAX_BUSY_WAIT), before
+/// the read fails: about 30 s in all.
+constexpr std::size_t MAX_BUSY_RETRIES = 320;
+constexpr std::chrono::milliseconds MAX_BUSY_WAIT{100};
 
 /// Receives that found no room, in a row, before a reader gives up on a shard.
 constexpr std::size_t MAX_NO_ROOM_RETRIES = 8;
@@ -329,6 +337,7 @@ spillable_buffer shuffle_engine::obtain(shard_location const& location, std::siz
     lost_shards_.fetch_add(1, std::memory_order_relaxed);  // never arrived
   }
   std::size_t no_room = 0;
+  std::size_t busy    = 0;
   while (attempt < options_.max_fetch_attempts) {
     // Only the first copy of a shard is offered to the loss hook: a refetch always counts.
     bool const first_copy = attempt == 0 && mode_ == shuffle_mode::PULL;
@@ -347,6 +356,21 @@ spillable_buffer shuffle_engine::obtain(shard_location const& location, std::siz
                        out_of_memory);
       ++no_room;
       gate_.make_room();  // a receive that found no room is not a loss: it does not count
+      continue;
+    }
+    if (outcome == fetch_outcome::BUSY) {
+      // The producer's device is held by what its own readers pinned, which they let go of
+      // without waiting on this rank.
+      SPILLWAY_EXPECTS(busy < MAX_BUSY_RETRIES,
+                       "shuffle: rank " + std::to_string(key.rank) +
+                         " had no device memory to send shard (map " + std::to_string(key.map) +
+                         ", partition " + std::to_string(key.partition) + ") of " +
+                         std::to_string(location.bytes) + " bytes, asked " +
+                         std::to_string(MAX_BUSY_RETRIES) + " times",
+                       out_of_memory);
+      ++busy;
+      std::this_thread::sleep_for(
+        std::min(MAX_BUSY_WAIT, std::chrono::milliseconds{static_cast<std::int64_t>(busy)}));
       continue;
     }
     ++attempt;
@@ -379,6 +403,9 @@ shuffle_engine::fetch_outcome shuffle_engine::collect(pending_fetch& asked,
     return fetch_outcome::NO_ROOM;
   }
   count_received(message.data.size());
+  if (message.data.size() == BUSY_REPLY_BYTES) {
+    return fetch_outcome::BUSY;
+  }
   SPILLWAY_EXPECTS(message.data.size() != FAILURE_REPLY_BYTES,
                    "shuffle: rank " + std::to_string(key.rank) + " could not provide shard (map " +
                      std::to_string(key.map) + ", partition " + std::to_string(key.partition) + ")",
@@ -444,6 +471,7 @@ void shuffle_engine::service_loop() {
       count_received(request.data.size());
       serving reply;
       std::vector<std::uint64_t> const failure{0};
+      std::vector<std::uint64_t> const busy{0, 0};
       std::span<std::byte const> bytes = bytes_of(failure);
       memory_kind kind                 = memory_kind::HOST;
       bool served                      = false;
@@ -455,6 +483,9 @@ void shuffle_engine::service_loop() {
         served = true;
       } catch (communication_error const&) {
         throw;
+      } catch (out_of_memory const&) {  // the shard stays; the reader asks again
+        bytes = bytes_of(busy);
+        kind  = memory_kind::HOST;
       } catch (std::exception const&) {  // answered with a failure reply; the reader throws
         bytes = bytes_of(failure);
         kind  = memory_kind::HOST;

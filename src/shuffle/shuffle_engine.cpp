@@ -482,6 +482,13 @@ shuffle_engine::serving shuffle_engine::take_for_serving(std::size_t map, std::s
       return result;
     } catch (io_error const&) {  // corrupt or missing spill data: recompute below
       lost_shards_.fetch_add(1, std::memory_order_relaxed);
+    } catch (out_of_memory const&) {
+      // The device is held by what this rank's own readers pinned: the shard stays, to be asked
+      // for again once they let go.
+      shard->first_copy = false;
+      scoped_lock lock(mutex_);
+      local_shards_.emplace(local_key{map, partition}, std::move(*shard));
+      throw;
     }
   }
   result.rebuilt = recompute(map, partition);

@@ -144,6 +144,7 @@ class shuffle_engine {
     RECEIVED,  ///< the shard is in this rank's store
     LOST,      ///< dropped on the way: ask again
     NO_ROOM,   ///< no device memory to receive it: make room and ask again
+    BUSY,      ///< no device memory on its producer to send it now: wait, then ask again
   };
 
   static void append(std::vector<std::byte>& out, std::uint64_t word) {

@@ -29,6 +29,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -715,6 +716,56 @@ TEST(ConcurrentShuffleReadAhead, AReplyAskedForAheadThatFindsNoRoomIsAskedForAga
       EXPECT_GE(env.store().statistics().between(spill_tier::DEVICE, spill_tier::HOST).count,
                 shards > 0 ? 3U : 0U);
     }
+  });
+}
+
+TEST(ConcurrentShuffleReadAhead, AProducerWithoutDeviceRoomToSendAShardIsAskedAgainLater) {
+  testing::for_each_rank_group([&](communicator& comm) {
+    host_memory_resource memory;
+    rank_environment env(comm.rank(), 8_MiB, 64_MiB);
+    auto const batches = make_batches(4, 3000, false, memory);
+    shuffle_options options(env.host());
+    options.partitions.key_columns    = KEYS;
+    options.partitions.num_partitions = 1;
+    pull_shuffler shuffle(comm, env.store(), options, default_stream(), env.device());
+    // Rank 1 makes every shard, spills them, then fills its device with memory its own work
+    // holds (as its readers' pinned shards do) and lets go of it only a while later: rank 0's
+    // requests meanwhile find no room to bring a shard back to send it.
+    std::vector<buffer> filler;
+    std::thread release_later;
+    if (comm.rank() == 1) {
+      for (auto const& batch : batches) {
+        shuffle.add_map(batch->view());
+      }
+    }
+    shuffle.finish_maps();
+    if (comm.rank() == 1) {
+      (void)env.store().spill(64_MiB, spill_tier::DEVICE);
+      try {
+        for (;;) {
+          filler.emplace_back(64_KiB, default_stream(), env.device());
+        }
+      } catch (out_of_memory const&) {  // full
+      }
+      release_later = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        filler.clear();
+      });
+    }
+    comm.barrier();
+    std::size_t read = 0;
+    for (std::size_t const partition : shuffle.owned_partitions()) {
+      shuffle.for_each_batch(partition, [&](table_view const& batch) {
+        EXPECT_EQ(testing::describe_table_difference(batches[read]->view(), batch), "")
+          << "shard " << read;
+        ++read;
+      });
+    }
+    EXPECT_EQ(read, comm.rank() == 0 && comm.size() > 1 ? 4U : 0U);
+    if (release_later.joinable()) {
+      release_later.join();
+    }
+    shuffle.close();
   });
 }
 
