@@ -198,10 +198,14 @@ table_schema parse_csv_types(std::string_view text, file_format format) {
                                type_id::UINT64,
                                type_id::FLOAT32,
                                type_id::FLOAT64,
-                               type_id::STRING};
+                               type_id::STRING,
+                               type_id::DATE32,
+                               type_id::DATE64};
   for (auto unit :
        {time_unit::SECOND, time_unit::MILLISECOND, time_unit::MICROSECOND, time_unit::NANOSECOND}) {
     known.emplace_back(type_id::TIMESTAMP, unit);
+    known.emplace_back(type_id::DURATION, unit);
+    known.emplace_back(unit <= time_unit::MILLISECOND ? type_id::TIME32 : type_id::TIME64, unit);
   }
   for (auto const entry : split(text, ',')) {
     auto const colon = entry.rfind(':');

@@ -114,6 +114,60 @@ void append_timestamp(std::string& out, std::int64_t value, time_unit unit) {
   }
 }
 
+void append_date(std::string& out, std::int64_t days) {
+  auto const date = civil_from_days(days);
+  std::array<char, 32> text{};
+  int const length = std::snprintf(text.data(),
+                                   text.size(),
+                                   "%04lld-%02u-%02u",
+                                   static_cast<long long>(date.year),
+                                   date.month,
+                                   date.day);
+  out.append(text.data(), static_cast<std::size_t>(length));
+}
+
+void append_time_of_day(std::string& out, std::int64_t value, time_unit unit) {
+  std::string stamp;
+  append_timestamp(stamp, value, unit);
+  out.append(stamp, stamp.find('T') + 1);  // the date is 1970-01-01 for a time of day
+}
+
+std::optional<std::int64_t> parse_temporal(std::string_view text, data_type type) noexcept {
+  constexpr std::int64_t SECONDS_PER_DAY = 86400;
+  std::optional<std::int64_t> result;
+  if (type.id() == type_id::DATE32 || type.id() == type_id::DATE64) {
+    std::array<char, 64> stamp{};
+    if (text.size() + 10 < stamp.size()) {
+      std::memcpy(stamp.data(), text.data(), text.size());
+      std::memcpy(stamp.data() + text.size(), "T00:00:00", 9);
+      auto const parsed = parse_timestamp({stamp.data(), text.size() + 9});
+      if (parsed && parsed->seconds % SECONDS_PER_DAY == 0) {
+        std::int64_t const days = parsed->seconds / SECONDS_PER_DAY;
+        result = type.id() == type_id::DATE32 ? days : days * SECONDS_PER_DAY * 1000;
+      }
+    }
+  } else if (type.id() == type_id::TIME32 || type.id() == type_id::TIME64) {
+    std::array<char, 64> stamp{};
+    if (text.size() + 12 < stamp.size()) {
+      std::memcpy(stamp.data(), "1970-01-01T", 11);
+      std::memcpy(stamp.data() + 11, text.data(), text.size());
+      auto const parsed = parse_timestamp({stamp.data(), text.size() + 11});
+      if (parsed && parsed->seconds >= 0 && parsed->seconds < SECONDS_PER_DAY) {
+        result = timestamp_in(*parsed, type.unit());
+      }
+    }
+  }
+  if (!result) {
+    result = parse_number<std::int64_t>(text);
+  }
+  if (result && size_of(type) == 4 &&
+      (*result < std::numeric_limits<std::int32_t>::min() ||
+       *result > std::numeric_limits<std::int32_t>::max())) {
+    return std::nullopt;
+  }
+  return result;
+}
+
 std::optional<parsed_timestamp> parse_timestamp(std::string_view text) noexcept {
   char const* p   = text.data();
   char const* end = text.data() + text.size();
@@ -337,6 +391,21 @@ class csv_file_writer final : public detail::format_writer {
         return;
       case type_id::TIMESTAMP:
         detail::csv::append_timestamp(pending_, view.data<std::int64_t>()[row], type.unit());
+        return;
+      case type_id::DATE32:
+        detail::csv::append_date(pending_, view.data<std::int32_t>()[row]);
+        return;
+      case type_id::DATE64: {
+        constexpr std::int64_t MS_PER_DAY = 86'400'000;
+        std::int64_t const ms             = view.data<std::int64_t>()[row];
+        detail::csv::append_date(pending_, ms / MS_PER_DAY - (ms % MS_PER_DAY < 0 ? 1 : 0));
+        return;
+      }
+      case type_id::TIME32:
+        detail::csv::append_time_of_day(pending_, view.data<std::int32_t>()[row], type.unit());
+        return;
+      case type_id::TIME64:
+        detail::csv::append_time_of_day(pending_, view.data<std::int64_t>()[row], type.unit());
         return;
       default:
         visit_fixed_width(type,
@@ -746,6 +815,19 @@ class csv_reader final : public batch_reader {
           return;
         }
         output.mutable_data<std::int64_t>()[row] = *in_unit;
+        return;
+      }
+      case type_id::DATE32:
+      case type_id::DATE64:
+      case type_id::TIME32:
+      case type_id::TIME64:
+      case type_id::DURATION: {
+        auto const parsed = detail::csv::parse_temporal(value, type);
+        if (!parsed) {
+          fail_value(file_row, field, text);
+        }
+        visit_fixed_width(
+          type, [&]<typename T>() { output.mutable_data<T>()[row] = static_cast<T>(*parsed); });
         return;
       }
       default:

@@ -171,6 +171,20 @@ constexpr int fraction_digits(time_unit unit) noexcept {
 /** @brief Appends `value` (a count of `unit` since the epoch) as `YYYY-MM-DDTHH:MM:SS[.f]`. */
 void append_timestamp(std::string& out, std::int64_t value, time_unit unit);
 
+/** @brief Appends `days` since the epoch as `YYYY-MM-DD`. */
+void append_date(std::string& out, std::int64_t days);
+
+/** @brief Appends `value` (a count of `unit` since midnight) as `HH:MM:SS[.f]`. */
+void append_time_of_day(std::string& out, std::int64_t value, time_unit unit);
+
+/**
+ * @return the value of `text` as a column of `type` (DATE32, DATE64, TIME32, TIME64 or
+ * DURATION) holds it: a date as `YYYY-MM-DD`, a time of day as `HH:MM:SS[.f]`, or any of them
+ * as an integer count of its unit (days for DATE32, milliseconds for DATE64); nothing when it is
+ * none of these or does not fit
+ */
+std::optional<std::int64_t> parse_temporal(std::string_view text, data_type type) noexcept;
+
 /** @brief A parsed ISO 8601 timestamp: nanoseconds since the epoch and the fraction digits. */
 struct parsed_timestamp {
   std::int64_t seconds     = 0;  ///< whole seconds since the epoch

@@ -44,6 +44,16 @@ std::string to_string(data_type type) {
       return "timestamp[" + to_string(type.unit()) + "]";
     case type_id::STRING:
       return "string";
+    case type_id::DATE32:
+      return "date32";
+    case type_id::DATE64:
+      return "date64";
+    case type_id::TIME32:
+      return "time32[" + to_string(type.unit()) + "]";
+    case type_id::TIME64:
+      return "time64[" + to_string(type.unit()) + "]";
+    case type_id::DURATION:
+      return "duration[" + to_string(type.unit()) + "]";
   }
   return "unknown(" + std::to_string(static_cast<int>(type.id())) + ")";
 }

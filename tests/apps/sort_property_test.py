@@ -97,10 +97,22 @@ INT_TYPES = {
     "uint64": (pa.uint64(), 0, 2**64 - 1),
 }
 TIMESTAMP_UNITS = ("s", "ms", "us", "ns")
+# Dates, times of day and durations: (Arrow type, the most units a value holds, units per day).
+TEMPORAL_TYPES = {
+    "date32": (pa.date32(), 100000, 1),
+    "date64": (pa.date64(), 100000 * 86400000, 86400000),
+    "time32_s": (pa.time32("s"), 86400 - 1, None),
+    "time32_ms": (pa.time32("ms"), 86400 * 10**3 - 1, None),
+    "time64_us": (pa.time64("us"), 86400 * 10**6 - 1, None),
+    "time64_ns": (pa.time64("ns"), 86400 * 10**9 - 1, None),
+    "duration_s": (pa.duration("s"), 2**62 // 1000, None),
+    "duration_ns": (pa.duration("ns"), 2**62, None),
+}
 TYPE_NAMES = (
     list(INT_TYPES)
     + ["float32", "float64", "bool", "string"]
     + ["timestamp_" + unit for unit in TIMESTAMP_UNITS]
+    + list(TEMPORAL_TYPES)
 )
 FLOAT_SPECIALS = [math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0]
 FLOAT64_EDGES = [5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, -1.7976931348623157e308]
@@ -113,6 +125,8 @@ def arrow_type(name):
         return INT_TYPES[name][0]
     if name.startswith("timestamp_"):
         return pa.timestamp(name[len("timestamp_"):])
+    if name in TEMPORAL_TYPES:
+        return TEMPORAL_TYPES[name][0]
     return {"float32": pa.float32(), "float64": pa.float64(), "bool": pa.bool_(), "string": pa.string()}[name]
 
 
@@ -170,6 +184,13 @@ def value_pool(rng, name, size):
     if name == "string":
         prefix = "".join(rng.choice(STRING_PIECES) for _ in range(rng.randint(8, 20)))
         return [random_string(rng, prefix) for _ in range(size)]
+    if name in TEMPORAL_TYPES:
+        _, most, per_day = TEMPORAL_TYPES[name]
+        low = 0 if name.startswith("time") else -most
+        edges = [low, most, 0, 1 if per_day is None else per_day]
+        values = [rng.choice(edges) if rng.random() < 0.1 else rng.randint(low, most) for _ in range(size)]
+        # A date64 is a whole number of days.
+        return [value - value % per_day if per_day else value for value in values]
     unit = name[len("timestamp_"):]
     # Parquet stores seconds as milliseconds: keep those values clear of int64's ends.
     bound = 2**62 // 1000 if unit == "s" else 2**62
@@ -182,6 +203,8 @@ def random_column(rng, name, rows, arrow_seed):
     distinct = rng.choice([1, 2, 3, 10, 100, 1000, 20000, 100000])
     distinct = max(1, min(distinct, max(rows, 1)))
     pool = pa.array(value_pool(rng, name, distinct), arrow_type(name))
+    if rows == 0:
+        return pa.array([], arrow_type(name))
     uniform = pc.random(rows, initializer=arrow_seed)
     if rng.random() < 0.3:
         uniform = pc.power(uniform, rng.choice([2.0, 4.0, 8.0]))  # skew towards the pool's head
@@ -203,6 +226,22 @@ def as_array(column):
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
+def is_counted(kind):
+    """Whether values of `kind` are integer counts of a unit (timestamps, dates, times, durations)."""
+    return (
+        pa.types.is_timestamp(kind)
+        or pa.types.is_date(kind)
+        or pa.types.is_time(kind)
+        or pa.types.is_duration(kind)
+    )
+
+
+def as_counts(column):
+    """A column of counted values as the integers it holds."""
+    column = as_array(column)
+    return column.view(pa.int32() if column.type.bit_width == 32 else pa.int64())
+
+
 def key_image(column):
     """Columns without nulls whose ascending lexicographic order and equality are the column's
     values' (nulls aside, which the caller places): NaN as a flag above every number, then the
@@ -213,8 +252,8 @@ def key_image(column):
         is_nan = pc.fill_null(pc.is_nan(column), False)
         number = pc.add(pc.if_else(is_nan, pa.scalar(0.0, kind), column), pa.scalar(0.0, kind))
         return [pc.cast(is_nan, pa.int8()), pc.fill_null(number, pa.scalar(0.0, kind))]
-    if pa.types.is_timestamp(kind):
-        return [pc.fill_null(pc.cast(column, pa.int64()), 0)]
+    if is_counted(kind):
+        return [pc.fill_null(as_counts(column), 0)]
     if pa.types.is_boolean(kind):
         return [pc.cast(pc.fill_null(column, False), pa.int8())]
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
@@ -254,8 +293,8 @@ def exact_image(column):
         value = column.view(pa.int32())
     elif pa.types.is_float64(kind):
         value = column.view(pa.int64())
-    elif pa.types.is_timestamp(kind):
-        value = pc.cast(column, pa.int64())
+    elif is_counted(kind):
+        value = as_counts(column)
     elif pa.types.is_boolean(kind):
         value = pc.cast(column, pa.int8())
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
@@ -452,8 +491,8 @@ def spillway_exe():
 
 
 def plain(column):
-    """`column` with timestamps as their int64 counts (Python's datetime holds few of them)."""
-    return pc.cast(column, pa.int64()) if pa.types.is_timestamp(column.type) else column
+    """`column` with counted values as their integers (Python's datetime holds few of them)."""
+    return as_counts(column) if is_counted(column.type) else column
 
 
 def row_text(table, row):
@@ -642,7 +681,7 @@ def test_oracle_matches_python_sort():
         table = pa.table({"k%d" % i: random_column(rng, kind, rows, rng.randrange(2**31)) for i, kind in enumerate(types)})
         keys = [("k%d" % i, rng.random() < 0.5, rng.random() < 0.5) for i in range(key_count)]
         by_arrow = order_columns(table.take(oracle_order(table, keys)), keys)[0]
-        by_python = order_columns(table.take(python_order(table, keys)), keys)[0]
+        by_python = order_columns(table.take(pa.array(python_order(table, keys), pa.int64())), keys)[0]
         assert by_arrow.equals(by_python), "trial %d: keys %s of types %s" % (trial, keys, types)
     # and the multiset check sees a changed bit
     floats = pa.table({"x": pa.array([0.0, math.nan], pa.float64())})

@@ -412,6 +412,22 @@ TEST_F(RoundTripTest, ParquetSecondsComeBackAsMilliseconds) {
     expected.view(), read_parquet(path("s.parquet"), {}, default_stream(), host_)->view());
 }
 
+TEST_F(RoundTripTest, ParquetDate64ComesBackAsDate32) {
+  SPILLWAY_SKIP_WITHOUT_ARROW();
+  constexpr std::int64_t DAY = 86'400'000;
+  std::vector<std::unique_ptr<column>> columns;
+  columns.push_back(make_fixed_column<std::int64_t>(
+    type_id::DATE64, {-DAY, 0, 19'000 * DAY}, {true, false, true}, host_));
+  table const input(std::move(columns));
+  write_parquet(input, {"d"}, path("d.parquet"), {}, default_stream(), host_);
+  std::vector<std::unique_ptr<column>> expected_columns;
+  expected_columns.push_back(
+    make_fixed_column<std::int32_t>(type_id::DATE32, {-1, 0, 19'000}, {true, false, true}, host_));
+  table const expected(std::move(expected_columns));
+  SPILLWAY_EXPECT_TABLES_EQUAL(
+    expected.view(), read_parquet(path("d.parquet"), {}, default_stream(), host_)->view());
+}
+
 TEST_F(RoundTripTest, ArrowIpcFileAndStreamEveryTypeWithNulls) {
   SPILLWAY_SKIP_WITHOUT_ARROW();
   auto const input  = every_type_table(777, 3);

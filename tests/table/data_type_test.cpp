@@ -36,6 +36,11 @@ std::vector<type_facts> const& every_type_id() {
     {type_id::FLOAT64, 8, "float64", typeid(double)},
     {type_id::TIMESTAMP, 8, "timestamp[ns]", typeid(std::int64_t)},
     {type_id::STRING, 0, "string", typeid(void)},
+    {type_id::DATE32, 4, "date32", typeid(std::int32_t)},
+    {type_id::DATE64, 8, "date64", typeid(std::int64_t)},
+    {type_id::TIME32, 4, "time32[ns]", typeid(std::int32_t)},
+    {type_id::TIME64, 8, "time64[ns]", typeid(std::int64_t)},
+    {type_id::DURATION, 8, "duration[ns]", typeid(std::int64_t)},
   };
   return facts;
 }
@@ -109,6 +114,19 @@ TEST(DataType, TimestampUnitsMatterOnlyForTimestamp) {
   EXPECT_EQ((data_type{type_id::STRING, time_unit::MILLISECOND}), data_type{type_id::STRING});
   EXPECT_NE((data_type{type_id::INT64, time_unit::SECOND}),
             (data_type{type_id::TIMESTAMP, time_unit::SECOND}));
+}
+
+TEST(DataType, TheUnitsOfTimesAndDurationsMatterAndNameThem) {
+  for (auto const id : {type_id::TIME32, type_id::TIME64, type_id::DURATION}) {
+    EXPECT_TRUE(has_time_unit(id));
+    EXPECT_NE((data_type{id, time_unit::SECOND}), (data_type{id, time_unit::MILLISECOND}));
+    EXPECT_EQ((data_type{id, time_unit::MICROSECOND}), (data_type{id, time_unit::MICROSECOND}));
+  }
+  EXPECT_FALSE(has_time_unit(type_id::DATE32));
+  EXPECT_EQ((data_type{type_id::DATE64, time_unit::SECOND}), data_type{type_id::DATE64});
+  EXPECT_EQ(to_string(data_type{type_id::TIME32, time_unit::MILLISECOND}), "time32[ms]");
+  EXPECT_EQ(to_string(data_type{type_id::TIME64, time_unit::MICROSECOND}), "time64[us]");
+  EXPECT_EQ(to_string(data_type{type_id::DURATION, time_unit::SECOND}), "duration[s]");
 }
 
 TEST(DataType, VisitFixedWidthPassesTheStorageType) {

@@ -52,7 +52,12 @@ std::vector<data_type> all_types() {
           data_type{type_id::FLOAT32},
           data_type{type_id::FLOAT64},
           data_type{type_id::TIMESTAMP, time_unit::MILLISECOND},
-          data_type{type_id::STRING}};
+          data_type{type_id::STRING},
+          data_type{type_id::DATE32},
+          data_type{type_id::DATE64},
+          data_type{type_id::TIME32, time_unit::MILLISECOND},
+          data_type{type_id::TIME64, time_unit::MICROSECOND},
+          data_type{type_id::DURATION, time_unit::NANOSECOND}};
 }
 
 std::unique_ptr<column> random_column(data_type type,
@@ -88,10 +93,26 @@ std::unique_ptr<column> random_column(data_type type,
                             null_probability > 0 ? mask_state::ALL_VALID : mask_state::UNALLOCATED,
                             default_stream(),
                             resource);
+  // Dates a few centuries either side of the epoch, times within their day: values every
+  // format writes and reads back as they are.
+  constexpr std::int64_t MAX_DAYS = 100'000;
+  std::uniform_int_distribution<std::int64_t> days{-MAX_DAYS, MAX_DAYS};
+  std::int64_t const units_per_day =
+    86'400 * (type.unit() == time_unit::SECOND        ? 1
+              : type.unit() == time_unit::MILLISECOND ? 1'000
+              : type.unit() == time_unit::MICROSECOND ? 1'000'000
+                                                      : 1'000'000'000);
+  std::uniform_int_distribution<std::int64_t> of_day{0, units_per_day - 1};
   visit_fixed_width(type, [&]<typename T>() {
     T* out = result->template mutable_data<T>();
     for (std::size_t row = 0; row < rows; ++row) {
-      if (type.id() == type_id::BOOL8) {
+      if (type.id() == type_id::DATE32) {
+        out[row] = static_cast<T>(days(engine));
+      } else if (type.id() == type_id::DATE64) {
+        out[row] = static_cast<T>(days(engine) * 86'400'000);
+      } else if (type.id() == type_id::TIME32 || type.id() == type_id::TIME64) {
+        out[row] = static_cast<T>(of_day(engine));
+      } else if (type.id() == type_id::BOOL8) {
         out[row] = static_cast<T>(engine() & 1U);
       } else if constexpr (std::is_floating_point_v<T>) {
         out[row] = static_cast<T>(std::uniform_real_distribution<double>{-1e6, 1e6}(engine));

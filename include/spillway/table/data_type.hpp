@@ -17,7 +17,12 @@ namespace spillway {
  *
  * Fixed-width types store one value per row in a data buffer; BOOL8 is one byte per row (0 or
  * 1); TIMESTAMP is an int64 count of its `time_unit` since the Unix epoch. STRING stores
- * `rows + 1` int64 offsets into a buffer of UTF-8 bytes (Arrow's large_string layout).
+ * `rows + 1` int64 offsets into a buffer of UTF-8 bytes (Arrow's large_string layout). The
+ * temporal types are Arrow's, with Arrow's layouts: DATE32 an int32 count of days since the
+ * epoch, DATE64 an int64 count of milliseconds since it, TIME32 (second or millisecond) and
+ * TIME64 (microsecond or nanosecond) an int32 or int64 count of their unit since midnight, and
+ * DURATION an int64 count of its unit. They order and hash as their integers do.
+ * (Ids are appended, never renumbered: they are written into packed tables.)
  */
 enum class type_id : std::uint8_t {
   BOOL8,
@@ -33,15 +38,27 @@ enum class type_id : std::uint8_t {
   FLOAT64,
   TIMESTAMP,
   STRING,
+  DATE32,
+  DATE64,
+  TIME32,
+  TIME64,
+  DURATION,
 };
 
 /** @brief The number of `type_id` values. */
-inline constexpr std::size_t TYPE_ID_COUNT = 13;
+inline constexpr std::size_t TYPE_ID_COUNT = 18;
 
-/** @brief The resolution of a TIMESTAMP. */
+/** @return whether a type of `id` carries a `time_unit` (TIMESTAMP, TIME32, TIME64, DURATION) */
+constexpr bool has_time_unit(type_id id) noexcept {
+  return id == type_id::TIMESTAMP || id == type_id::TIME32 || id == type_id::TIME64 ||
+         id == type_id::DURATION;
+}
+
+/** @brief The resolution of a TIMESTAMP, TIME32 (s, ms), TIME64 (us, ns) or DURATION. */
 enum class time_unit : std::uint8_t { SECOND, MILLISECOND, MICROSECOND, NANOSECOND };
 
-/** @brief A type id plus, for TIMESTAMP, its unit. A small value type. */
+/** @brief A type id plus, for the types with one (`has_time_unit`), its unit. A small value type.
+ */
 class data_type {
  public:
   constexpr data_type() noexcept = default;
@@ -49,11 +66,11 @@ class data_type {
   constexpr data_type(type_id id, time_unit unit) noexcept : id_(id), unit_(unit) {}
 
   [[nodiscard]] constexpr type_id id() const noexcept { return id_; }
-  /** @return the unit; meaningful for TIMESTAMP only */
+  /** @return the unit; meaningful only when `has_time_unit(id())` */
   [[nodiscard]] constexpr time_unit unit() const noexcept { return unit_; }
 
   friend constexpr bool operator==(data_type lhs, data_type rhs) noexcept {
-    return lhs.id_ == rhs.id_ && (lhs.id_ != type_id::TIMESTAMP || lhs.unit_ == rhs.unit_);
+    return lhs.id_ == rhs.id_ && (!has_time_unit(lhs.id_) || lhs.unit_ == rhs.unit_);
   }
 
  private:
@@ -77,11 +94,16 @@ constexpr std::size_t size_of(data_type type) noexcept {
     case type_id::INT32:
     case type_id::UINT32:
     case type_id::FLOAT32:
+    case type_id::DATE32:
+    case type_id::TIME32:
       return 4;
     case type_id::INT64:
     case type_id::UINT64:
     case type_id::FLOAT64:
     case type_id::TIMESTAMP:
+    case type_id::DATE64:
+    case type_id::TIME64:
+    case type_id::DURATION:
       return 8;
     case type_id::STRING:
       return 0;
@@ -146,6 +168,26 @@ template <>
 struct storage_type<type_id::TIMESTAMP> {
   using type = std::int64_t;
 };
+template <>
+struct storage_type<type_id::DATE32> {
+  using type = std::int32_t;
+};
+template <>
+struct storage_type<type_id::DATE64> {
+  using type = std::int64_t;
+};
+template <>
+struct storage_type<type_id::TIME32> {
+  using type = std::int32_t;
+};
+template <>
+struct storage_type<type_id::TIME64> {
+  using type = std::int64_t;
+};
+template <>
+struct storage_type<type_id::DURATION> {
+  using type = std::int64_t;
+};
 
 /**
  * @brief Calls `visitor.template operator()<T>()` with the storage type `T` of a fixed-width
@@ -162,6 +204,8 @@ decltype(auto) visit_fixed_width(data_type type, Visitor&& visitor) {
     case type_id::INT16:
       return visitor.template operator()<std::int16_t>();
     case type_id::INT32:
+    case type_id::DATE32:
+    case type_id::TIME32:
       return visitor.template operator()<std::int32_t>();
     case type_id::INT64:
       return visitor.template operator()<std::int64_t>();
@@ -178,6 +222,9 @@ decltype(auto) visit_fixed_width(data_type type, Visitor&& visitor) {
     case type_id::FLOAT64:
       return visitor.template operator()<double>();
     case type_id::TIMESTAMP:
+    case type_id::DATE64:
+    case type_id::TIME64:
+    case type_id::DURATION:
       return visitor.template operator()<std::int64_t>();
     case type_id::STRING:
       break;

@@ -134,6 +134,16 @@ std::shared_ptr<arrow::DataType> to_arrow_type(data_type type,
       return arrow::timestamp(to_arrow_unit(type.unit()), time_zone);
     case type_id::STRING:
       return storage == string_storage::STRING ? arrow::utf8() : arrow::large_utf8();
+    case type_id::DATE32:
+      return arrow::date32();
+    case type_id::DATE64:
+      return arrow::date64();
+    case type_id::TIME32:
+      return arrow::time32(to_arrow_unit(type.unit()));
+    case type_id::TIME64:
+      return arrow::time64(to_arrow_unit(type.unit()));
+    case type_id::DURATION:
+      return arrow::duration(to_arrow_unit(type.unit()));
   }
   SPILLWAY_FAIL("to_arrow_type: unknown type id", logic_error);
 }
@@ -171,12 +181,25 @@ data_type from_arrow_type(arrow::DataType const& type,
     case arrow::Type::STRING:
     case arrow::Type::LARGE_STRING:
       return type_id::STRING;
+    case arrow::Type::DATE32:
+      return type_id::DATE32;
+    case arrow::Type::DATE64:
+      return type_id::DATE64;
+    case arrow::Type::TIME32:
+      return data_type{type_id::TIME32,
+                       from_arrow_unit(static_cast<arrow::Time32Type const&>(type).unit())};
+    case arrow::Type::TIME64:
+      return data_type{type_id::TIME64,
+                       from_arrow_unit(static_cast<arrow::Time64Type const&>(type).unit())};
+    case arrow::Type::DURATION:
+      return data_type{type_id::DURATION,
+                       from_arrow_unit(static_cast<arrow::DurationType const&>(type).unit())};
     default:
       break;
   }
   SPILLWAY_FAIL("column '" + column + "' of '" + file + "' has type " + type.ToString() +
                   ", which spillway does not support (supported: bool, int8-64, uint8-64, "
-                  "float, double, timestamp, string)",
+                  "float, double, timestamp, date32, date64, time32, time64, duration, string)",
                 not_supported);
 }
 

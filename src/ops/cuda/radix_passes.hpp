@@ -109,11 +109,16 @@ SPILLWAY_HOST_DEVICE inline std::uint64_t value_image(radix_pass const& pass, st
     case type_id::UINT16:
       return image_of(static_cast<std::uint16_t const*>(pass.values)[at]);
     case type_id::INT32:
+    case type_id::DATE32:
+    case type_id::TIME32:
       return image_of(static_cast<std::int32_t const*>(pass.values)[at]);
     case type_id::UINT32:
       return image_of(static_cast<std::uint32_t const*>(pass.values)[at]);
     case type_id::INT64:
     case type_id::TIMESTAMP:
+    case type_id::DATE64:
+    case type_id::TIME64:
+    case type_id::DURATION:
       return image_of(static_cast<std::int64_t const*>(pass.values)[at]);
     case type_id::UINT64:
       return image_of(static_cast<std::uint64_t const*>(pass.values)[at]);

@@ -76,7 +76,9 @@ SPILLWAY_HOST_DEVICE inline std::uint64_t row_hash(key_column const* columns,
         break;
       }
       case type_id::INT32:
-      case type_id::UINT32: {
+      case type_id::UINT32:
+      case type_id::DATE32:
+      case type_id::TIME32: {
         auto const bits = canonical_value_bits<std::uint32_t, std::uint32_t>(column.values, at);
         hash            = xxh3_64(&bits, 4, hash);
         break;
@@ -91,7 +93,7 @@ SPILLWAY_HOST_DEVICE inline std::uint64_t row_hash(key_column const* columns,
         hash            = xxh3_64(&bits, 8, hash);
         break;
       }
-      default: {  // INT64, UINT64, TIMESTAMP
+      default: {  // INT64, UINT64, TIMESTAMP, DATE64, TIME64, DURATION
         auto const bits = canonical_value_bits<std::uint64_t, std::uint64_t>(column.values, at);
         hash            = xxh3_64(&bits, 8, hash);
         break;
