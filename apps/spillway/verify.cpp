@@ -42,7 +42,23 @@ struct verify_arguments {
   std::string format;
   std::size_t partitions = 0;  ///< check hash partitions (files `partition-<p>-*`), not order
   std::uint64_t seed     = 0;  ///< the hash seed of the partitioning
+  std::string csv_types;       ///< --csv-types, for whichever dataset is CSV
 };
+
+/** @return `source` opened for reading, with the column types `csv_types` when it is CSV */
+std::unique_ptr<batch_reader> open_checked(std::string const& source,
+                                           std::string const& format_flag,
+                                           std::string const& csv_types,
+                                           host_memory_resource& host) {
+  auto const format = resolve_format(source, format_flag);
+  return open_dataset(
+    source,
+    format,
+    VERIFY_BATCH_BYTES,
+    host,
+    default_stream(),
+    format == file_format::CSV ? parse_csv_types(csv_types, format) : table_schema{});
+}
 
 /** @brief What a pass over a dataset found. */
 struct dataset_digest {
@@ -82,10 +98,11 @@ void add_rows(table_view const& batch, dataset_digest& digest) {
  */
 dataset_digest scan(std::string const& source,
                     std::string const& format_flag,
+                    std::string const& csv_types,
                     std::vector<key_spec> const* keys,
                     std::string const& by,
                     host_memory_resource& host) {
-  auto reader = open_dataset(source, resolve_format(source, format_flag), VERIFY_BATCH_BYTES, host);
+  auto reader = open_checked(source, format_flag, csv_types, host);
   dataset_digest digest;
   digest.schema = reader->schema();
   std::optional<order_checker> order;
@@ -127,6 +144,7 @@ std::size_t partition_of_file(std::string const& file) {
  */
 dataset_digest scan_partitions(std::string const& source,
                                std::string const& format_flag,
+                               std::string const& csv_types,
                                std::vector<key_spec> const& keys,
                                std::size_t partitions,
                                std::uint64_t seed,
@@ -139,7 +157,7 @@ dataset_digest scan_partitions(std::string const& source,
       throw verification_error(file + " names partition " + std::to_string(partition) +
                                " of only " + std::to_string(partitions));
     }
-    auto reader = open_dataset(file, resolve_format(file, format_flag), VERIFY_BATCH_BYTES, host);
+    auto reader = open_checked(file, format_flag, csv_types, host);
     if (first) {
       digest.schema = reader->schema();
       first         = false;
@@ -181,13 +199,19 @@ int run_verify(verify_arguments const& args) {
   auto const start = std::chrono::steady_clock::now();
   auto const keys  = parse_sort_keys(args.by);
   host_memory_resource host{IO_SCRATCH_CACHE_BYTES};
+  auto const output_format = resolve_format(args.output, args.format);
+  if (output_format != file_format::CSV &&
+      (args.against.empty() || resolve_format(args.against, "") != file_format::CSV)) {
+    (void)parse_csv_types(args.csv_types, output_format);  // refuses types for no CSV at all
+  }
   auto const output =
     args.partitions > 0
-      ? scan_partitions(args.output, args.format, keys, args.partitions, args.seed, host)
-      : scan(args.output, args.format, &keys, args.by, host);
+      ? scan_partitions(
+          args.output, args.format, args.csv_types, keys, args.partitions, args.seed, host)
+      : scan(args.output, args.format, args.csv_types, &keys, args.by, host);
   std::string against_note;
   if (!args.against.empty()) {
-    auto const input = scan(args.against, "", nullptr, args.by, host);
+    auto const input = scan(args.against, "", args.csv_types, nullptr, args.by, host);
     if (input.schema != output.schema) {
       throw verification_error(args.output + " has columns (" + to_string(output.schema) +
                                ") but " + args.against + " has (" + to_string(input.schema) + ")");
@@ -240,6 +264,9 @@ command add_verify_command(CLI::App& parent) {
   app->add_option("--seed", args->seed, "With --partitions: the hash seed (default 0)");
   app->add_option("--format", args->format, "Format of the checked dataset (default: extension)")
     ->check(CLI::IsMember({"parquet", "csv", "arrow", "arrows"}));
+  app->add_option("--csv-types",
+                  args->csv_types,
+                  "For the dataset checked or --against, whichever is CSV: as for sort");
   return command{app, [args] { return run_verify(*args); }};
 }
 

@@ -589,4 +589,16 @@ TEST_F(SpillwayCli, CsvColumnTypesAreTheSameUnderEveryDeviceMemory) {
   expect_failure(run("sort in -o bad --by v --csv-types v:text"), 2, "unknown type 'text'", "bad");
   run_ok("sort in/a.csv -o a.parquet.d --by k");
   expect_failure(run("sort a.parquet.d -o bad --by k --csv-types k:string"), 2, "not CSV", "bad");
+  // verify reads a CSV dataset (checked, or --against) with the same given types.
+  run_ok("sort in/a.csv -o by-k.parquet.d --by k --csv-types k:string");
+  auto const untyped = run("verify by-k.parquet.d --by k --against in/a.csv");
+  EXPECT_EQ(untyped.exit_code, 1) << untyped.err;
+  EXPECT_NE(untyped.err.find("k: string"), std::string::npos) << untyped.err;
+  run_ok("verify by-k.parquet.d --by k --against in/a.csv --csv-types k:string");
+  run_ok("verify by-k --by k --csv-types k:string");
+  auto const by_number = run("verify by-k --by k");  // read as int64, "10" before "2" is wrong
+  EXPECT_EQ(by_number.exit_code, 1) << by_number.err;
+  auto const not_csv = run("verify by-k.parquet.d --by k --csv-types k:string");
+  EXPECT_EQ(not_csv.exit_code, 2) << not_csv.err;
+  EXPECT_NE(not_csv.err.find("not CSV"), std::string::npos) << not_csv.err;
 }
