@@ -201,8 +201,8 @@ inline constexpr std::size_t SCATTER_MIN_ROWS = std::size_t{1} << 16;
 /// `gather_narrow_runs` (10M rows of two INT64 columns, a time series sorted by a key of K
 /// values, then by time), scattered against gathered on one machine in one session: 1200 runs
 /// 137-149 against 180-183 ms, 4096 runs 156-170 against 182-189 ms, 8192 runs 183-207 against
-/// 187-191 ms, 16384 runs 201-232 against 189-196 ms (docs/BENCHMARKS.md, "More runs
-/// scattered, shards taken as stored").
+/// 187-191 ms, 16384 runs 201-232 against 189-196 ms (7843efc:docs/BENCHMARKS.md, "More runs
+/// scattered, shards taken as stored, splitters by prefix").
 inline constexpr std::size_t SCATTER_MAX_RUNS = 4096;
 
 /**
