@@ -1,6 +1,11 @@
 /**
  * @file external_sort_internal.hpp
  * @brief What the parts of `external_sorter` share (private to the ooc layer).
+ *
+ * `external_sorter` is defined in parts: external_sort.cpp (construction, `push`, `finish`),
+ * sort_planning.cpp (deferred batches, chunk sizes, the sample and its ranges), chunk_store.cpp
+ * (batches and runs sorted into stored chunks), merge_rounds.cpp (merge rounds and what they
+ * emit) and output_batches.cpp (the one-sort path, output batches and their order check).
  */
 #pragma once
 
