@@ -1,8 +1,9 @@
 /**
  * @file parallel_gather.hpp
- * @brief Internal: running work on both cores, and gathering rows into new columns with the
- * columns allocated on the calling thread (so that the OOM protocol sees the caller's task) and
- * filled by two threads.
+ * @brief Internal: gathering rows into new columns with the columns allocated on the calling
+ * thread (so that the OOM protocol sees the caller's task) and filled by two threads
+ * (`run_on_two_threads`, core/two_threads.hpp); and the scatter that moves rows to their places
+ * instead when the ids walk the sources in a few ascending runs (`scatter_pays`).
  */
 #pragma once
 
