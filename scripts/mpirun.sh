@@ -12,7 +12,8 @@ done <"$env_file"
 # does by itself up to two ranks; oversubscribed, it binds nothing and the ranks' threads
 # migrate between the cores. Four processes on two cores, in-memory shuffle, best of six runs:
 # pull 0.73-0.75 -> 0.64-0.67 s, push 0.69-0.81 -> 0.68-0.70 s, first runs 0.87-1.06 -> 0.82-0.89
-# s (docs/BENCHMARKS.md, "Four processes timed by their makespan, bound to the two cores").
+# s (7843efc:docs/BENCHMARKS.md, "Four processes timed by their makespan, bound to the two
+# cores").
 # A binding given on the command line or in the environment wins.
 ranks=0
 for ((i = 1; i <= $#; i++)); do

@@ -80,7 +80,8 @@ sort_strategy parse_strategy(std::string_view name);
 /// The choices of `--compression`, the Parquet page compression of a command's output.
 inline constexpr std::array<char const*, 3> COMPRESSION_NAMES{"none", "snappy", "zstd"};
 /// Snappy, as DuckDB, Spark and pandas write by default: zstd makes the wide table's files 40%
-/// smaller (354 against 576 MB) but was a fifth of that sort's CPU profile (docs/BENCHMARKS.md).
+/// smaller (354 against 576 MB), but zstd in the writer, snappy in the reader and memmove took
+/// about 40% of that sort's time (7843efc:docs/BENCHMARKS.md, "Third run").
 inline constexpr char const* DEFAULT_COMPRESSION = "snappy";
 
 /// Threads that encode a one-process sort's Parquet output (see parquet_write_options): the
@@ -90,10 +91,10 @@ inline constexpr std::size_t PARQUET_ENCODE_THREADS = 2;
 /// Freed blocks of a command's I/O scratch (decoded input batches, Arrow's decoding buffers,
 /// output copies) kept mapped for the next ones, per rank: without it each fresh block cost a
 /// page fault and a cleared page per 4 KiB; the sort of 50M string keys took 1.9M faults
-/// and 8.6-8.9 s, with it 1.0M and 7.8 s (docs/BENCHMARKS.md, "Eighth run"). On the emulated
-/// device, `sort` and `shuffle` put their scratch in the environment's host instead, whose cache
-/// the device shares; this sizes the scratch on a GPU, `gen`'s and `verify`'s, and the hosts for
-/// control messages and keys.
+/// and 8.6-8.9 s, with it 1.0M and 7.8-8.5 s (7843efc:docs/BENCHMARKS.md, "Eighth run"). On the
+/// emulated device, `sort` and `shuffle` put their scratch in the environment's host instead, whose
+/// cache the device shares; this sizes the scratch on a GPU, `gen`'s and `verify`'s, and the hosts
+/// for control messages and keys.
 inline constexpr std::size_t IO_SCRATCH_CACHE_BYTES = std::size_t{512} << 20;
 
 /// The formats a command writes (`--output-format` of sort, `--format` of gen): Parquet, or CSV

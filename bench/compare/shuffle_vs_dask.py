@@ -207,7 +207,9 @@ def add_engine_arguments(parser, engines):
     parser.add_argument("--host-memory", default="1GiB", help="per rank")
     parser.add_argument("--workers", type=int, default=2)
     # 8 GiB: with 4 GiB its p2p shuffle of the 31.6M-row timeseries lost its workers in every
-    # run on this machine, and its tasks shuffle's first runs were slower (docs/BENCHMARKS.md).
+    # run on this machine, and its tasks shuffle's first runs were slower: 8.95-10.61 s against
+    # 7.29 s with 8 GiB (7843efc:docs/BENCHMARKS.md, "One cache of freed blocks behind the
+    # emulated device and the host").
     parser.add_argument("--dask-memory", default="8GiB", help="memory limit per dask worker")
     parser.add_argument("--engines", default=engines)
     parser.add_argument("--spillway", default=os.path.join(ROOT, "build", "release", "apps",

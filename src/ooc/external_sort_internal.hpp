@@ -1,6 +1,11 @@
 /**
  * @file external_sort_internal.hpp
  * @brief What the parts of `external_sorter` share (private to the ooc layer).
+ *
+ * `external_sorter` is defined in parts: external_sort.cpp (construction, `push`, `finish`),
+ * sort_planning.cpp (deferred batches, chunk sizes, the sample and its ranges), chunk_store.cpp
+ * (batches and runs sorted into stored chunks), merge_rounds.cpp (merge rounds and what they
+ * emit) and output_batches.cpp (the one-sort path, output batches and their order check).
  */
 #pragma once
 
@@ -92,7 +97,7 @@ std::vector<std::unique_ptr<table>> gather_with_sorted_keys(std::span<table_view
  * not: each decoded column is memory a first run must fault in while the sort's merge writes it,
  * which cost more than moving the columns saved (the in-memory distributed sort by two INT64
  * keys, first runs 2.9-3.0 s -> 4.2-5.3 s, later ones 2.27-2.32 -> 2.15-2.19 s;
- * docs/BENCHMARKS.md, "More runs scattered, shards taken as stored").
+ * 7843efc:docs/BENCHMARKS.md, "More runs scattered, shards taken as stored, splitters by prefix").
  */
 std::vector<std::unique_ptr<column>>* decoded_keys_target(
   std::vector<std::size_t> const& key_columns, std::vector<std::unique_ptr<column>>& decoded);

@@ -1,8 +1,9 @@
 /**
  * @file parallel_gather.hpp
- * @brief Internal: running work on both cores, and gathering rows into new columns with the
- * columns allocated on the calling thread (so that the OOM protocol sees the caller's task) and
- * filled by two threads.
+ * @brief Internal: gathering rows into new columns with the columns allocated on the calling
+ * thread (so that the OOM protocol sees the caller's task) and filled by two threads
+ * (`run_on_two_threads`, core/two_threads.hpp); and the scatter that moves rows to their places
+ * instead when the ids walk the sources in a few ascending runs (`scatter_pays`).
  */
 #pragma once
 
@@ -201,8 +202,8 @@ inline constexpr std::size_t SCATTER_MIN_ROWS = std::size_t{1} << 16;
 /// `gather_narrow_runs` (10M rows of two INT64 columns, a time series sorted by a key of K
 /// values, then by time), scattered against gathered on one machine in one session: 1200 runs
 /// 137-149 against 180-183 ms, 4096 runs 156-170 against 182-189 ms, 8192 runs 183-207 against
-/// 187-191 ms, 16384 runs 201-232 against 189-196 ms (docs/BENCHMARKS.md, "More runs
-/// scattered, shards taken as stored").
+/// 187-191 ms, 16384 runs 201-232 against 189-196 ms (7843efc:docs/BENCHMARKS.md, "More runs
+/// scattered, shards taken as stored, splitters by prefix").
 inline constexpr std::size_t SCATTER_MAX_RUNS = 4096;
 
 /**

@@ -1,6 +1,11 @@
 /**
  * @file shuffle_engine.hpp
  * @brief One rank's shuffle state (`shuffle_engine`) behind `shuffler`; private to the layer.
+ *
+ * Its members are defined by side: shuffle_engine.cpp (the map side: map tasks, lineage,
+ * checkpoints, recompute), pull_engine.cpp (the read side of both modes: partitions read, shards
+ * fetched ahead and served) and push_engine.cpp (PUSH: the sender thread within its credits and
+ * the inbox that returns them). Device steps run through `device_gate` (device_gate.hpp).
  */
 #pragma once
 

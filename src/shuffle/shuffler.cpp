@@ -1,3 +1,7 @@
+/**
+ * @file shuffler.cpp
+ * @brief The public `shuffler`, forwarding to the rank's `shuffle_engine` (shuffle_engine.hpp).
+ */
 #include "shuffle/shuffle_engine.hpp"
 
 #include <spillway/shuffle/shuffler.hpp>

@@ -1,3 +1,8 @@
+/**
+ * @file spill_store.cpp
+ * @brief The spill store's entries: registration, pin/acquire/release, removal, and the public
+ * `spill_store` (the other parts of `spill_store_impl` are listed in spill_store_impl.hpp).
+ */
 #include "spill/spill_store_impl.hpp"
 
 #include <spillway/core/error.hpp>

@@ -1,6 +1,11 @@
 /**
  * @file spill_store_impl.hpp
  * @brief The state behind `spill_store` and its handles (private to the spill layer).
+ *
+ * Its members are defined by concern: spill_store.cpp (entries, pin/acquire/release, the public
+ * `spill_store`), spill_eviction.cpp (the host budget and victim selection), spill_copies.cpp
+ * (device memory to and from host and disk through staging windows), spill_io.cpp (spill file
+ * writes and reads on the I/O threads, blocks and codecs) and spill_statistics.cpp.
  */
 #pragma once
 

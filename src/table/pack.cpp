@@ -276,8 +276,9 @@ static_assert(2 * CACHE_LINE * LINE_SCATTER_MAX_PARTITIONS <= SCATTER_BUFFER_BYT
  * for 4096, 2 for 8192). Several lines written at once drain the non-temporal stores faster than
  * one at a time: 64 partitions of the timeseries, the
  * in-memory shuffle's later runs 0.61-0.68 s (1 line), 0.56-0.61 (2), 0.52-0.64 (4), 0.50-0.56
- * (8); 1024 partitions 0.72-0.78 -> 0.64-0.66 s (8); 4096 partitions no gain (docs/BENCHMARKS.md,
- * "Buffers of eight lines").
+ * (8); 1024 partitions 0.72-0.78 -> 0.64-0.66 s (8); 4096 partitions no gain
+ * (7843efc:docs/BENCHMARKS.md, "Buffers of eight lines, and an MPI progress thread that does not
+ * sleep on transfers").
  */
 std::size_t buffer_lines(std::size_t num_partitions) noexcept {
   std::size_t lines = MAX_BUFFER_LINES;
@@ -378,7 +379,8 @@ void scatter_lines(Id const* ids,
  * bytes are written with plain stores of their own bytes only (another thread's characters of
  * the same partition may share those lines). Before, each row's characters went straight to
  * their partition, a plain store reading the line first: the in-memory shuffle's later runs
- * 0.49-0.54 -> 0.43-0.46 s (docs/BENCHMARKS.md, "characters through line buffers").
+ * 0.49-0.54 -> 0.43-0.46 s (7843efc:docs/BENCHMARKS.md, "Four processes timed by their
+ * makespan, bound to the two cores, and characters through line buffers").
  */
 template <std::size_t Lines>
 class char_lines {

@@ -29,7 +29,8 @@ class block_cache;
  * resource's cache shared, the two resources' live bytes plus the shared cache). Twice, not once:
  * a device that is full keeps handing out blocks of other sizes than the ones it freed (an
  * out-of-core sort of 50M string keys on a 512 MiB device took half the page faults and 7.5-7.6
- * instead of 8.3-8.5 s, for 0.23 GB more resident memory; docs/BENCHMARKS.md, "Eighth run").
+ * instead of 8.3-8.5 s, for 0.23 GB more resident memory; 7843efc:docs/BENCHMARKS.md, "Eighth
+ * run").
  * @note Thread-safe; the capacity check and the count are one atomic step.
  */
 class emulated_device_memory_resource final : public memory_resource {

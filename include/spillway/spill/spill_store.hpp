@@ -93,16 +93,18 @@ struct spill_store_options {
   /// size; otherwise it is written raw (each block records its codec). After a block that does
   /// not shrink enough, the next 1, 2, 4, ... 64 blocks are written raw without trying, so that
   /// data that does not compress costs no compression time. 1 keeps every block compressed.
-  /// Chosen by measurement (docs/BENCHMARKS.md, "Fifth run"): on a 2-core machine
-  /// LZ4 at 1.28x made a 100M-row sort 10% slower than no compression.
+  /// Chosen by measurement (7843efc:docs/BENCHMARKS.md, "Fifth run"): on a 2-core machine
+  /// LZ4 at 1.28x made a 100M-row sort 10% slower than no compression (5.66-5.75 against
+  /// 5.04-5.17 s).
   double min_compression_ratio = 1.5;
   /// Besides, a disk block stays compressed only while the measured costs say that compressing
   /// pays: compress plus decompress time per byte below the write plus read time it saves
   /// (moving averages over recent blocks; the skipped blocks of `min_compression_ratio` keep
   /// the codec's estimate fresh). A disk whose writes land in the page cache at memory speed
   /// gets raw blocks; a slow or throttled one gets compressed blocks. False: the ratio alone.
-  /// Chosen by measurement (docs/BENCHMARKS.md, "Sixth run"): on this machine LZ4 made the
-  /// sort of presorted keys (2.0x compression) 42% slower than raw blocks.
+  /// Chosen by measurement (docs/BENCHMARKS.md, "What we tried": presorted 2.45 -> 1.72 s): on
+  /// this machine LZ4 made the sort of presorted keys (2.0x compression) 42% slower than raw
+  /// blocks.
   bool compress_only_when_faster = true;
   std::size_t io_threads         = 2;  ///< threads that read and write spill files
   /// A spill file is closed to new blocks once it reaches this size.

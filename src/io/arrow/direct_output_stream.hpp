@@ -20,8 +20,9 @@ namespace spillway::detail {
  * @brief An `arrow::io::OutputStream` over a new file opened with `O_DIRECT`: writes gather in an
  * aligned buffer from `pool` and go to the disk a whole buffer at a time, without the kernel
  * copying them into its page cache first. On a machine whose page cache is full of other files,
- * every buffered write first reclaims cached pages (docs/BENCHMARKS.md, seventh sort run: the
- * string sort's system time fell from 5.4 to 3.3 s with this stream). The last bytes (less than an
+ * every buffered write first reclaims cached pages (the sort of 50M string keys: system time
+ * 5.4-5.6 -> 3.3-3.4 s, wall 10.68-11.04 -> 9.39-9.41 s with this stream; 7843efc:
+ * docs/BENCHMARKS.md, "Seventh run"). The last bytes (less than an
  * alignment unit) go through the page cache at `Close`. A file system without `O_DIRECT` (tmpfs),
  * or one that refuses the direct writes it accepted at `open`, gets plain buffered writes.
  * @note Not thread-safe, like Arrow's own file streams.

@@ -1,6 +1,10 @@
 /**
  * @file mpi_engine.hpp
  * @brief The MPI progress thread (`mpi_engine`) and a communicator's state; private to the layer.
+ *
+ * Defined in mpi_progress.cpp (the progress thread), mpi_staging.cpp (sends and receives, device
+ * bytes staged through host memory), mpi_failure.cpp (a failed group and its notices);
+ * mpi_communicator.cpp holds `mpi_environment` and the collectives.
  */
 #pragma once
 

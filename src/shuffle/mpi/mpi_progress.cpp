@@ -153,7 +153,8 @@ void mpi_engine::loop() {
         // user work started or completed: a large message moves a shared-memory fragment at a time,
         // each needing a call here, and sleeps between them held 16 MiB messages to 1.0 GB/s
         // (1.5-2.4 without; the in-memory shuffle over 2 processes, pull, 0.82-0.94 -> 0.69-0.80 s;
-        // see docs/BENCHMARKS.md, "Buffers of eight lines"). Past it (a peer that does not receive
+        // 7843efc:docs/BENCHMARKS.md, "Buffers of eight lines, and an MPI progress thread that
+        // does not sleep on transfers"). Past it (a peer that does not receive
         // yet), the sleeps come back and the core is not burnt.
         bool const in_flight = std::any_of(
           completions_.begin(), completions_.end(), [](auto const& c) { return !c->background(); });
