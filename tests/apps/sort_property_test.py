@@ -24,7 +24,7 @@ compare as unsigned bytes, a proper prefix first.
 Environment:
   SPILLWAY_EXE                 the `spillway` program (CTest passes the built one)
   SPILLWAY_SORT_SEED           base seed (default fixed, so CI is reproducible; `random` picks one)
-  SPILLWAY_SORT_CASES          cases of the fast slice (default 36)
+  SPILLWAY_SORT_CASES          cases of the fast slice (default 60)
   SPILLWAY_SORT_SOAK_SECONDS   also run cases for this long, collecting every failure
   SPILLWAY_SORT_MAX_ROWS       most rows of a case (default 600000, in a soak 1000000)
   SPILLWAY_SORT_MINIMIZE       1: shrink a failing case (rows, columns, flags) before reporting
