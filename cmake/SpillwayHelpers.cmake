@@ -1,5 +1,6 @@
 # spillway_add_library(NAME layer SOURCES ... HEADERS ... DEPENDS ...)
-#   One static library per layer, exported as spillway::<layer>.
+#   One static library per layer, exported as spillway::<layer> (in this build an alias, once
+#   installed an imported target: cmake/SpillwayInstall.cmake installs every layer).
 # spillway_add_test(NAME name SOURCES ... DEPENDS ... LABELS ...)
 #   One GoogleTest executable, registered with CTest test by test.
 
@@ -20,7 +21,12 @@ function(spillway_add_library)
   add_library(spillway::${ARG_NAME} ALIAS spillway_${ARG_NAME})
   target_include_directories(spillway_${ARG_NAME} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
     PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  # The public headers are C++20: a program that links an installed layer compiles as C++20 too.
+  target_compile_features(spillway_${ARG_NAME} PUBLIC cxx_std_20)
+  set_target_properties(spillway_${ARG_NAME} PROPERTIES EXPORT_NAME ${ARG_NAME})
+  set_property(GLOBAL APPEND PROPERTY SPILLWAY_LAYERS ${ARG_NAME})
   target_compile_options(spillway_${ARG_NAME} PRIVATE
     $<$<COMPILE_LANGUAGE:CXX>:${SPILLWAY_WARNING_FLAGS}>)
   target_link_libraries(spillway_${ARG_NAME} PUBLIC ${ARG_DEPENDS})
