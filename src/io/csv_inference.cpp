@@ -36,7 +36,7 @@ void column_guess::see(field_text const& field) {
   if (field.quoted) {
     // Only text is quoted by writers; a quoted value stays a string.
     any_value_ = true;
-    can_bool_ = can_int64_ = can_uint64_ = can_double_ = can_time_ = false;
+    can_bool_ = can_int64_ = can_uint64_ = can_double_ = can_date_ = can_time_ = false;
     return;
   }
   auto const text = field.raw;
@@ -46,6 +46,10 @@ void column_guess::see(field_text const& field) {
   }
   if (can_int64_ || can_uint64_ || can_double_) {
     see_number(text);
+  }
+  if (can_date_) {
+    can_date_ =
+      !is_integer_text(text) && parse_temporal(text, data_type{type_id::DATE32}).has_value();
   }
   if (can_time_) {
     see_time(text);
@@ -68,6 +72,9 @@ data_type column_guess::type() const {
   }
   if (can_double_) {
     return type_id::FLOAT64;
+  }
+  if (can_date_) {
+    return type_id::DATE32;
   }
   if (can_time_) {
     // Every timestamp seen fits the unit when the earliest and the latest do.

@@ -15,11 +15,11 @@ namespace spillway::detail::csv {
 
 /**
  * @brief What inference learns about one column from the values it is shown. `type()` is the
- * first of BOOL8, INT64, UINT64, FLOAT64, TIMESTAMP (unit from the most fraction digits) and
- * STRING that parses every value shown, as the CSV reader then parses it: once it has been shown
- * every value of a column, no value can contradict the type. No integer becomes a FLOAT64 that
- * would round it: integers beyond INT64 make a UINT64 column when they all fit, else a STRING
- * one, as do integers of more than 53 bits beside fractions.
+ * first of BOOL8, INT64, UINT64, FLOAT64, DATE32 (`YYYY-MM-DD`), TIMESTAMP (unit from the most
+ * fraction digits) and STRING that parses every value shown, as the CSV reader then parses it: once
+ * it has been shown every value of a column, no value can contradict the type. No integer becomes a
+ * FLOAT64 that would round it: integers beyond INT64 make a UINT64 column when they all fit, else a
+ * STRING one, as do integers of more than 53 bits beside fractions.
  */
 class column_guess {
  public:
@@ -38,6 +38,7 @@ class column_guess {
   bool can_int64_  = true;
   bool can_uint64_ = true;
   bool can_double_ = true;
+  bool can_date_   = true;
   bool can_time_   = true;
   int time_digits_ = 0;
   parsed_timestamp earliest_;  ///< of the timestamps seen, while `can_time_`

@@ -159,5 +159,18 @@ TEST_F(CsvInferenceTest, AByteOrderMarkIsNotPartOfTheFirstColumnsName) {
   }
 }
 
+TEST_F(CsvInferenceTest, DatesMakeADate32ColumnAndDatesBesideTimestampsAString) {
+  write_text("t.csv", "d,m\n2024-02-29,2024-01-01\n1969-12-31,2024-01-01T10:00:00\n,x\n");
+  auto reader = open_csv(path("t.csv"), {}, default_stream(), host_);
+  table_schema const schema{{"d", type_id::DATE32}, {"m", type_id::STRING}};
+  EXPECT_EQ(reader->schema(), schema) << to_string(reader->schema());
+  auto const output = read_all(*reader, default_stream(), host_);
+  ASSERT_EQ(output->num_rows(), 3U);
+  auto const dates = output->view().column(0);
+  EXPECT_EQ(dates.data<std::int32_t>()[0], 19782);  // days from 1970-01-01 to 2024-02-29
+  EXPECT_EQ(dates.data<std::int32_t>()[1], -1);
+  EXPECT_TRUE(dates.is_null(2));
+}
+
 }  // namespace
 }  // namespace spillway
