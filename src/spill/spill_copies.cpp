@@ -374,44 +374,43 @@ std::vector<disk_block> spill_store_impl::write_device_to_disk(
     return disk_codec == codec::NONE ? std::size_t{0} : compress_bound(disk_codec, size);
   };
   // The source: the packed table on the host when it fits, else device bytes through a window.
-  std::size_t reserve = raw + scratch_for(std::min(piece, raw));
-  bool pack_on_host   = entry.device_table != nullptr && reserve <= general_limit_;
-  if (pack_on_host) {
-    scoped_lock lock(mutex_);
-    pack_on_host = reserve_host(lock, reserve, true);
-  }
-  // A table too large for the host (or for the room the host has) is packed on the device first,
-  // before any host room is held: that allocation may spill other buffers, which may wait for
-  // host room.
+  bool const pack_on_host =
+    entry.device_table != nullptr && raw + scratch_for(std::min(piece, raw)) <= general_limit_;
+  // A table too large for the host is packed on the device first, before any host room is
+  // held: that allocation may spill other buffers, which may wait for host room.
   buffer packed;  // on the device
-  std::size_t windows = 0;
-  if (!pack_on_host) {
-    if (entry.device_table != nullptr) {
-      auto table_bytes = detail::pack(entry.device_table->view(), options_.stream, options_.device);
-      metadata         = std::move(table_bytes.metadata);
-      packed           = std::move(table_bytes.data);
-    }
-    windows = staging_windows(raw, piece);
-    reserve = windows * std::min(piece, raw) + scratch_for(std::min(piece, raw));
+  if (entry.device_table != nullptr && !pack_on_host) {
+    auto table_bytes = detail::pack(entry.device_table->view(), options_.stream, options_.device);
+    metadata         = std::move(table_bytes.metadata);
+    packed           = std::move(table_bytes.data);
+  }
+  std::size_t windows = pack_on_host ? 0 : staging_windows(raw, piece);
+  std::size_t reserve =
+    (pack_on_host ? raw : windows * std::min(piece, raw)) + scratch_for(std::min(piece, raw));
+  {
     scoped_lock lock(mutex_);
+    std::size_t const failures = statistics_.write_errors;
     if (!reserve_host(lock, reserve, true)) {
       // Nothing can make room for two windows of a full piece (the host tier may be held by the
       // very entry whose move to the device made this spill): one window of the largest piece
-      // the room left holds. Disk blocks are then smaller; reads take blocks of any size.
+      // the room left holds. Disk blocks are then smaller; reads take blocks of any size. Not
+      // when a write failed meanwhile (the disk is full or failing: a smaller write fails too),
+      // nor for a table packed on the host.
       std::size_t const room = host_used_ < general_limit_ ? general_limit_ - host_used_ : 0;
       piece                  = std::min(piece, std::bit_floor(std::max<std::size_t>(room, 1)));
       while (piece >= MIN_FALLBACK_PIECE && piece + scratch_for(piece) > room) {
         piece /= 2;
       }
-      windows = 1;
-      reserve = std::min(piece, raw) + scratch_for(std::min(piece, raw));
-      if (piece < MIN_FALLBACK_PIECE || !reserve_host(lock, reserve, false)) {
+      std::size_t const smaller = std::min(piece, raw) + scratch_for(std::min(piece, raw));
+      if (pack_on_host || statistics_.write_errors != failures || piece < MIN_FALLBACK_PIECE ||
+          !reserve_host(lock, smaller, false)) {
         throw out_of_memory("no host room within the budget of " +
                               std::to_string(options_.host_budget) + " bytes to stage the spill (" +
-                              std::to_string(room) +
-                              " bytes free, held by buffers that cannot move)",
+                              std::to_string(reserve) + " bytes)",
                             reserve);
       }
+      windows = 1;
+      reserve = smaller;
       ++statistics_.small_staging_spills;
     }
   }
