@@ -5,6 +5,7 @@
 #include "table/cuda/device_table.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/ops/merge.hpp>
 #include <spillway/ops/sort.hpp>
@@ -349,19 +350,19 @@ std::vector<std::size_t> merge_part(std::span<table_view const> keys,
 }
 
 /**
- * Fills `sources` (one entry per output row) for `keys`: the front half on this thread and the
- * back half on a second one when the merge is large. `part(reverse, front)` writes
- * `sources[0, front)` forward or `sources[front, rows)` in reverse and returns the rows it took
- * from each input. Sorted inputs make the halves meet exactly: the front takes a prefix of each
- * input and the back the rest. Unsorted inputs may make them overlap; then the merge runs again
- * on one thread, which still gives a permutation of the rows.
+ * Fills `sources` (one entry per output row) for `keys`: the front half and the back half in two
+ * parts on the worker pool when the merge is large (one after the other on a pool of one thread).
+ * `part(reverse, front)` writes `sources[0, front)` forward or `sources[front, rows)` in reverse
+ * and returns the rows it took from each input. Sorted inputs make the halves meet exactly: the
+ * front takes a prefix of each input and the back the rest. Unsorted inputs may make them overlap;
+ * then the merge runs again on one thread, which still gives a permutation of the rows.
  */
 template <typename Part>
 void merge_halves(std::span<table_view const> keys, std::size_t rows, Part const& part) {
   if (rows >= PARALLEL_MERGE_MIN_ROWS) {
     std::size_t const front = rows / 2;
     std::array<std::vector<std::size_t>, 2> taken;
-    run_on_two_threads([&](std::size_t half) { taken[half] = part(half == 1, front); });
+    parallel_for(2, [&](std::size_t half) { taken[half] = part(half == 1, front); });
     bool meet = true;
     for (std::size_t input = 0; input < keys.size(); ++input) {
       meet = meet && taken[0][input] + taken[1][input] == keys[input].num_rows();

@@ -1,16 +1,16 @@
 /**
  * @file parallel_gather.hpp
  * @brief Internal: gathering rows into new columns with the columns allocated on the calling
- * thread (so that the OOM protocol sees the caller's task) and filled by two threads
- * (`run_on_two_threads`, core/two_threads.hpp); and the scatter that moves rows to their places
- * instead when the ids walk the sources in a few ascending runs (`scatter_pays`).
+ * thread (so that the OOM protocol sees the caller's task) and filled in parts on the worker pool;
+ * and the scatter that moves rows to their places instead when the ids walk the sources in a few
+ * ascending runs (`scatter_pays`).
  */
 #pragma once
 
-#include "core/two_threads.hpp"
 #include "table/cuda/device_table.hpp"
 
 #include <spillway/core/stream_view.hpp>
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/memory/memory_resources.hpp>
 #include <spillway/table/column.hpp>
 #include <spillway/table/column_view.hpp>
@@ -26,6 +26,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <numeric>
 #include <span>
 #include <string_view>
 #include <thread>
@@ -34,8 +35,9 @@
 
 namespace spillway::detail {
 
-/// A gather runs on two threads from this many rows, or from this many bytes moved (wide rows:
-/// a batch of 50 columns cut into chunks of 2000 rows was gathered on one thread, chunk by chunk).
+/// A gather runs in parts on the worker pool from this many rows, or from this many bytes moved
+/// (wide rows: a batch of 50 columns cut into chunks of 2000 rows was gathered on one thread, chunk
+/// by chunk).
 inline constexpr std::size_t PARALLEL_GATHER_MIN_ROWS  = std::size_t{1} << 14;
 inline constexpr std::size_t PARALLEL_GATHER_MIN_BYTES = std::size_t{1} << 20;
 /// Rows ahead of the current one whose source values a gather prefetches. Runs of several
@@ -43,39 +45,45 @@ inline constexpr std::size_t PARALLEL_GATHER_MIN_BYTES = std::size_t{1} << 20;
 /// from 2.07-2.12 s to 1.89-1.94 s (16 before; 64 was slower).
 inline constexpr std::size_t GATHER_PREFETCH_ROWS = 32;
 
+/// The first of `items` items that part `part` of `parts` equal parts takes (`items` at `parts`).
+inline std::size_t part_begin(std::size_t items, std::size_t parts, std::size_t part) noexcept {
+  return items / parts * part + items % parts * part / parts;
+}
+
 /**
  * @brief Output rows `[0, total)` of a gather into pieces (piece `p` holds rows
- * `[starts[p], starts[p + 1])`), cut in two parts for two threads when the work is large: the
- * cut falls in a piece at a multiple of 64 of its own rows, so the parts never share a byte of
- * a piece's null mask.
+ * `[starts[p], starts[p + 1])`), cut into parts for the worker pool when the work is large: one
+ * part per pool thread, each of at least half of PARALLEL_GATHER_MIN_ROWS rows or half of
+ * PARALLEL_GATHER_MIN_BYTES bytes (and 64 rows). A cut falls in a piece at a multiple of 64 of
+ * its own rows, so the parts never share a byte of a piece's null mask.
  */
 class piece_rows {
  public:
   piece_rows(std::span<std::size_t const> starts, std::size_t row_bytes)
-    : starts_(starts), total_(starts.empty() ? 0 : starts.back()), cut_(total_) {
-    if (total_ < 128 ||
-        (total_ < PARALLEL_GATHER_MIN_ROWS && total_ * row_bytes < PARALLEL_GATHER_MIN_BYTES)) {
-      return;
+    : starts_(starts), total_(starts.empty() ? 0 : starts.back()) {
+    bounds_.push_back(0);
+    if (total_ >= 128 &&
+        (total_ >= PARALLEL_GATHER_MIN_ROWS || total_ * row_bytes >= PARALLEL_GATHER_MIN_BYTES)) {
+      std::size_t const by_rows  = total_ / (PARALLEL_GATHER_MIN_ROWS / 2);
+      std::size_t const by_bytes = total_ * row_bytes / (PARALLEL_GATHER_MIN_BYTES / 2);
+      std::size_t const parts =
+        std::min({worker_threads(), std::max({std::size_t{2}, by_rows, by_bytes}), total_ / 64});
+      for (std::size_t part = 1; part < parts; ++part) {
+        std::size_t const target = part_begin(total_, parts, part);
+        std::size_t const piece  = piece_of(target);
+        std::size_t const cut    = starts_[piece] + (target - starts_[piece]) / 64 * 64;
+        if (cut > bounds_.back() && cut < total_) {
+          bounds_.push_back(cut);
+        }
+      }
     }
-    std::size_t const middle = total_ / 2;
-    std::size_t const piece  = piece_of(middle);
-    cut_                     = starts_[piece] + (middle - starts_[piece]) / 64 * 64;
+    bounds_.push_back(total_);
   }
 
-  /// Runs `work(begin, end)` over the output rows, in two parts on two threads when large.
+  /// Runs `work(begin, end)` over the output rows, a part at a time on the worker pool.
   template <typename Work>
-  void in_two_parts(Work const& work) const {
-    if (cut_ == 0 || cut_ == total_) {
-      work(std::size_t{0}, total_);
-      return;
-    }
-    run_on_two_threads([&](std::size_t part) {
-      if (part == 0) {
-        work(std::size_t{0}, cut_);
-      } else {
-        work(cut_, total_);
-      }
-    });
+  void in_parts(Work const& work) const {
+    parallel_for(parts(), [&](std::size_t part) { work(bounds_[part], bounds_[part + 1]); });
   }
 
   /// Calls `visit(piece, first, last)` with the piece-local rows of each piece that output rows
@@ -96,8 +104,15 @@ class piece_rows {
   /// @return the output rows
   [[nodiscard]] std::size_t total() const noexcept { return total_; }
 
-  /// @return which part (0 or 1) output row `row` belongs to
-  [[nodiscard]] std::size_t part_of(std::size_t row) const noexcept { return row < cut_ ? 0 : 1; }
+  /// @return the parts the rows are cut into
+  [[nodiscard]] std::size_t parts() const noexcept { return bounds_.size() - 1; }
+
+  /// @return which part output row `row` (< total) belongs to
+  [[nodiscard]] std::size_t part_of(std::size_t row) const noexcept {
+    return static_cast<std::size_t>(std::upper_bound(bounds_.begin(), bounds_.end(), row) -
+                                    bounds_.begin()) -
+           1;
+  }
 
  private:
   /// The piece holding output row `row` (< total).
@@ -109,7 +124,7 @@ class piece_rows {
 
   std::span<std::size_t const> starts_;
   std::size_t total_;
-  std::size_t cut_;  ///< the first row of the second part (total_: one part)
+  std::vector<std::size_t> bounds_;  ///< part p: rows [bounds_[p], bounds_[p + 1])
 };
 
 /**
@@ -259,7 +274,7 @@ inline std::vector<std::size_t> first_rows(std::span<table_view const> inputs) {
 /**
  * @brief Where each source row of a gather of `ids` into pieces goes: the place (see
  * PLACE_ROW_BITS) of row `first_of[input] + row` of the concatenated sources, one UINT64 a
- * source row from `temporary`, filled on both threads.
+ * source row from `temporary`, filled in `parts`' parts on the worker pool.
  * @return the places, or null when the ids are not every source row once
  */
 inline std::unique_ptr<column> scatter_places(std::vector<std::size_t> const& first_of,
@@ -276,7 +291,7 @@ inline std::unique_ptr<column> scatter_places(std::vector<std::size_t> const& fi
     data_type{type_id::UINT64}, sources, mask_state::UNALLOCATED, stream, temporary);
   std::uint64_t* places = places_column->mutable_data<std::uint64_t>();
   std::fill_n(places, sources, NOWHERE);
-  parts.in_two_parts([&](std::size_t begin, std::size_t end) {
+  parts.in_parts([&](std::size_t begin, std::size_t end) {
     parts.for_each_piece(begin, end, [&](std::size_t piece, std::size_t first, std::size_t last) {
       std::uint64_t const* from_id = ids + starts[piece];
       for (std::size_t row = first; row < last; ++row) {
@@ -305,8 +320,8 @@ inline void copy_to_place(std::byte* const* to,
 
 /**
  * @brief Writes the plain columns `groups` of every piece by a scatter (see `scatter_pays`):
- * where each source row goes is found first (8 bytes a source row in `temporary`), then both
- * threads read half the source rows each, in order, and write them to their places.
+ * where each source row goes is found first (8 bytes a source row in `temporary`), then each of
+ * `parts`' parts reads its share of the source rows, in order, and writes them to their places.
  * @return false, having written nothing, when the ids are not every source row once
  */
 inline bool scatter_plain_groups(std::span<table_view const> inputs,
@@ -328,9 +343,10 @@ inline bool scatter_plain_groups(std::span<table_view const> inputs,
   }
   std::uint64_t const* places = places_column->view().data<std::uint64_t>();
   std::size_t const sources   = first_of.back();
-  run_on_two_threads([&](std::size_t part) {
-    std::size_t const begin = part == 0 ? 0 : sources / 2;
-    std::size_t const end   = part == 0 ? sources / 2 : sources;
+  std::size_t const count     = parts.parts();
+  parallel_for(count, [&](std::size_t part) {
+    std::size_t const begin = part_begin(sources, count, part);
+    std::size_t const end   = part_begin(sources, count, part + 1);
     for (auto const& group : groups) {
       // Per column of the group, each piece's values.
       std::vector<std::vector<std::byte*>> targets(group.size());
@@ -362,9 +378,9 @@ inline bool scatter_plain_groups(std::span<table_view const> inputs,
  * (fixed-width, without nulls in any table): row `o` of the tables read one after another
  * becomes the row `ids[o]` was, so each table keeps its row count. Where each row goes is found
  * first (8 bytes a row in `temporary`); then, a column at a time, the column's values are
- * copied out (its width a row in `temporary`) and scattered back to their places by both
- * threads, each reading half the rows in order. Nothing is allocated after the first row is
- * written, so an allocation that fails leaves the tables as they were.
+ * copied out (its width a row in `temporary`) and scattered back to their places in parts on
+ * the worker pool, each part reading its share of the rows in order. Nothing is allocated after the
+ * first row is written, so an allocation that fails leaves the tables as they were.
  * @return false, having changed nothing, when the ids are not every row once
  */
 inline bool permute_in_place(std::span<table* const> tables,
@@ -400,16 +416,17 @@ inline bool permute_in_place(std::span<table* const> tables,
     for (table* const owned : tables) {
       targets.push_back(owned->get_column(index).template mutable_data<std::byte>());
     }
-    run_on_two_threads([&](std::size_t part) {
-      for (std::size_t at = part; at < tables.size(); at += 2) {
+    std::size_t const count = parts.parts();
+    parallel_for(count, [&](std::size_t part) {
+      for (std::size_t at = part; at < tables.size(); at += count) {
         if (views[at].num_rows() > 0) {
           std::memcpy(copied + first_of[at] * width, targets[at], views[at].num_rows() * width);
         }
       }
     });
-    run_on_two_threads([&](std::size_t part) {
-      std::size_t const begin = part == 0 ? 0 : rows / 2;
-      std::size_t const end   = part == 0 ? rows / 2 : rows;
+    parallel_for(count, [&](std::size_t part) {
+      std::size_t const begin = part_begin(rows, count, part);
+      std::size_t const end   = part_begin(rows, count, part + 1);
       for (std::size_t row = begin; row < end; ++row) {
         copy_to_place(targets.data(), places[row], copied + row * width, width);
       }
@@ -422,13 +439,14 @@ inline bool permute_in_place(std::span<table* const> tables,
  * @brief Rows of several tables with the same column types gathered into pieces: piece `p` (a
  * new table from `mrs.output()`) holds the rows `ids[starts[p], starts[p + 1])`. An id is
  * `(input << row_bits) | row`. Every column is allocated on the calling thread (so that the OOM
- * protocol sees the caller's task); values, characters and null bits are filled by two threads
- * that split the rows of all pieces between them, so that many small pieces (a batch cut into
- * chunks) use both cores as one large one does. Fixed-width columns without nulls are copied in
- * groups (`plain_column_groups`), each group row by row across every piece, with the sources of
- * later rows prefetched (the ids of a full sort jump across every input); the other columns one
- * at a time across every piece; or, when `scatter_pays`, the plain columns are scattered
- * instead. String lengths (and a scatter's places) are counted in `mrs.temporary()`.
+ * protocol sees the caller's task); values, characters and null bits are filled in parts on the
+ * worker pool that split the rows of all pieces between them (`piece_rows`), so that many small
+ * pieces (a batch cut into chunks) use every core as one large one does. Fixed-width columns
+ * without nulls are copied in groups (`plain_column_groups`), each group row by row across every
+ * piece, with the sources of later rows prefetched (the ids of a full sort jump across every
+ * input); the other columns one at a time across every piece; or, when `scatter_pays`, the plain
+ * columns are scattered instead. String lengths (and a scatter's places) are counted in
+ * `mrs.temporary()`.
  */
 inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
   std::span<table_view const> inputs,
@@ -450,7 +468,7 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
   auto const input_of = [&](std::uint64_t id) { return static_cast<std::size_t>(id >> row_bits); };
   auto const row_in   = [&](std::uint64_t id) { return static_cast<std::size_t>(id & row_mask); };
 
-  // What each column is, and the bytes a row moves (for the choice of one or two threads).
+  // What each column is, and the bytes a row moves (for the number of parts).
   enum class kind : std::uint8_t { PLAIN, FIXED, STRING };
   std::vector<kind> kinds(num_columns);
   std::vector<std::size_t> widths(num_columns, 0);
@@ -478,7 +496,7 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
   }
   piece_rows const parts{starts, row_bytes};
 
-  // String lengths first (into per-piece length columns), on both threads, and where each
+  // String lengths first (into per-piece length columns), in parts, and where each
   // string's characters are (so that the copy reads no source offset again).
   std::vector<std::vector<std::unique_ptr<column>>> lengths(num_columns);
   std::vector<std::vector<std::unique_ptr<column>>> sources(num_columns);
@@ -509,7 +527,7 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
   }
   // Random ids miss the cache on each source offset and on each string's characters: the
   // offsets are prefetched two distances ahead, the characters (from offsets by then cached) one.
-  parts.in_two_parts([&](std::size_t begin, std::size_t end) {
+  parts.in_parts([&](std::size_t begin, std::size_t end) {
     for (std::size_t index = 0; index < num_columns; ++index) {
       if (kinds[index] != kind::STRING) {
         continue;
@@ -592,9 +610,9 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
                                               stream,
                                               mrs.temporary());
   std::vector<std::vector<std::size_t>> const no_groups;  // (when scattered)
-  std::vector<std::array<std::size_t, 2>> nulls(num_columns * num_pieces, {0, 0});
+  std::vector<std::size_t> nulls(num_columns * num_pieces * parts.parts(), 0);
   // A group or a column at a time across every piece, so that its sources stay cached.
-  parts.in_two_parts([&](std::size_t begin, std::size_t end) {
+  parts.in_parts([&](std::size_t begin, std::size_t end) {
     std::size_t const part = parts.part_of(begin);
     // Plain columns a group at a time, row by row, the sources of later rows prefetched.
     for (auto const& group : scattered ? no_groups : groups) {
@@ -664,7 +682,7 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
               ++count;
             }
           }
-          nulls[piece * num_columns + index][part] += count;
+          nulls[(piece * num_columns + index) * parts.parts() + part] += count;
         }
       });
     }
@@ -675,8 +693,10 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
   for (std::size_t piece = 0; piece < num_pieces; ++piece) {
     for (std::size_t index = 0; index < num_columns; ++index) {
       if (nullable[index]) {
-        auto const& count = nulls[piece * num_columns + index];
-        columns[piece][index]->set_null_count(count[0] + count[1]);
+        auto const first = nulls.begin() + static_cast<std::ptrdiff_t>(
+                                             (piece * num_columns + index) * parts.parts());
+        columns[piece][index]->set_null_count(std::accumulate(
+          first, first + static_cast<std::ptrdiff_t>(parts.parts()), std::size_t{0}));
       }
     }
     result.push_back(std::make_unique<table>(std::move(columns[piece])));
@@ -700,7 +720,7 @@ inline std::unique_ptr<table> gather_sources_in_parallel(std::span<table_view co
 
 /**
  * @brief The rows `indices[0, rows)` of `source` (every index below its row count and 2^40) as a
- * new table from `mrs.output()`, allocated on the calling thread and filled by two threads.
+ * new table from `mrs.output()`, allocated on the calling thread and filled on the worker pool.
  */
 inline std::unique_ptr<table> gather_rows_in_parallel(table_view const& source,
                                                       std::uint64_t const* indices,

@@ -5,6 +5,7 @@
 #include "table/cuda/device_table.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/ops/sort.hpp>
 #include <spillway/table/copy.hpp>
@@ -18,7 +19,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -405,11 +405,37 @@ class tie_breaker {
 };
 
 /**
- * Writes the rows of the merge of the sorted runs `left` and `right` to `out`, from the front
- * (`FRONT`: the first `produce` rows) or from the back (the last `produce` rows). Ties go to
- * `left`, so both directions follow one total order and together write every row once.
+ * How many of the first `taken` rows of the merge of the sorted runs `left` and `right` come
+ * from `left` (the rest come from `right`), ties going to `left`: a binary search for the point
+ * where the merge path crosses diagonal `taken`, so that parts of a merge start anywhere.
  */
-template <std::size_t Words, bool Front>
+template <std::size_t Words>
+std::size_t left_rows_before(key_record<Words> const* left,
+                             std::size_t left_count,
+                             key_record<Words> const* right,
+                             std::size_t right_count,
+                             tie_breaker<Words> const& order,
+                             std::size_t taken) noexcept {
+  std::size_t low  = taken > right_count ? taken - right_count : 0;
+  std::size_t high = std::min(taken, left_count);
+  while (low < high) {
+    std::size_t const from_left = low + (high - low) / 2;  // < high <= left_count
+    // Too few from the left while left[from_left] leaves before right[taken - from_left - 1].
+    if (!order.less(right[taken - from_left - 1], left[from_left])) {
+      low = from_left + 1;
+    } else {
+      high = from_left;
+    }
+  }
+  return low;
+}
+
+/**
+ * Writes rows [begin, end) of the merge of the sorted runs `left` and `right` to `out` (and
+ * their prefix words to `prefixes`), at their places. Ties go to `left`, so parts that cover
+ * the rows write each row once, in the order of a merge of them all.
+ */
+template <std::size_t Words>
 void merge_rows(key_record<Words> const* left,
                 std::size_t left_count,
                 key_record<Words> const* right,
@@ -417,27 +443,15 @@ void merge_rows(key_record<Words> const* left,
                 tie_breaker<Words> const& order,
                 std::uint64_t* out,
                 prefix_words const& prefixes,
-                std::size_t produce) noexcept {
-  if constexpr (Front) {
-    std::size_t l = 0;
-    std::size_t r = 0;
-    for (std::size_t position = 0; position < produce; ++position) {
-      bool const take_right = l == left_count || (r < right_count && order.less(right[r], left[l]));
-      key_record<Words> const& taken = take_right ? right[r++] : left[l++];
-      out[position]                  = taken.row;
-      write_prefix(prefixes, position, taken);
-    }
-  } else {
-    std::size_t l           = left_count;
-    std::size_t r           = right_count;
-    std::size_t const total = left_count + right_count;
-    for (std::size_t produced = 0; produced < produce; ++produced) {
-      // The larger tail goes last; on a tie the right one (the left one comes first).
-      bool const take_left           = r == 0 || (l > 0 && order.less(right[r - 1], left[l - 1]));
-      key_record<Words> const& taken = take_left ? left[--l] : right[--r];
-      out[total - 1 - produced]      = taken.row;
-      write_prefix(prefixes, total - 1 - produced, taken);
-    }
+                std::size_t begin,
+                std::size_t end) noexcept {
+  std::size_t l = left_rows_before(left, left_count, right, right_count, order, begin);
+  std::size_t r = begin - l;
+  for (std::size_t position = begin; position < end; ++position) {
+    bool const take_right = l == left_count || (r < right_count && order.less(right[r], left[l]));
+    key_record<Words> const& taken = take_right ? right[r++] : left[l++];
+    out[position]                  = taken.row;
+    write_prefix(prefixes, position, taken);
   }
 }
 
@@ -584,9 +598,9 @@ void for_each_encoded(std::size_t begin,
 
 /**
  * Sorts `rows` records that `encode(begin, end, records)` writes (prefixes and row ids of rows
- * [begin, end)) into 256-1024 buckets (see `bucket_digit`), each of `threads` threads counting and
- * scattering its share of the rows; each thread then sorts a
- * share of the buckets, breaks ties and writes the row ids (and first prefix words) in order to
+ * [begin, end)) into 256-1024 buckets (see `bucket_digit`), each of `threads` parts on the worker
+ * pool counting and scattering its share of the rows; each part then sorts the buckets of about
+ * its share of the rows, breaks ties and writes the row ids (and first prefix words) in order to
  * `out` (and `prefixes`), so no merge follows. Buckets keep the row order, so the result is
  * stable. A sample first places the buckets and declines prefixes that look all equal, in order
  * already or heavy on one bucket, without a pass over the rows; the counting pass checks the
@@ -595,7 +609,7 @@ void for_each_encoded(std::size_t begin,
  * When `encode_twice` (cheap prefixes: fixed-width keys), the counting pass encodes a block at
  * a time on the stack and the scattering pass encodes the rows again straight into their buckets
  * in `records` (as long as `rows`): no unsorted copy is written and read back, and each bucket
- * is sorted in a scratch as large as its thread's largest bucket. Otherwise (strings) the rows
+ * is sorted in a scratch as large as its part's largest bucket. Otherwise (strings) the rows
  * are encoded once into `records` and scattered into a scratch as long as `rows`.
  * @return false (nothing written) when declined: the caller sorts another way
  */
@@ -643,19 +657,16 @@ bool bucket_sort_records(std::size_t rows,
     return false;
   }
 
-  std::array<std::size_t, 3> const bounds{0, threads == 1 ? rows : rows / 2, rows};
-  auto const on_threads = [&](auto const& work) {
-    if (threads == 1) {
-      work(std::size_t{0});
-    } else {
-      run_on_two_threads(work);
-    }
-  };
+  // Part p counts and scatters rows [bounds[p], bounds[p + 1]).
+  std::size_t const parts = threads;
+  std::vector<std::size_t> bounds(parts + 1);
+  for (std::size_t part = 0; part <= parts; ++part) {
+    bounds[part] = part_begin(rows, parts, part);
+  }
   // Count the digits at `bit`, and check that no bit before it varies.
-  std::array<std::vector<std::size_t>, 2> counts{std::vector<std::size_t>(bucket_count, 0),
-                                                 std::vector<std::size_t>(bucket_count, 0)};
-  std::array<prefix_bits<Words>, 2> seen{};
-  on_threads([&](std::size_t part) {
+  std::vector<std::vector<std::size_t>> counts(parts, std::vector<std::size_t>(bucket_count, 0));
+  std::vector<prefix_bits<Words>> seen(parts);
+  parallel_for(parts, [&](std::size_t part) {
     for_each_encoded<Words>(bounds[part],
                             bounds[part + 1],
                             encode,
@@ -665,7 +676,9 @@ bool bucket_sort_records(std::size_t rows,
                               ++counts[part][digit_of(item)];
                             });
   });
-  seen[0].add(seen[1]);
+  for (std::size_t part = 1; part < parts; ++part) {
+    seen[0].add(seen[part]);
+  }
   if (std::size_t const varying = seen[0].first_varying(bits); varying != bit) {
     if (varying == bits) {
       return false;
@@ -673,7 +686,7 @@ bool bucket_sort_records(std::size_t rows,
     // The sample missed a varying bit (its own bits vary among the rows' ones).
     bit      = varying;
     digit_of = bucket_digit<Words>{bit, bucket_count, sample};
-    on_threads([&](std::size_t part) {
+    parallel_for(parts, [&](std::size_t part) {
       std::fill(counts[part].begin(), counts[part].end(), 0);
       auto const tally = [&](record const& item) { ++counts[part][digit_of(item)]; };
       if (encode_twice) {
@@ -686,47 +699,62 @@ bool bucket_sort_records(std::size_t rows,
   std::vector<std::size_t> starts(bucket_count + 1, 0);
   std::size_t largest = 0;
   for (std::size_t bucket = 0; bucket < bucket_count; ++bucket) {
-    std::size_t const size = counts[0][bucket] + counts[1][bucket];
-    starts[bucket + 1]     = starts[bucket] + size;
-    largest                = std::max(largest, size);
+    std::size_t size = 0;
+    for (std::size_t part = 0; part < parts; ++part) {
+      size += counts[part][bucket];
+    }
+    starts[bucket + 1] = starts[bucket] + size;
+    largest            = std::max(largest, size);
   }
   if (threads > 1 && largest > rows / MAX_BUCKET_SHARE) {
     return false;
   }
 
-  // Buckets [0, cut) go to the first thread, the rest to the second: the cut nearest half the
-  // rows. Each thread's scratch holds its largest bucket (every row when encoded once).
-  std::size_t cut = threads == 1 ? bucket_count : 0;
-  while (cut < bucket_count && starts[cut + 1] <= rows / 2) {
-    ++cut;
-  }
-  if (cut < bucket_count && starts[cut + 1] - rows / 2 < rows / 2 - starts[cut]) {
-    ++cut;
-  }
-  std::array<std::size_t, 3> const bucket_bounds{0, cut, bucket_count};
-  std::array<std::size_t, 2> scratch_rows{};
-  if (encode_twice) {
-    for (std::size_t part = 0; part < threads; ++part) {
-      for (std::size_t bucket = bucket_bounds[part]; bucket < bucket_bounds[part + 1]; ++bucket) {
-        scratch_rows[part] = std::max(scratch_rows[part], starts[bucket + 1] - starts[bucket]);
-      }
+  // Part p sorts buckets [bucket_bounds[p], bucket_bounds[p + 1]): each cut the one nearest
+  // `bounds[p]` rows. Each part's scratch holds its largest bucket (every row when encoded once).
+  std::vector<std::size_t> bucket_bounds(parts + 1, bucket_count);
+  bucket_bounds[0] = 0;
+  for (std::size_t part = 1; part < parts; ++part) {
+    std::size_t const target = bounds[part];
+    std::size_t cut          = bucket_bounds[part - 1];
+    while (cut < bucket_count && starts[cut + 1] <= target) {
+      ++cut;
     }
-  } else {
-    scratch_rows[0] = rows;
+    if (cut < bucket_count && starts[cut] <= target &&
+        starts[cut + 1] - target < target - starts[cut]) {
+      ++cut;
+    }
+    bucket_bounds[part] = cut;
   }
-  buffer scratch_memory{(scratch_rows[0] + scratch_rows[1]) * sizeof(record), stream, temporary};
+  // scratch_first[p]: where part p's scratch starts; the last entry, the whole scratch.
+  std::vector<std::size_t> scratch_first(parts + 1, 0);
+  for (std::size_t part = 0; part < parts; ++part) {
+    std::size_t part_rows = 0;
+    if (encode_twice) {
+      for (std::size_t bucket = bucket_bounds[part]; bucket < bucket_bounds[part + 1]; ++bucket) {
+        part_rows = std::max(part_rows, starts[bucket + 1] - starts[bucket]);
+      }
+    } else if (part == 0) {
+      part_rows = rows;
+    }
+    scratch_first[part + 1] = scratch_first[part] + part_rows;
+  }
+  buffer scratch_memory{scratch_first[parts] * sizeof(record), stream, temporary};
   auto* scratch = static_cast<record*>(scratch_memory.data());
   // Where the buckets go, and where each bucket's sort finds its scratch space.
   record* const buckets = encode_twice ? records : scratch;
   auto const scratch_of = [&](std::size_t part, std::size_t begin) {
-    return encode_twice ? scratch + (part == 0 ? 0 : scratch_rows[0]) : records + begin;
+    return encode_twice ? scratch + scratch_first[part] : records + begin;
   };
 
   // Scatter: each part's rows of a bucket follow those of the parts before it.
-  on_threads([&](std::size_t part) {
+  parallel_for(parts, [&](std::size_t part) {
     std::vector<std::size_t> next(bucket_count);
     for (std::size_t bucket = 0; bucket < bucket_count; ++bucket) {
-      next[bucket] = starts[bucket] + (part == 0 ? 0 : counts[0][bucket]);
+      next[bucket] = starts[bucket];
+      for (std::size_t before = 0; before < part; ++before) {
+        next[bucket] += counts[before][bucket];
+      }
     }
     auto const place = [&](record const& item) { buckets[next[digit_of(item)]++] = item; };
     if (encode_twice) {
@@ -736,7 +764,7 @@ bool bucket_sort_records(std::size_t rows,
     }
   });
 
-  on_threads([&](std::size_t part) {
+  parallel_for(parts, [&](std::size_t part) {
     for (std::size_t bucket = bucket_bounds[part]; bucket < bucket_bounds[part + 1]; ++bucket) {
       std::size_t const begin = starts[bucket];
       std::size_t const size  = starts[bucket + 1] - begin;
@@ -761,10 +789,10 @@ bool bucket_sort_records(std::size_t rows,
 
 /**
  * Sorts `rows` records that `encode(begin, end, records)` writes (prefixes and row ids of rows
- * [begin, end)) and writes their row ids in order to `out`. Inputs larger than a cache's bucket
- * are bucketed by `bucket_sort_records`; the others (and those it declines) are encoded and radix
- * sorted in two halves on two threads, then merged from both ends at once (one thread below
- * PARALLEL_SORT_MIN_ROWS).
+ * [begin, end)) and writes their row ids in order to `out`, in one part per pool thread (one
+ * part below PARALLEL_SORT_MIN_ROWS, and no part below half of it). Inputs larger than a cache's
+ * bucket are bucketed by `bucket_sort_records`; the others (and those it declines) are encoded
+ * and radix sorted in two halves in two parts, then merged in one part per pool thread.
  */
 template <std::size_t Words, typename Encode>
 void sort_records(std::size_t rows,
@@ -779,7 +807,7 @@ void sort_records(std::size_t rows,
   using record = key_record<Words>;
   buffer records_memory{rows * sizeof(record), stream, temporary};
   auto* records             = static_cast<record*>(records_memory.data());
-  std::size_t const threads = rows < PARALLEL_SORT_MIN_ROWS ? 1 : 2;
+  std::size_t const threads = parallel_parts(rows, PARALLEL_SORT_MIN_ROWS / 2);
   if (rows * sizeof(record) > LSD_RADIX_MAX_BYTES && bucket_sort_records(rows,
                                                                          threads,
                                                                          encode_twice,
@@ -812,21 +840,23 @@ void sort_records(std::size_t rows,
     }
     return;
   }
-  // Two halves on two threads, then a merge from both ends at once.
+  // Two halves sorted in two parts, then their merge in `threads` parts of the output, each
+  // starting where the merge path crosses its first row.
   std::size_t const middle = rows / 2;
   std::array<record*, 2> halves{};
-  run_on_two_threads([&](std::size_t half) {
+  parallel_for(2, [&](std::size_t half) {
     halves[half] = half == 0 ? sort_range(0, middle) : sort_range(middle, rows);
   });
-  std::size_t const front = rows / 2;
-  run_on_two_threads([&](std::size_t half) {
-    if (half == 0) {
-      merge_rows<Words, true>(
-        halves[0], middle, halves[1], rows - middle, order, out, prefixes, front);
-    } else {
-      merge_rows<Words, false>(
-        halves[0], middle, halves[1], rows - middle, order, out, prefixes, rows - front);
-    }
+  parallel_for(threads, [&](std::size_t part) {
+    merge_rows<Words>(halves[0],
+                      middle,
+                      halves[1],
+                      rows - middle,
+                      order,
+                      out,
+                      prefixes,
+                      part_begin(rows, threads, part),
+                      part_begin(rows, threads, part + 1));
   });
 }
 

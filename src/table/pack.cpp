@@ -1,8 +1,8 @@
-#include "core/two_threads.hpp"
 #include "table/cuda/device_table.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/memory/copy.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
 #include <spillway/table/gather.hpp>
@@ -230,16 +230,6 @@ void fill_packed_with_cuda(table_view const& input,
 
 /// Below this many rows `pack_partitions` scatters on the calling thread alone.
 constexpr std::size_t PARALLEL_SCATTER_MIN_ROWS = std::size_t{1} << 14;
-
-/// Runs `work(0)` here and, when `parts` is 2, `work(1)` on a second thread.
-template <typename Work>
-void run_parts(std::size_t parts, Work const& work) {
-  if (parts == 1) {
-    work(std::size_t{0});
-    return;
-  }
-  detail::run_on_two_threads(work);
-}
 
 /// Copies up to 16 bytes with one fixed-size copy when both sides have room for 16.
 inline void copy_chars(char* out,
@@ -563,8 +553,14 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
                                                  std::size_t threads) {
   std::size_t const rows        = input.num_rows();
   std::size_t const num_columns = input.num_columns();
-  std::size_t const parts       = rows >= PARALLEL_SCATTER_MIN_ROWS && threads > 1 ? 2 : 1;
-  std::array<std::size_t, 3> const bounds{0, parts == 2 ? rows / 2 / 64 * 64 : rows, rows};
+  // One part per pool thread, at most `threads`, each of at least half of
+  // PARALLEL_SCATTER_MIN_ROWS rows; the parts' rows start at multiples of 64.
+  std::size_t const parts =
+    threads > 1 ? std::min(threads, parallel_parts(rows, PARALLEL_SCATTER_MIN_ROWS / 2)) : 1;
+  std::vector<std::size_t> bounds(parts + 1, rows);
+  for (std::size_t part = 0; part < parts; ++part) {
+    bounds[part] = (rows / parts * part + rows % parts * part / parts) / 64 * 64;
+  }
   // The string columns, and which columns keep a mask (those with nulls, as gather does).
   std::vector<std::size_t> strings;
   std::vector<std::size_t> string_slot(num_columns, 0);
@@ -581,7 +577,7 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
   // Count: rows of each partition in each part, and characters per string column.
   std::vector<std::size_t> counts(parts * num_partitions, 0);                  // [part][p]
   std::vector<std::size_t> chars(strings.size() * parts * num_partitions, 0);  // [string][part][p]
-  run_parts(parts, [&](std::size_t part) {
+  parallel_for(parts, [&](std::size_t part) {
     std::size_t* count = counts.data() + part * num_partitions;
     for (std::size_t row = bounds[part]; row < bounds[part + 1]; ++row) {
       auto const id = static_cast<std::size_t>(ids[row]);
@@ -663,7 +659,7 @@ std::vector<packed_partition> scatter_partitions(table_view const& input,
   // Scatter: part `part` writes its rows of partition p after those of the parts before it.
   std::vector<std::size_t> null_counts(num_columns * parts * num_partitions,
                                        0);  // [column][part][p]
-  run_parts(parts, [&](std::size_t part) {
+  parallel_for(parts, [&](std::size_t part) {
     std::size_t const begin = bounds[part];
     std::size_t const end   = bounds[part + 1];
     // first[p]: the partition row this part starts at.

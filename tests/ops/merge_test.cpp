@@ -1,6 +1,7 @@
 #include "ops/reference_order.hpp"
 #include "testing/expect_tables_equal.hpp"
 #include "testing/table_generators.hpp"
+#include "testing/worker_threads_guard.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/ops/merge.hpp>
@@ -315,6 +316,37 @@ TEST_F(Merge, RejectsMismatchedInputs) {
   EXPECT_THROW((void)spillway::merge(same, {0}, {{}, {}}, default_stream(), mrs_),
                invalid_argument);
   expect_resources(0);
+}
+
+TEST_F(ConcurrentMerge, SameRowsForEveryPoolSize) {
+  // Large enough for both halves on the pool; the same merge, byte for byte, at every size.
+  sort_order const orders{{order::DESCENDING, null_order::AFTER},
+                          {order::ASCENDING, null_order::BEFORE}};
+  std::size_t const rows = 60000;
+  auto const keys        = random_column(type_id::INT64, rows, 91, 0.1, input_);
+  auto const payload     = random_column(type_id::STRING, rows, 92, 0.1, input_, 6);
+  auto* values           = keys->mutable_data<std::int64_t>();
+  for (std::size_t row = 0; row < rows; ++row) {
+    values[row] = static_cast<std::int64_t>(static_cast<std::uint64_t>(values[row]) % 61);
+  }
+  table_view const whole{keys->view(), payload->view()};
+  std::vector<std::pair<std::size_t, std::size_t>> const ranges{
+    {0, 10000}, {10000, 10000}, {10000, 35000}, {35000, rows}};
+  std::unique_ptr<table> one_thread;
+  for (std::size_t const threads : testing::POOL_SIZES) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    testing::worker_threads_guard const pool{threads};
+    check(7, 40000, orders);
+    auto merged = expect_merge_of_sorted_ranges(
+      whole, ranges, {0}, sort_order{{order::ASCENDING, null_order::AFTER}});
+    if (one_thread == nullptr) {
+      // Kept off the output resource, whose bytes `check` counts.
+      std::array<table_view, 1> const copied{merged->view()};
+      one_thread = concatenate(copied, default_stream(), input_);
+    } else {
+      SPILLWAY_EXPECT_TABLES_EQUAL(one_thread->view(), merged->view());
+    }
+  }
 }
 
 }  // namespace

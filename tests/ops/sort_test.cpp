@@ -3,6 +3,7 @@
 #include "ops/reference_order.hpp"
 #include "testing/expect_tables_equal.hpp"
 #include "testing/table_generators.hpp"
+#include "testing/worker_threads_guard.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
@@ -1383,6 +1384,145 @@ TEST_F(Sort, RejectsKeysOfAnotherLength) {
                           mrs_),
                invalid_argument);
   expect_resources(0);
+}
+
+// ---- the same results for every worker pool size ----
+
+using testing::POOL_SIZES;
+using testing::worker_threads_guard;
+
+class ConcurrentSortPoolSizes : public SortedSources {};
+
+TEST_F(ConcurrentSortPoolSizes, SortedSourcesAreTheStableOrderForEveryPoolSize) {
+  // Bucketed (random keys above 2 MiB of records), declined for a heavy key (halves, then a
+  // merge in up to 12 parts), sorted already (declined: halves and merge), and below the bucket
+  // threshold (halves and a merge in up to 4 parts): each cut into tables.
+  std::size_t const rows = 400000;
+  std::mt19937_64 engine{53};
+  std::vector<std::int64_t> random_keys(rows);
+  std::vector<std::int64_t> heavy_keys(rows);
+  std::vector<std::int64_t> ascending_keys(rows);
+  for (std::size_t row = 0; row < rows; ++row) {
+    random_keys[row]    = static_cast<std::int64_t>(engine() % 100000) - 50000;
+    heavy_keys[row]     = row % 2 == 0 ? 7 : static_cast<std::int64_t>(engine() % 1000);
+    ascending_keys[row] = static_cast<std::int64_t>(row / 3);
+  }
+  auto const random_key = make_fixed_column<std::int64_t>(type_id::INT64, random_keys, {}, input_);
+  auto const heavy_key  = make_fixed_column<std::int64_t>(type_id::INT64, heavy_keys, {}, input_);
+  auto const ascending_key =
+    make_fixed_column<std::int64_t>(type_id::INT64, ascending_keys, {}, input_);
+  std::vector<std::size_t> const cuts{rows / 7, rows / 7, rows / 2, rows / 2 + 1, rows - 5};
+  for (std::size_t const threads : POOL_SIZES) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    worker_threads_guard const pool{threads};
+    check(table_view{random_key->view()}, cuts, sort_order{});
+    check(table_view{heavy_key->view()}, cuts, sort_order{{order::DESCENDING, null_order::AFTER}});
+    check(table_view{ascending_key->view()}, cuts, sort_order{});
+    check(slice(table_view{random_key->view()}, 0, 120000), {60000}, sort_order{});
+  }
+}
+
+class ConcurrentSortedOrderPoolSizes : public SortedOrderTest {};
+
+TEST_F(ConcurrentSortedOrderPoolSizes, StableOrderIsTheSameForEveryPoolSize) {
+  // Keys whose prefix is incomplete (strings, then a nullable INT32) so that ties are resolved
+  // by the rows, bucketed (strings are encoded once) and not (a smaller slice); and a heavy
+  // INT32 key whose bucket sort is declined on more than one thread.
+  std::size_t const rows = 200000;
+  auto const text        = random_column(type_id::STRING, rows, 61, 0.05, input_, 3);
+  auto const number      = random_column(type_id::INT32, rows, 62, 0.1, input_);
+  auto* values           = number->mutable_data<std::int32_t>();
+  for (std::size_t row = 0; row < rows; ++row) {
+    values[row] =
+      row % 3 == 0 ? 0 : static_cast<std::int32_t>(static_cast<std::uint32_t>(values[row]) % 50);
+  }
+  table_view const keys{text->view(), number->view()};
+  sort_order const orders{{order::ASCENDING, null_order::BEFORE},
+                          {order::DESCENDING, null_order::AFTER}};
+  std::vector<std::uint64_t> one_thread;
+  for (std::size_t const threads : POOL_SIZES) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    worker_threads_guard const pool{threads};
+    check(keys, orders);
+    check(slice(keys, 3, 90000), orders);
+    check(table_view{number->view()}, sort_order{{order::ASCENDING, null_order::AFTER}});
+    auto const result = sorted_order(keys, orders, sort_stability::STABLE, default_stream(), mrs_);
+    if (threads == 1) {
+      one_thread = to_vector(result->view());
+    } else {
+      EXPECT_EQ(to_vector(result->view()), one_thread);
+    }
+  }
+}
+
+TEST_F(ConcurrentSortPoolSizes, SortedTablesAreTheSameForEveryPoolSize) {
+  // The whole sort (order and gather of every column type) against one thread's, byte for byte.
+  std::size_t const rows = 150000;
+  auto const input       = random_table(testing::all_types(), rows, 71, 0.1, input_);
+  std::vector<std::size_t> const key_columns{0, 1};
+  auto const keys = input->view().select(key_columns);
+  std::unique_ptr<table> one_thread;
+  for (std::size_t const threads : POOL_SIZES) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    worker_threads_guard const pool{threads};
+    auto sorted = sort(input->view(), keys, {}, sort_stability::STABLE, default_stream(), mrs_);
+    if (one_thread == nullptr) {
+      one_thread = std::move(sorted);
+    } else {
+      SPILLWAY_EXPECT_TABLES_EQUAL(one_thread->view(), sorted->view());
+    }
+  }
+}
+
+TEST(ConcurrentParallelGatherPoolSizes, GathersScattersAndPermutesForEveryPoolSize) {
+  host_memory_resource host;
+  auto const inputs       = two_inputs_of(50000, 30001, host);
+  std::size_t const total = 80001;
+  auto const runs         = stably_sorted_by_a_key_of(total, 40);  // scattered
+  std::vector<std::uint64_t> shuffled(total);
+  std::iota(shuffled.begin(), shuffled.end(), std::uint64_t{0});
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64{77});  // gathered
+  // Many small pieces (a batch cut into chunks), an empty one, one of a single row.
+  std::vector<std::size_t> chunks{0, 0, 1};
+  while (chunks.back() + 2000 < total) {
+    chunks.push_back(chunks.back() + 2000);
+  }
+  chunks.push_back(total);
+  for (std::size_t const threads : POOL_SIZES) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    worker_threads_guard const pool{threads};
+    expect_gathered_pieces(inputs, runs, {0, total}, host);
+    expect_gathered_pieces(inputs, runs, chunks, host);
+    expect_gathered_pieces(inputs, shuffled, {0, 1000, 1000, 1001, total / 2 + 7, total}, host);
+    expect_gathered_pieces(inputs, shuffled, chunks, host);
+
+    // Three owned tables permuted in place.
+    std::vector<data_type> const types{
+      data_type{type_id::INT64}, data_type{type_id::INT8}, data_type{type_id::INT16}};
+    std::array<std::unique_ptr<table>, 3> owned{random_table(types, 30000, 81, 0.0, host),
+                                                random_table(types, 1, 82, 0.0, host),
+                                                random_table(types, 20000, 83, 0.0, host)};
+    std::array<table_view, 3> const views{owned[0]->view(), owned[1]->view(), owned[2]->view()};
+    auto const both       = concatenate(views, default_stream(), memory_resources{host});
+    std::size_t const all = 50001;
+    auto const order      = stably_sorted_by_a_key_of(all, 30);
+    std::vector<std::uint64_t> ids;
+    for (std::uint64_t const row : order) {
+      ids.push_back(row < 30000    ? row
+                    : row == 30000 ? std::uint64_t{1} << detail::SOURCE_ROW_BITS
+                                   : (std::uint64_t{2} << detail::SOURCE_ROW_BITS) | (row - 30001));
+    }
+    std::array<table*, 3> const tables{owned[0].get(), owned[1].get(), owned[2].get()};
+    std::vector<std::size_t> const plain{0, 1, 2};
+    ASSERT_TRUE(detail::permute_in_place(
+      tables, ids.data(), detail::SOURCE_ROW_BITS, plain, default_stream(), host));
+    auto const map = make_fixed_column<std::uint64_t>(type_id::UINT64, order, {}, host);
+    auto const expected =
+      gather(both->view(), map->view(), out_of_bounds_policy::FAIL, default_stream(), host);
+    SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), 0, 30000), owned[0]->view());
+    SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), 30000, 30001), owned[1]->view());
+    SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), 30001, all), owned[2]->view());
+  }
 }
 
 }  // namespace

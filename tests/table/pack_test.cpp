@@ -2,6 +2,7 @@
 #include "testing/expect_tables_equal.hpp"
 #include "testing/forwarding_resource.hpp"
 #include "testing/table_generators.hpp"
+#include "testing/worker_threads_guard.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/units.hpp>
@@ -771,6 +772,35 @@ TEST_F(Pack, ManyPartitionsScatteredIntoMappedMemoryMatchFreshMemory) {
     SPILLWAY_EXPECT_TABLES_EQUAL(
       expected->view(),
       unpack(mapped[last].metadata, frame + 64, mapped[last].frame.size() - 64, memory_kind::HOST));
+  }
+}
+
+TEST_F(Pack, PartitionsScatteredInPartsMatchOneThreadForEveryPoolSize) {
+  // Up to 16 parts (3 on a pool of 3): a slice whose offset is not a multiple of 8, nulls,
+  // strings, and partitions few and many.
+  auto const input        = random_table(all_types(), 200000, 29, 0.1, host_);
+  table_view const sliced = slice(input->view(), 5, 199990);
+  for (std::size_t const num_partitions : {std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+    std::vector<std::uint32_t> ids(sliced.num_rows());
+    for (std::size_t row = 0; row < ids.size(); ++row) {
+      ids[row] = static_cast<std::uint32_t>((row * 2654435761U + row / 5) % num_partitions);
+    }
+    auto const map = testing::make_fixed_column<std::uint32_t>(type_id::UINT32, ids, {}, host_);
+    auto const one =
+      detail::pack_partitions(sliced, map->view(), num_partitions, 64, 1, default_stream(), host_);
+    for (std::size_t const threads : testing::POOL_SIZES) {
+      SCOPED_TRACE(std::to_string(num_partitions) + " partitions, " + std::to_string(threads) +
+                   " threads");
+      testing::worker_threads_guard const pool{threads};
+      auto const parts = detail::pack_partitions(
+        sliced, map->view(), num_partitions, 64, threads, default_stream(), host_);
+      ASSERT_EQ(parts.size(), num_partitions);
+      for (std::size_t p = 0; p < num_partitions; ++p) {
+        ASSERT_EQ(one[p].num_rows, parts[p].num_rows);
+        ASSERT_EQ(one[p].metadata, parts[p].metadata);
+        ASSERT_EQ(frame_bytes(one[p]), frame_bytes(parts[p])) << "partition " << p;
+      }
+    }
   }
 }
 

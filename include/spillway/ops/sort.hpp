@@ -7,13 +7,14 @@
  * equal but whose keys may differ beyond the prefix with a full row comparison. Inputs of more
  * than 2 MiB of (prefix, row) records are cut into 256-1024 buckets (about 512 KiB each, where
  * 1024 suffice) by the 64 prefix bits from the first one that varies, spread over the range a
- * sample of 1024 rows shows, both threads counting
- * and scattering half the rows (fixed-width keys are encoded again for the scatter rather than
- * written and read back); each thread then sorts the buckets of half the rows in cache, by LSD
- * passes or further MSD passes, and writes their rows in order, so no merge follows. Inputs that
- * look all equal, sorted or heavy on one bucket, and smaller ones, are radix sorted in two halves
- * on two threads (from `PARALLEL_SORT_MIN_ROWS` rows) and merged from both ends. `sort` gathers
- * the rows on two threads.
+ * sample of 1024 rows shows, one part per worker pool thread (`worker_threads()`) counting and
+ * scattering its share of the rows (fixed-width keys are encoded again for the scatter rather
+ * than written and read back); each part then sorts the buckets of about its share of the rows
+ * in cache, by LSD passes or further MSD passes, and writes their rows in order, so no merge
+ * follows. Inputs that look all equal, sorted or heavy on one bucket, and smaller ones, are
+ * radix sorted in two halves in two parts (from `PARALLEL_SORT_MIN_ROWS` rows) and merged in one
+ * part per pool thread, each starting where the merge path crosses its first output row. `sort`
+ * gathers the rows in parts on the pool. Stable sorts give the same rows for any pool size.
  */
 #pragma once
 
@@ -32,7 +33,10 @@
 
 namespace spillway {
 
-/** @brief Inputs with at least this many rows are sorted on two threads. */
+/**
+ * @brief Inputs with at least this many rows are sorted in parts on the worker pool (each part
+ * of at least half of it).
+ */
 inline constexpr std::size_t PARALLEL_SORT_MIN_ROWS = std::size_t{1} << 16;
 
 /**

@@ -93,8 +93,9 @@ namespace detail {
 /** @brief `pack` without defaults: internals always pass their resources. */
 packed_columns pack(table_view const& input, stream_view stream, memory_resources mrs);
 /**
- * @brief `pack_partitions` without defaults; with `threads` of 2, large inputs are scattered by
- * two threads (the frames are still all allocated on the calling thread first).
+ * @brief `pack_partitions` without defaults; with `threads` above 1, large inputs are scattered
+ * in up to `threads` parts (one per worker pool thread at most) on the worker pool (the frames
+ * are still all allocated on the calling thread first).
  */
 std::vector<packed_partition> pack_partitions(table_view const& input,
                                               column_view const& partition_map,
