@@ -3,9 +3,11 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/stream_view.hpp>
 #include <spillway/core/units.hpp>
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/io/arrow_ipc.hpp>
 #include <spillway/io/csv.hpp>
 #include <spillway/io/dataset.hpp>
+#include <spillway/io/file_format.hpp>
 #include <spillway/io/parquet.hpp>
 
 #include <algorithm>
@@ -79,6 +81,13 @@ std::string user_message(std::string_view what) {
   }
   std::replace(message.begin(), message.end(), '\n', ' ');
   return message;
+}
+
+std::size_t use_worker_threads(std::size_t threads) {
+  set_worker_threads(threads);
+  std::size_t const used = worker_threads();
+  set_arrow_thread_pools(used);
+  return used;
 }
 
 std::size_t parse_size_flag(std::string_view flag, std::string_view text) {

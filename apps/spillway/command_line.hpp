@@ -84,9 +84,17 @@ inline constexpr std::array<char const*, 3> COMPRESSION_NAMES{"none", "snappy", 
 /// about 40% of that sort's time (7843efc:docs/BENCHMARKS.md, "Third run").
 inline constexpr char const* DEFAULT_COMPRESSION = "snappy";
 
-/// Threads that encode a one-process sort's Parquet output (see parquet_write_options): the
-/// merges are mostly done by then, and encoding is most of a wide sort's output time.
-inline constexpr std::size_t PARQUET_ENCODE_THREADS = 2;
+/// Most `--threads` accepted.
+inline constexpr std::size_t MAX_THREADS = 1024;
+
+/**
+ * @brief Sizes the worker pool to `--threads` (0: the cores this process may use), and Arrow's
+ * CPU and I/O thread pools to match. A sort's Parquet output is encoded on as many threads (two
+ * at the least, see parquet_write_options): the merges are mostly done by then, and encoding is
+ * most of a wide sort's output time. Call it before any other work.
+ * @return the threads of the worker pool
+ */
+std::size_t use_worker_threads(std::size_t threads);
 
 /// Freed blocks of a command's I/O scratch (decoded input batches, Arrow's decoding buffers,
 /// output copies) kept mapped for the next ones, per rank: without it each fresh block cost a

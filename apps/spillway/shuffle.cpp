@@ -15,6 +15,7 @@
 
 #include <spillway/core/logging.hpp>
 #include <spillway/core/units.hpp>
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/io/batch_writer.hpp>
 #include <spillway/io/dataset.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
@@ -66,7 +67,8 @@ struct shuffle_arguments {
   std::uint64_t seed        = 0;
   bool json                 = false;
   bool overwrite            = false;
-  std::string csv_types;  ///< --csv-types
+  std::string csv_types;    ///< --csv-types
+  std::size_t threads = 0;  ///< --threads; 0: the cores this process may use
 };
 
 /** @brief One rank's counters, summed or maximised over the ranks for the summary. */
@@ -227,6 +229,7 @@ void add_input_maps(shuffler& shuffle,
 }
 
 int run_shuffle(shuffle_arguments const& args) {
+  (void)use_worker_threads(args.threads);
   install_spill_cleanup_on_signals();
   auto const start         = std::chrono::steady_clock::now();
   auto const device_memory = parse_size_flag("--device-memory", args.device_memory);
@@ -395,6 +398,7 @@ int run_shuffle(shuffle_arguments const& args) {
       summary = {{"input", args.input},
                  {"output", args.output},
                  {"ranks", comm.size()},
+                 {"threads", worker_threads()},
                  {"transport", launched_by_mpirun() ? "mpi" : "in-process"},
                  {"backend", std::string{to_string(backend)}},
                  {"mode", args.mode},
@@ -474,6 +478,12 @@ command add_shuffle_command(CLI::App& parent) {
   app->add_option("--file-size", args->file_size, "Target bytes of an output file (256MiB)");
   app->add_option("--inbox-budget", args->inbox_budget, "Push: bytes in flight to a rank (64MiB)");
   app->add_option("--seed", args->seed, "Hash seed (default 0)");
+  app
+    ->add_option("--threads",
+                 args->threads,
+                 "Worker threads of this process, shared by its ranks (default: the cores this "
+                 "process may use)")
+    ->check(CLI::Range(std::size_t{1}, MAX_THREADS));
   app->add_option("--format", args->format, "Input format (default: from the extension)");
   app->add_option("--checkpoint-dir",
                   args->checkpoint_dir,

@@ -17,6 +17,7 @@
 #include "spill_failures.hpp"
 
 #include <spillway/core/units.hpp>
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/io/batch_writer.hpp>
 #include <spillway/io/dataset.hpp>
 #include <spillway/lease/lease_arbiter.hpp>
@@ -59,8 +60,6 @@ constexpr std::size_t MIN_BATCH_ROWS = 64;
 constexpr std::size_t MIN_STRING_CHARS = 16;
 /// Output batches are at most this large, whatever the device.
 constexpr std::size_t MAX_OUTPUT_BATCH = 64_MiB;
-/// Most --threads accepted.
-constexpr std::size_t MAX_THREADS = 1024;
 /// How often the progress line is redrawn.
 constexpr std::chrono::milliseconds PROGRESS_PERIOD{200};
 /// How often `--report` samples memory, leases and events.
@@ -78,7 +77,7 @@ struct sort_arguments {
   std::string strategy   = "auto";
   std::string format;
   std::string report;
-  std::size_t threads       = 1;
+  std::size_t threads       = 0;       ///< 0: the cores this process may use
   int ranks                 = 1;       ///< in-process ranks of a distributed sort
   std::string shuffle_mode  = "push";  ///< its range shuffle
   std::string compression   = DEFAULT_COMPRESSION;
@@ -253,6 +252,7 @@ nlohmann::ordered_json transfer_json(spill_statistics const& spilled,
 }
 
 int run_sort(sort_arguments const& args) {
+  (void)use_worker_threads(args.threads);
   if (args.ranks > 1 || launched_by_mpirun()) {
     if (!args.report.empty()) {
       throw usage_error(
@@ -427,11 +427,13 @@ int run_sort(sort_arguments const& args) {
     names.push_back(column.name);
   }
   batch_writer_options writer_options;
-  writer_options.directory              = args.output;
-  writer_options.format                 = parse_output_format(args.output_format);
-  writer_options.target_file_bytes      = file_size;
-  writer_options.parquet.compression    = parse_compression(args.compression);
-  writer_options.parquet.encode_threads = PARQUET_ENCODE_THREADS;
+  writer_options.directory           = args.output;
+  writer_options.format              = parse_output_format(args.output_format);
+  writer_options.target_file_bytes   = file_size;
+  writer_options.parquet.compression = parse_compression(args.compression);
+  // As many as the pool, but two at the least: one encoding thread lays the file out otherwise
+  // (page indexes at the end), and the output must not depend on --threads.
+  writer_options.parquet.encode_threads = std::max<std::size_t>(2, worker_threads());
   writer_options.schema                 = schema;  // string columns keep their Arrow type
   batch_writer writer{
     writer_options, names, stream, memory_resources{device_with_spill, io_scratch}};
@@ -525,7 +527,7 @@ int run_sort(sort_arguments const& args) {
       {"output_batches", stats.output_batches},
       {"output_files", written.size()},
       {"order_check_seconds", stats.order_check_seconds},
-      {"threads", args.threads},
+      {"threads", worker_threads()},
     };
     std::cout << summary.dump() << '\n';
   }
@@ -577,10 +579,9 @@ command add_sort_command(CLI::App& parent) {
   app
     ->add_option("--threads",
                  args->threads,
-                 "Worker threads: validated and reported only; the sort kernels use up to 2 "
-                 "threads and spill I/O uses 2")
-    ->check(CLI::Range(std::size_t{1}, MAX_THREADS))
-    ->capture_default_str();
+                 "Worker threads of the sort kernels and the Parquet output (default: the cores "
+                 "this process may use)")
+    ->check(CLI::Range(std::size_t{1}, MAX_THREADS));
   app->add_option("--format", args->format, "Input format (default: from the extension)")
     ->check(CLI::IsMember({"parquet", "csv", "arrow", "arrows"}));
   app

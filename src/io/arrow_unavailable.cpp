@@ -12,6 +12,8 @@ namespace spillway {
 
 bool arrow_io_available() noexcept { return false; }
 
+void set_arrow_thread_pools(std::size_t /*threads*/) {}  // no Arrow, no pools
+
 namespace detail {
 namespace {
 

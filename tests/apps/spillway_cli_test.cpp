@@ -602,3 +602,50 @@ TEST_F(SpillwayCli, CsvColumnTypesAreTheSameUnderEveryDeviceMemory) {
   EXPECT_EQ(not_csv.exit_code, 2) << not_csv.err;
   EXPECT_NE(not_csv.err.find("not CSV"), std::string::npos) << not_csv.err;
 }
+
+/// Each file under `directory` (relative to it) with its bytes.
+std::vector<std::pair<std::string, std::string>> file_bytes_under(fs::path const& directory) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (auto const& entry : fs::recursive_directory_iterator(directory)) {
+    if (entry.is_regular_file()) {
+      std::ifstream in{entry.path(), std::ios::binary};
+      files.emplace_back(
+        fs::relative(entry.path(), directory).string(),
+        std::string{std::istreambuf_iterator<char>{in}, std::istreambuf_iterator<char>{}});
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST_F(SpillwayCli, ThreadsSizeThePoolAndLeaveTheOutputAsItIs) {
+  // String keys over several batches: sorted in parts, merged and gathered on 1, 3 and 16
+  // threads, the files are the same bytes, and the summary reports the threads used.
+  run_ok("gen strings --rows 300000 -o in --files 2");
+  std::vector<std::pair<std::string, std::string>> first;
+  for (auto const* threads : {"1", "3", "16"}) {
+    SCOPED_TRACE(std::string{threads} + " threads");
+    auto const sorted  = run_ok(std::string{"sort in -o out --overwrite --by key --json "} +
+                               "--batch-size 2MiB --threads " + threads);
+    auto const summary = nlohmann::json::parse(sorted.out);
+    EXPECT_EQ(std::to_string(summary.at("threads").get<std::size_t>()), threads) << sorted.out;
+    auto files = file_bytes_under(root_ / "out");
+    ASSERT_FALSE(files.empty());
+    if (first.empty()) {
+      first = std::move(files);
+    } else {
+      EXPECT_TRUE(files == first) << "the output differs from that of one thread";
+    }
+  }
+  // The default is the cores this process may use; shuffle takes the option too.
+  auto const sorted  = run_ok("sort in -o out --overwrite --by key --json");
+  auto const summary = nlohmann::json::parse(sorted.out);
+  EXPECT_GE(summary.at("threads").get<std::size_t>(), 1U);
+  EXPECT_LE(summary.at("threads").get<std::size_t>(), std::thread::hardware_concurrency());
+  auto const shuffled =
+    run_ok("shuffle in -o shuffled --by key --partitions 4 --ranks 2 --threads 3 --json");
+  EXPECT_EQ(nlohmann::json::parse(shuffled.out).at("threads").get<std::size_t>(), 3U);
+  expect_failure(run("sort in -o bad --by key --threads 0"), 2, "--threads", "bad");
+  expect_failure(
+    run("shuffle in -o bad --by key --partitions 2 --threads 2000"), 2, "--threads", "bad");
+}

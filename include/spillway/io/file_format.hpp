@@ -4,6 +4,7 @@
  */
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -34,5 +35,13 @@ constexpr std::string_view extension(file_format format) noexcept {
 
 /** @return true when this build reads and writes Parquet and Arrow IPC */
 bool arrow_io_available() noexcept;
+
+/**
+ * @brief Sizes Arrow's CPU and I/O thread pools (Parquet and Arrow IPC decoding) to `threads`
+ * (at least 1; capped at 1024), to match the worker pool; does nothing in a build without
+ * Arrow. Call it at start-up, before any file is read.
+ * @throws io_error when Arrow refuses
+ */
+void set_arrow_thread_pools(std::size_t threads);
 
 }  // namespace spillway

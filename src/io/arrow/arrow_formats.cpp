@@ -15,6 +15,7 @@
 #include <spillway/table/table_view.hpp>
 
 #include <arrow/io/file.h>
+#include <arrow/io/interfaces.h>
 #include <arrow/io/memory.h>
 #include <arrow/ipc/reader.h>
 #include <arrow/ipc/writer.h>
@@ -43,6 +44,15 @@
 namespace spillway {
 
 bool arrow_io_available() noexcept { return true; }
+
+void set_arrow_thread_pools(std::size_t threads) {
+  SPILLWAY_EXPECTS(threads >= 1, "Arrow's thread pools need at least one thread");
+  int const capacity = static_cast<int>(std::min<std::size_t>(threads, 1024));
+  auto const cpu     = arrow::SetCpuThreadPoolCapacity(capacity);
+  SPILLWAY_EXPECTS(cpu.ok(), "sizing Arrow's CPU thread pool: " + cpu.ToString(), io_error);
+  auto const io = arrow::io::SetIOThreadPoolCapacity(capacity);
+  SPILLWAY_EXPECTS(io.ok(), "sizing Arrow's I/O thread pool: " + io.ToString(), io_error);
+}
 
 namespace detail {
 namespace {
