@@ -407,9 +407,21 @@ class csv_file_writer final : public detail::format_writer {
       case type_id::TIME64:
         detail::csv::append_time_of_day(pending_, view.data<std::int64_t>()[row], type.unit());
         return;
+      case type_id::DECIMAL32:
+      case type_id::DECIMAL64:
+      case type_id::DECIMAL128:
+      case type_id::DECIMAL256:
+        append_decimal(
+          pending_,
+          type,
+          static_cast<std::byte const*>(view.head()) + (view.offset() + row) * size_of(type));
+        return;
       default:
-        visit_fixed_width(type,
-                          [&]<typename T>() { append_number(pending_, view.data<T>()[row]); });
+        visit_fixed_width(type, [&]<typename T>() {
+          if constexpr (std::is_arithmetic_v<T>) {
+            append_number(pending_, view.data<T>()[row]);
+          }
+        });
     }
   }
 
@@ -826,17 +838,30 @@ class csv_reader final : public batch_reader {
         if (!parsed) {
           fail_value(file_row, field, text);
         }
-        visit_fixed_width(
-          type, [&]<typename T>() { output.mutable_data<T>()[row] = static_cast<T>(*parsed); });
+        visit_fixed_width(type, [&]<typename T>() {
+          if constexpr (std::is_arithmetic_v<T>) {
+            output.mutable_data<T>()[row] = static_cast<T>(*parsed);
+          }
+        });
         return;
       }
+      case type_id::DECIMAL32:
+      case type_id::DECIMAL64:
+      case type_id::DECIMAL128:
+      case type_id::DECIMAL256:
+        if (!parse_decimal(value, type, output.mutable_data<std::byte>() + row * size_of(type))) {
+          fail_value(file_row, field, text);
+        }
+        return;
       default:
         visit_fixed_width(type, [&]<typename T>() {
-          auto const parsed = detail::csv::parse_number<T>(value);
-          if (!parsed) {
-            fail_value(file_row, field, text);
+          if constexpr (std::is_arithmetic_v<T>) {
+            auto const parsed = detail::csv::parse_number<T>(value);
+            if (!parsed) {
+              fail_value(file_row, field, text);
+            }
+            output.mutable_data<T>()[row] = *parsed;
           }
-          output.mutable_data<T>()[row] = *parsed;
         });
     }
   }

@@ -577,10 +577,12 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
   if (single_encodable_key(keys)) {
     bool const descending = resolved.front().direction == order::DESCENDING;
     visit_fixed_width(keys.front().column(0).type(), [&]<typename T>() {
-      if (descending) {
-        merge_encoded<T, true>(keys, sources, rows);
-      } else {
-        merge_encoded<T, false>(keys, sources, rows);
+      if constexpr (sizeof(T) <= sizeof(std::uint64_t)) {  // as single_encodable_key says
+        if (descending) {
+          merge_encoded<T, true>(keys, sources, rows);
+        } else {
+          merge_encoded<T, false>(keys, sources, rows);
+        }
       }
     });
   } else {

@@ -57,6 +57,18 @@ std::uint64_t order_preserving_bits(T value) noexcept {
   return bits == 64 ? image : image << (64 - bits);
 }
 
+/// Word `index` (0 the most significant) of the order-preserving image of a wide decimal: its
+/// 64-bit words from the top, the sign bit of the top one flipped.
+template <typename T>
+std::uint64_t decimal_word(T const& value, std::size_t index) noexcept {
+  if constexpr (std::is_same_v<T, decimal128_storage>) {
+    return index == 0 ? static_cast<std::uint64_t>(value.hi) ^ (std::uint64_t{1} << 63U) : value.lo;
+  } else {
+    std::uint64_t const word = value.words[3 - index];
+    return index == 0 ? word ^ (std::uint64_t{1} << 63U) : word;
+  }
+}
+
 /// The 8 bytes at `data` as a big-endian word (one load; no bounds of its own).
 std::uint64_t load_big_endian(char const* data) noexcept {
   std::uint64_t word = 0;
@@ -107,7 +119,16 @@ void encode_segment(normalized_key_layout::segment const& segment,
         if (segment.null_byte) {
           put_bytes(record, segment.offset, 1, valid ? first_byte : nulls_byte);
         }
-        if (valid && segment.value_bytes > 0) {
+        if constexpr (is_wide_decimal_v<T>) {
+          // Wider than a word: its words from the top, each cut as a string's chunks are.
+          for (std::size_t from = 0; valid && from < segment.value_bytes; from += 8) {
+            std::size_t const count = std::min<std::size_t>(8, segment.value_bytes - from);
+            put_bytes(record,
+                      value_offset + from,
+                      count,
+                      (decimal_word(values[row], from / 8) ^ invert) & high_bytes_mask(count));
+          }
+        } else if (valid && segment.value_bytes > 0) {
           put_bytes(record,
                     value_offset,
                     segment.value_bytes,

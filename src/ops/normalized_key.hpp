@@ -7,13 +7,13 @@
  * - one null byte when the column has nulls: 0 for the rows that come first (the null rows
  *   under null_order::BEFORE, the valid rows under AFTER), 1 for the others;
  * - the value, big-endian: unsigned integers and BOOL8 as they are, signed integers and
- *   timestamps with the sign bit flipped, floats with `-0.0` and NaN canonicalized and then all
- *   bits flipped when negative or the sign bit flipped when not; strings as their first bytes
- *   padded with zero bytes. Every value byte is inverted for DESCENDING. Null rows have all-zero
- *   value bytes, so nulls tie.
- * A column that does not fit is cut at a byte boundary (big-endian cuts keep the order), and a
- * string ends the prefix (taking all the bytes left): bytes of a later key would otherwise order
- * rows that the string's bytes beyond its prefix decide. The
+ *   timestamps with the sign bit flipped (decimals too: DECIMAL128 and DECIMAL256 as their
+ *   16 or 32 bytes, big-endian, with the top bit flipped), floats with `-0.0` and NaN canonicalized
+ * and then all bits flipped when negative or the sign bit flipped when not; strings as their first
+ * bytes padded with zero bytes. Every value byte is inverted for DESCENDING. Null rows have
+ * all-zero value bytes, so nulls tie. A column that does not fit is cut at a byte boundary
+ * (big-endian cuts keep the order), and a string ends the prefix (taking all the bytes left): bytes
+ * of a later key would otherwise order rows that the string's bytes beyond its prefix decide. The
  * prefix is *complete* when it encodes every key fully (no strings, nothing cut): equal
  * prefixes then mean equal keys. Otherwise equal prefixes only mean "compare the full rows".
  */

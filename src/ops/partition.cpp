@@ -86,20 +86,31 @@ void hash_column(column_view const& keys,
   }
   visit_fixed_width(keys.type(), [&]<typename T>() {
     T const* values = keys.data<T>();
-    if (!keys.nullable()) {
+    if constexpr (is_wide_decimal_v<T>) {
+      static_assert(std::endian::native == std::endian::little, "wide decimals are little-endian");
       for (std::size_t row = begin; row < end; ++row) {
+        if (keys.is_null(row)) {
+          hash_null(row);
+          continue;
+        }
+        hashes[row - begin] = XXH3_64bits_withSeed(&values[row], sizeof(T), hashes[row - begin]);
+      }
+    } else {
+      if (!keys.nullable()) {
+        for (std::size_t row = begin; row < end; ++row) {
+          auto const bits     = canonical_bits(values[row]);
+          hashes[row - begin] = XXH3_64bits_withSeed(&bits, sizeof(bits), hashes[row - begin]);
+        }
+        return;
+      }
+      for (std::size_t row = begin; row < end; ++row) {
+        if (keys.is_null(row)) {
+          hash_null(row);
+          continue;
+        }
         auto const bits     = canonical_bits(values[row]);
         hashes[row - begin] = XXH3_64bits_withSeed(&bits, sizeof(bits), hashes[row - begin]);
       }
-      return;
-    }
-    for (std::size_t row = begin; row < end; ++row) {
-      if (keys.is_null(row)) {
-        hash_null(row);
-        continue;
-      }
-      auto const bits     = canonical_bits(values[row]);
-      hashes[row - begin] = XXH3_64bits_withSeed(&bits, sizeof(bits), hashes[row - begin]);
     }
   });
 }

@@ -29,17 +29,35 @@ namespace {
 /// The first word of a rank's published schema when it ran no map task.
 constexpr std::uint64_t NO_SCHEMA = std::numeric_limits<std::uint64_t>::max();
 
-/// A column type as one word: the type id, and the time unit above it.
+/// A column type as one word: the type id, the time unit above it, then a decimal's precision
+/// (bits 16-23) and scale (bits 32-63, two's complement).
 std::uint64_t encode_type(data_type type) {
-  return static_cast<std::uint64_t>(type.id()) | (static_cast<std::uint64_t>(type.unit()) << 8U);
+  std::uint64_t word =
+    static_cast<std::uint64_t>(type.id()) | (static_cast<std::uint64_t>(type.unit()) << 8U);
+  if (is_decimal(type.id())) {
+    word |= static_cast<std::uint64_t>(type.precision()) << 16U;
+    word |= static_cast<std::uint64_t>(static_cast<std::uint32_t>(type.scale())) << 32U;
+  }
+  return word;
 }
 
 data_type decode_type(std::uint64_t word) {
-  auto const id   = word & 0xFFU;
-  auto const unit = word >> 8U;
-  SPILLWAY_EXPECTS(id < TYPE_ID_COUNT && unit <= static_cast<std::uint64_t>(time_unit::NANOSECOND),
-                   "shuffle: malformed schema word " + std::to_string(word),
-                   corruption_error);
+  auto const id        = word & 0xFFU;
+  auto const unit      = (word >> 8U) & 0xFFU;
+  auto const precision = (word >> 16U) & 0xFFFFU;  // bits 24-31 are zero
+  auto const scale     = static_cast<std::int32_t>(static_cast<std::uint32_t>(word >> 32U));
+  bool const decimal   = id < TYPE_ID_COUNT && is_decimal(static_cast<type_id>(id));
+  SPILLWAY_EXPECTS(
+    id < TYPE_ID_COUNT && unit <= static_cast<std::uint64_t>(time_unit::NANOSECOND) &&
+      (decimal
+         ? precision <= 0xFFU && is_valid_decimal(data_type{
+                                   static_cast<type_id>(id), static_cast<int>(precision), scale})
+         : (word >> 16U) == 0),
+    "shuffle: malformed schema word " + std::to_string(word),
+    corruption_error);
+  if (decimal) {
+    return data_type{static_cast<type_id>(id), static_cast<int>(precision), scale};
+  }
   return data_type{static_cast<type_id>(id), static_cast<time_unit>(unit)};
 }
 

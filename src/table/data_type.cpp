@@ -54,6 +54,12 @@ std::string to_string(data_type type) {
       return "time64[" + to_string(type.unit()) + "]";
     case type_id::DURATION:
       return "duration[" + to_string(type.unit()) + "]";
+    case type_id::DECIMAL32:
+    case type_id::DECIMAL64:
+    case type_id::DECIMAL128:
+    case type_id::DECIMAL256:
+      return "decimal" + std::to_string(8 * size_of(type)) + "(" +
+             std::to_string(type.precision()) + ", " + std::to_string(type.scale()) + ")";
   }
   return "unknown(" + std::to_string(static_cast<int>(type.id())) + ")";
 }

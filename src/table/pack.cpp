@@ -44,11 +44,14 @@ struct header {
   std::uint64_t data_size;
 };
 
+/// A column's metadata. `precision` and `scale` (decimals only) sit in what was padding, zero in
+/// entries of every other type, so tables packed before decimals read the same.
 struct column_entry {
   std::uint8_t type;
   std::uint8_t unit;
   std::uint8_t nullable;
-  std::uint8_t padding[5];
+  std::uint8_t precision;
+  std::int32_t scale;
   std::uint64_t null_count;
   std::uint64_t mask_offset;
   std::uint64_t offsets_offset;
@@ -114,8 +117,12 @@ column_entry make_entry(data_type type,
                         std::size_t null_count,
                         part_layout const& part) {
   column_entry entry{};
-  entry.type           = static_cast<std::uint8_t>(type.id());
-  entry.unit           = static_cast<std::uint8_t>(type.unit());
+  entry.type = static_cast<std::uint8_t>(type.id());
+  entry.unit = static_cast<std::uint8_t>(type.unit());
+  if (is_decimal(type.id())) {
+    entry.precision = static_cast<std::uint8_t>(type.precision());
+    entry.scale     = type.scale();
+  }
   entry.nullable       = nullable ? 1 : 0;
   entry.null_count     = null_count;
   entry.mask_offset    = part.mask_offset;
@@ -1043,7 +1050,14 @@ table_view unpack(std::span<std::uint8_t const> metadata,
       corrupt("column " + std::to_string(index) + " has unknown type " +
               std::to_string(entry.type));
     }
-    data_type const type{static_cast<type_id>(entry.type), static_cast<time_unit>(entry.unit)};
+    data_type const type =
+      is_decimal(static_cast<type_id>(entry.type))
+        ? data_type{static_cast<type_id>(entry.type), entry.precision, entry.scale}
+        : data_type{static_cast<type_id>(entry.type), static_cast<time_unit>(entry.unit)};
+    if (is_decimal(type.id()) && !is_valid_decimal(type)) {
+      corrupt("column " + std::to_string(index) + " is " + to_string(type) +
+              ", whose precision its type does not hold");
+    }
     if (entry.null_count > rows || (entry.null_count > 0 && entry.nullable == 0)) {
       corrupt("column " + std::to_string(index) + " has null count " +
               std::to_string(entry.null_count) + " for " + std::to_string(rows) + " rows");

@@ -553,5 +553,98 @@ TEST_F(RoundTripTest, EmptyTableRoundTrips) {
   EXPECT_EQ(output->num_columns(), input->num_columns());
 }
 
+/// Decimals of each width with known values: -12.34, 0.05, null, 7.00 and, in the wide ones, a
+/// value beyond 64 bits.
+std::unique_ptr<table> known_decimals(resource_ref resource) {
+  __extension__ using int128 = __int128;
+  int128 const big           = -((int128{1} << 100) + 5);  // -1267650600228229401496703205381
+  std::vector<std::unique_ptr<column>> columns;
+  std::vector<bool> const validity{true, true, false, true, true};
+  columns.push_back(make_fixed_column<std::int32_t>(
+    data_type{type_id::DECIMAL32, 9, 2}, {-1234, 5, 0, 700, 999'999'999}, validity, resource));
+  columns.push_back(make_fixed_column<std::int64_t>(data_type{type_id::DECIMAL64, 15, 2},
+                                                    {-1234, 5, 0, 700, 999'999'999'999'999},
+                                                    validity,
+                                                    resource));
+  auto const wide128 = [](int128 value) {
+    return decimal128_storage{static_cast<std::uint64_t>(value),
+                              static_cast<std::int64_t>(value >> 64)};
+  };
+  columns.push_back(make_fixed_column<decimal128_storage>(
+    data_type{type_id::DECIMAL128, 38, 2},
+    {wide128(-1234), wide128(5), wide128(0), wide128(700), wide128(big)},
+    validity,
+    resource));
+  auto const wide256 = [](int128 value) {
+    auto const fill = value < 0 ? ~std::uint64_t{0} : 0;
+    return decimal256_storage{
+      {static_cast<std::uint64_t>(value), static_cast<std::uint64_t>(value >> 64), fill, fill}};
+  };
+  columns.push_back(make_fixed_column<decimal256_storage>(
+    data_type{type_id::DECIMAL256, 60, 2},
+    {wide256(-1234), wide256(5), wide256(0), wide256(700), wide256(big)},
+    validity,
+    resource));
+  return std::make_unique<table>(std::move(columns));
+}
+
+TEST_F(RoundTripTest, DecimalsKeepTheirWidthPrecisionAndScaleInEveryFormat) {
+  auto const input = known_decimals(host_);
+  auto const names = this->names(input->num_columns());
+  table_schema schema;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    schema.push_back({names[i], input->view().column(i).type()});
+  }
+  csv_read_options options;
+  options.schema = schema;
+  write_csv(*input, names, path("d.csv"), {}, default_stream(), host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(input->view(),
+                               read_csv(path("d.csv"), options, default_stream(), host_)->view());
+  if (!testing::arrow_tests_enabled()) {
+    return;
+  }
+  write_parquet(*input, names, path("d.parquet"), {}, default_stream(), host_);
+  auto const parquet = read_parquet(path("d.parquet"), {}, default_stream(), host_);
+  EXPECT_EQ(parquet->view().column(2).type(), (data_type{type_id::DECIMAL128, 38, 2}));
+  SPILLWAY_EXPECT_TABLES_EQUAL(input->view(), parquet->view());
+  write_arrow_ipc(
+    *input, names, path("d.arrow"), file_format::ARROW_IPC_FILE, default_stream(), host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(
+    input->view(),
+    read_arrow_ipc(path("d.arrow"), file_format::ARROW_IPC_FILE, {}, default_stream(), host_)
+      ->view());
+}
+
+TEST_F(RoundTripTest, CsvWritesDecimalsAsPlainTextWithScaleDigits) {
+  auto const input = known_decimals(host_);
+  write_csv(*input, {"a", "b", "c", "d"}, path("d.csv"), {}, default_stream(), host_);
+  std::ifstream file{path("d.csv")};
+  std::string const text{std::istreambuf_iterator<char>{file}, std::istreambuf_iterator<char>{}};
+  EXPECT_EQ(text,
+            "a,b,c,d\n"
+            "-12.34,-12.34,-12.34,-12.34\n"
+            "0.05,0.05,0.05,0.05\n"
+            ",,,\n"
+            "7.00,7.00,7.00,7.00\n"
+            "9999999.99,9999999999999.99,-12676506002282294014967032053.81,"
+            "-12676506002282294014967032053.81\n");
+}
+
+TEST_F(RoundTripTest, CsvDecimalThatDoesNotFitItsTypeIsAnErrorNamingIt) {
+  {
+    std::ofstream file{path("d.csv")};
+    file << "a\n1.25\n123456.7\n";
+  }
+  csv_read_options options;
+  options.schema = table_schema{{"a", data_type{type_id::DECIMAL64, 6, 2}}};
+  try {
+    (void)read_csv(path("d.csv"), options, default_stream(), host_);
+    FAIL() << "expected io_error";
+  } catch (io_error const& error) {
+    std::string const what = error.what();
+    EXPECT_NE(what.find("'123456.7' is not a decimal64(6, 2) value"), std::string::npos) << what;
+  }
+}
+
 }  // namespace
 }  // namespace spillway

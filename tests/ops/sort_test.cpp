@@ -118,7 +118,14 @@ TEST_F(SortedOrder, EveryTypeNarrowRangeManyTies) {
         std::vector<T> values;
         std::vector<bool> validity;
         for (std::size_t row = 0; row < 2000; ++row) {
-          values.push_back(static_cast<T>((row * 7919) % 3));
+          auto const value = static_cast<std::int64_t>((row * 7919) % 3);
+          if constexpr (std::is_same_v<T, decimal128_storage>) {
+            values.push_back(T{static_cast<std::uint64_t>(value), -value});
+          } else if constexpr (std::is_same_v<T, decimal256_storage>) {
+            values.push_back(T{{0, 0, static_cast<std::uint64_t>(value), 0}});
+          } else {
+            values.push_back(static_cast<T>(value));
+          }
           validity.push_back(true);
         }
         return make_fixed_column<T>(type, values, validity, input_);
@@ -637,8 +644,8 @@ class SortedSources : public testing::ops_fixture {
 
 TEST_F(SortedSources, EveryFixedWidthTypeWithNullsAcrossTablesIsAStableSort) {
   for (data_type const type : testing::all_types()) {
-    if (!is_fixed_width(type)) {
-      continue;
+    if (!is_fixed_width(type) || size_of(type) + 1 > detail::MAX_PREFIX_BYTES) {
+      continue;  // (a DECIMAL256 key's prefix is never complete: `sorted_sources` refuses it)
     }
     SCOPED_TRACE(to_string(type));
     auto const key = random_column(type, 1500, 31, 0.15, input_);

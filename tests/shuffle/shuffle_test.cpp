@@ -887,5 +887,53 @@ INSTANTIATE_TEST_SUITE_P(
                     shuffle_case{shuffle_mode::PUSH, 16, partition_method::RANGE}),
   [](auto const& param_info) { return case_name(param_info.param); });
 
+TEST(ConcurrentShuffleDecimals, EveryRowInItsPartitionAndEveryPartitionKeepsTheDecimalTypes) {
+  // Keyed on a DECIMAL128 and a DECIMAL32, with DECIMAL64 and DECIMAL256 payloads. The last rank
+  // maps nothing and learns the schema from the others' words: its empty partitions must still
+  // have each decimal's precision and scale.
+  std::vector<data_type> const types{data_type{type_id::DECIMAL128, 38, 10},
+                                     data_type{type_id::DECIMAL32, 9, -2},
+                                     data_type{type_id::DECIMAL64, 15, 2},
+                                     data_type{type_id::DECIMAL256, 76, 20}};
+  testing::for_each_rank_group([&](communicator& comm) {
+    host_memory_resource memory;
+    rank_environment env(comm.rank(), 64_MiB, 64_MiB);
+    std::vector<std::unique_ptr<table>> batches;
+    for (std::size_t index = 0; index < 4; ++index) {
+      batches.push_back(testing::random_table(types, 300, 40 + index, 0.1, memory));
+    }
+    shuffle_options options(env.host());
+    options.partitions.key_columns    = KEYS;
+    options.partitions.num_partitions = 2000;  // most partitions empty
+    options.partitions.seed           = 5;
+    push_shuffler shuffle(comm, env.store(), options, default_stream(), env.device());
+    for (std::size_t index = 0; index < batches.size(); ++index) {
+      if (batch_rank(index, comm.size()) == comm.rank()) {
+        shuffle.add_map(batches[index]->view());
+      }
+    }
+    shuffle.finish_maps();
+    auto const order = global_map_order(batches.size(), comm.size());
+    std::size_t rows = 0;
+    for (std::size_t const partition : shuffle.owned_partitions()) {
+      auto const actual = shuffle.read_partition(partition);
+      ASSERT_EQ(actual->num_columns(), types.size());
+      for (std::size_t c = 0; c < types.size(); ++c) {
+        ASSERT_EQ(actual->view().column(c).type(), types[c]) << "partition " << partition;
+      }
+      rows += actual->num_rows();
+      auto const expected =
+        reference_partition(options.partitions, batches, order, partition, memory);
+      if (expected->num_rows() > 0) {
+        SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), actual->view()) << partition;
+      } else {
+        EXPECT_EQ(actual->num_rows(), 0U) << partition;
+      }
+    }
+    shuffle.close();
+    EXPECT_EQ(sum_over_ranks(comm, rows), 4U * 300U) << "rows lost or duplicated";
+  });
+}
+
 }  // namespace
 }  // namespace spillway

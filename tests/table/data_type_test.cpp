@@ -41,6 +41,10 @@ std::vector<type_facts> const& every_type_id() {
     {type_id::TIME32, 4, "time32[ns]", typeid(std::int32_t)},
     {type_id::TIME64, 8, "time64[ns]", typeid(std::int64_t)},
     {type_id::DURATION, 8, "duration[ns]", typeid(std::int64_t)},
+    {type_id::DECIMAL32, 4, "decimal32(0, 0)", typeid(std::int32_t)},
+    {type_id::DECIMAL64, 8, "decimal64(0, 0)", typeid(std::int64_t)},
+    {type_id::DECIMAL128, 16, "decimal128(0, 0)", typeid(decimal128_storage)},
+    {type_id::DECIMAL256, 32, "decimal256(0, 0)", typeid(decimal256_storage)},
   };
   return facts;
 }
@@ -129,6 +133,41 @@ TEST(DataType, TheUnitsOfTimesAndDurationsMatterAndNameThem) {
   EXPECT_EQ(to_string(data_type{type_id::DURATION, time_unit::SECOND}), "duration[s]");
 }
 
+TEST(DataType, DecimalsCarryPrecisionAndScaleAndNameThem) {
+  data_type const lineitem{type_id::DECIMAL128, 15, 2};
+  EXPECT_EQ(lineitem.precision(), 15);
+  EXPECT_EQ(lineitem.scale(), 2);
+  EXPECT_EQ(to_string(lineitem), "decimal128(15, 2)");
+  EXPECT_EQ(to_string(data_type{type_id::DECIMAL32, 9, -3}), "decimal32(9, -3)");
+  EXPECT_EQ(to_string(data_type{type_id::DECIMAL256, 76, 40}), "decimal256(76, 40)");
+  EXPECT_EQ(lineitem, (data_type{type_id::DECIMAL128, 15, 2}));
+  EXPECT_NE(lineitem, (data_type{type_id::DECIMAL128, 15, 3}));
+  EXPECT_NE(lineitem, (data_type{type_id::DECIMAL128, 16, 2}));
+  EXPECT_NE(lineitem, (data_type{type_id::DECIMAL256, 15, 2}));
+  EXPECT_NE((data_type{type_id::DECIMAL64, 15, 2}), (data_type{type_id::DECIMAL64, 15, -2}));
+  // Precision and scale belong to decimals only, as units belong to the temporal types.
+  EXPECT_EQ((data_type{type_id::INT64, 15, 2}), data_type{type_id::INT64});
+  for (auto const& facts : every_type_id()) {
+    EXPECT_EQ(is_decimal(facts.id), std::string{facts.name}.starts_with("decimal")) << facts.name;
+    EXPECT_FALSE(is_decimal(facts.id) && has_time_unit(facts.id)) << facts.name;
+  }
+}
+
+TEST(DataType, ValidDecimalsHaveAPrecisionTheirStorageHolds) {
+  EXPECT_EQ(max_decimal_precision(type_id::DECIMAL32), 9);
+  EXPECT_EQ(max_decimal_precision(type_id::DECIMAL64), 18);
+  EXPECT_EQ(max_decimal_precision(type_id::DECIMAL128), 38);
+  EXPECT_EQ(max_decimal_precision(type_id::DECIMAL256), 76);
+  EXPECT_EQ(max_decimal_precision(type_id::INT64), 0);
+  EXPECT_TRUE(is_valid_decimal(data_type{type_id::DECIMAL32, 1, 0}));
+  EXPECT_TRUE(is_valid_decimal(data_type{type_id::DECIMAL32, 9, 9}));
+  EXPECT_FALSE(is_valid_decimal(data_type{type_id::DECIMAL32, 10, 2}));
+  EXPECT_FALSE(is_valid_decimal(data_type{type_id::DECIMAL64, 0, 0}));
+  EXPECT_TRUE(is_valid_decimal(data_type{type_id::DECIMAL256, 76, -5}));
+  EXPECT_FALSE(is_valid_decimal(data_type{type_id::DECIMAL256, 77, 0}));
+  EXPECT_FALSE(is_valid_decimal(data_type{type_id::INT64, 5, 0}));
+}
+
 TEST(DataType, VisitFixedWidthPassesTheStorageType) {
   for (auto const& facts : every_type_id()) {
     if (facts.id == type_id::STRING) {
@@ -143,6 +182,8 @@ TEST(DataType, VisitFixedWidthPassesTheStorageType) {
   }
   static_assert(std::is_same_v<storage_type<type_id::TIMESTAMP>::type, std::int64_t>);
   static_assert(std::is_same_v<storage_type<type_id::BOOL8>::type, std::uint8_t>);
+  static_assert(std::is_same_v<storage_type<type_id::DECIMAL64>::type, std::int64_t>);
+  static_assert(std::is_same_v<storage_type<type_id::DECIMAL256>::type, decimal256_storage>);
 }
 
 TEST(DataType, VisitFixedWidthOnStringThrowsInvalidArgument) {

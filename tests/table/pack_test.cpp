@@ -804,5 +804,60 @@ TEST_F(Pack, PartitionsScatteredInPartsMatchOneThreadForEveryPoolSize) {
   }
 }
 
+/// Precision and scale of a decimal column sit in the entry's former padding.
+constexpr std::size_t PRECISION_AT = 3;
+constexpr std::size_t SCALE_AT     = 4;
+
+TEST_F(Pack, RoundTripKeepsDecimalPrecisionAndScale) {
+  std::vector<data_type> const types{data_type{type_id::DECIMAL32, 7, -2},
+                                     data_type{type_id::DECIMAL64, 15, 2},
+                                     data_type{type_id::DECIMAL128, 15, 2},
+                                     data_type{type_id::DECIMAL256, 50, 49}};
+  auto const input            = random_table(types, 77, 11, 0.2, host_);
+  packed_columns const packed = pack(*input, default_stream(), host_);
+  table_view const out        = unpack(packed);
+  for (std::size_t index = 0; index < types.size(); ++index) {
+    EXPECT_EQ(out.column(index).type(), types[index]) << to_string(out.column(index).type());
+  }
+  SPILLWAY_EXPECT_TABLES_EQUAL(input->view(), out);
+  EXPECT_EQ(read_field<std::uint8_t>(packed.metadata, entry_at(1, PRECISION_AT)), 15);
+  EXPECT_EQ(read_field<std::int32_t>(packed.metadata, entry_at(0, SCALE_AT)), -2);
+  EXPECT_EQ(read_field<std::int32_t>(packed.metadata, entry_at(3, SCALE_AT)), 49);
+}
+
+TEST_F(Pack, EntriesOfOtherTypesKeepTheirFormerPaddingZero) {
+  // Tables packed before decimals had zeros where precision and scale now are; every other type
+  // still writes them so, and reads the same.
+  auto const input            = random_table(all_types(), 9, 12, 0.2, host_);
+  packed_columns const packed = pack(*input, default_stream(), host_);
+  for (std::size_t index = 0; index < input->num_columns(); ++index) {
+    if (is_decimal(input->view().column(index).type().id())) {
+      continue;
+    }
+    for (std::size_t at = PRECISION_AT; at < NULL_COUNT_AT; ++at) {
+      EXPECT_EQ(read_field<std::uint8_t>(packed.metadata, entry_at(index, at)), 0) << index;
+    }
+  }
+}
+
+TEST_F(PackCorruption, DecimalPrecisionTheTypeCannotHold) {
+  std::vector<std::unique_ptr<column>> columns;
+  columns.push_back(
+    testing::random_column(data_type{type_id::DECIMAL64, 18, 3}, 10, 1, 0.0, host_));
+  table const decimals{std::move(columns)};
+  packed_columns const packed = pack(decimals, default_stream(), host_);
+  auto const unpack_decimals  = [&](std::vector<std::uint8_t> const& metadata) {
+    return unpack(metadata, packed.data.data(), packed.data.size(), memory_kind::HOST);
+  };
+  ASSERT_EQ(unpack_decimals(packed.metadata).column(0).type(),
+            (data_type{type_id::DECIMAL64, 18, 3}));
+  EXPECT_THROW(
+    (void)unpack_decimals(with_field<std::uint8_t>(packed.metadata, entry_at(0, PRECISION_AT), 19)),
+    corruption_error);
+  EXPECT_THROW(
+    (void)unpack_decimals(with_field<std::uint8_t>(packed.metadata, entry_at(0, PRECISION_AT), 0)),
+    corruption_error);
+}
+
 }  // namespace
 }  // namespace spillway

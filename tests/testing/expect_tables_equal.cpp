@@ -13,9 +13,16 @@ std::string row_to_string(column_view const& view, std::size_t row) {
   if (view.type().id() == type_id::STRING) {
     return "\"" + std::string{view.string_at(row)} + "\"";
   }
+  if (is_decimal(view.type().id())) {
+    return decimal_to_string(
+      view.type(),
+      static_cast<std::byte const*>(view.head()) + (view.offset() + row) * size_of(view.type()));
+  }
   return visit_fixed_width(view.type(), [&]<typename T>() {
     std::ostringstream out;
-    if constexpr (sizeof(T) == 1) {
+    if constexpr (is_wide_decimal_v<T>) {
+      // (decimals are written above)
+    } else if constexpr (sizeof(T) == 1) {
       out << static_cast<int>(view.data<T>()[row]);
     } else {
       out << view.data<T>()[row];

@@ -57,7 +57,11 @@ std::vector<data_type> all_types() {
           data_type{type_id::DATE64},
           data_type{type_id::TIME32, time_unit::MILLISECOND},
           data_type{type_id::TIME64, time_unit::MICROSECOND},
-          data_type{type_id::DURATION, time_unit::NANOSECOND}};
+          data_type{type_id::DURATION, time_unit::NANOSECOND},
+          data_type{type_id::DECIMAL32, 9, 2},
+          data_type{type_id::DECIMAL64, 18, 4},
+          data_type{type_id::DECIMAL128, 38, 10},
+          data_type{type_id::DECIMAL256, 76, 20}};
 }
 
 std::unique_ptr<column> random_column(data_type type,
@@ -106,7 +110,21 @@ std::unique_ptr<column> random_column(data_type type,
   visit_fixed_width(type, [&]<typename T>() {
     T* out = result->template mutable_data<T>();
     for (std::size_t row = 0; row < rows; ++row) {
-      if (type.id() == type_id::DATE32) {
+      // Decimals within their precision (every format keeps them), the wide ones beyond 64
+      // bits: a DECIMAL128 below 2^125, a DECIMAL256 below 2^251, either sign.
+      constexpr std::int64_t MAX_DECIMAL32 = 999'999'999;
+      constexpr std::int64_t MAX_DECIMAL64 = 999'999'999'999'999'999;
+      if constexpr (std::is_same_v<T, decimal128_storage>) {
+        out[row] = T{engine(), static_cast<std::int64_t>(engine()) >> 3};
+      } else if constexpr (std::is_same_v<T, decimal256_storage>) {
+        out[row] = T{{engine(),
+                      engine(),
+                      engine(),
+                      static_cast<std::uint64_t>(static_cast<std::int64_t>(engine()) >> 5)}};
+      } else if (type.id() == type_id::DECIMAL32 || type.id() == type_id::DECIMAL64) {
+        std::int64_t const most = type.id() == type_id::DECIMAL32 ? MAX_DECIMAL32 : MAX_DECIMAL64;
+        out[row] = static_cast<T>(std::uniform_int_distribution<std::int64_t>{-most, most}(engine));
+      } else if (type.id() == type_id::DATE32) {
         out[row] = static_cast<T>(days(engine));
       } else if (type.id() == type_id::DATE64) {
         out[row] = static_cast<T>(days(engine) * 86'400'000);

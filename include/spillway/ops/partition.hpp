@@ -9,7 +9,8 @@
  *
  * Row hash (`hash_rows`): for each key column in order, `h = XXH3_64bits_withSeed(bytes, h)`,
  * starting from `h = seed`, where `bytes` is the value in a fixed form:
- * - integers, BOOL8 and timestamps: their bytes, little-endian (`size_of(type)` bytes);
+ * - integers, BOOL8, timestamps and the other temporal types, and decimals (their unscaled
+ *   integers): their bytes, little-endian (`size_of(type)` bytes);
  * - floats: `-0.0` hashed as `+0.0`, every NaN as the canonical quiet NaN, then their IEEE bits
  *   as an unsigned integer of the same width, little-endian;
  * - strings: their characters (no terminator, so "" hashes as zero bytes);

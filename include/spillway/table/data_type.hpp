@@ -5,6 +5,7 @@
 #pragma once
 
 #include <spillway/core/error.hpp>
+#include <spillway/table/decimal.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,10 @@ namespace spillway {
  * epoch, DATE64 an int64 count of milliseconds since it, TIME32 (second or millisecond) and
  * TIME64 (microsecond or nanosecond) an int32 or int64 count of their unit since midnight, and
  * DURATION an int64 count of its unit. They order and hash as their integers do.
+ * The decimals are Arrow's too: an unscaled integer, the value times 10^scale, as an int32
+ * (DECIMAL32), int64 (DECIMAL64) or a 16- or 32-byte two's-complement integer, little-endian
+ * (DECIMAL128, DECIMAL256: `decimal128_storage`, `decimal256_storage`); every value of a column
+ * has the column's scale, so they order and hash as their unscaled integers do.
  * (Ids are appended, never renumbered: they are written into packed tables.)
  */
 enum class type_id : std::uint8_t {
@@ -43,10 +48,36 @@ enum class type_id : std::uint8_t {
   TIME32,
   TIME64,
   DURATION,
+  DECIMAL32,
+  DECIMAL64,
+  DECIMAL128,
+  DECIMAL256,
 };
 
 /** @brief The number of `type_id` values. */
-inline constexpr std::size_t TYPE_ID_COUNT = 18;
+inline constexpr std::size_t TYPE_ID_COUNT = 22;
+
+/** @return whether a type of `id` carries a precision and a scale (DECIMAL32 to DECIMAL256) */
+constexpr bool is_decimal(type_id id) noexcept {
+  return id == type_id::DECIMAL32 || id == type_id::DECIMAL64 || id == type_id::DECIMAL128 ||
+         id == type_id::DECIMAL256;
+}
+
+/** @return the most decimal digits a decimal type `id` holds: 9, 18, 38 or 76; 0 for others */
+constexpr int max_decimal_precision(type_id id) noexcept {
+  switch (id) {
+    case type_id::DECIMAL32:
+      return 9;
+    case type_id::DECIMAL64:
+      return 18;
+    case type_id::DECIMAL128:
+      return 38;
+    case type_id::DECIMAL256:
+      return 76;
+    default:
+      return 0;
+  }
+}
 
 /** @return whether a type of `id` carries a `time_unit` (TIMESTAMP, TIME32, TIME64, DURATION) */
 constexpr bool has_time_unit(type_id id) noexcept {
@@ -57,26 +88,48 @@ constexpr bool has_time_unit(type_id id) noexcept {
 /** @brief The resolution of a TIMESTAMP, TIME32 (s, ms), TIME64 (us, ns) or DURATION. */
 enum class time_unit : std::uint8_t { SECOND, MILLISECOND, MICROSECOND, NANOSECOND };
 
-/** @brief A type id plus, for the types with one (`has_time_unit`), its unit. A small value type.
+/**
+ * @brief A type id plus, for the types with one (`has_time_unit`), its unit, and for the
+ * decimals (`is_decimal`) their precision and scale. A small value type.
  */
 class data_type {
  public:
   constexpr data_type() noexcept = default;
   constexpr data_type(type_id id) noexcept : id_(id) {}  // NOLINT(google-explicit-constructor)
   constexpr data_type(type_id id, time_unit unit) noexcept : id_(id), unit_(unit) {}
+  /**
+   * @brief A decimal type: `precision` significant digits (1 to `max_decimal_precision(id)`,
+   * not checked here: `is_valid_decimal` does), `scale` of them after the point (Arrow's
+   * scale: negative scales multiply by a power of ten).
+   */
+  constexpr data_type(type_id id, int precision, int scale) noexcept
+    : id_(id), precision_(static_cast<std::uint8_t>(precision)), scale_(scale) {}
 
   [[nodiscard]] constexpr type_id id() const noexcept { return id_; }
   /** @return the unit; meaningful only when `has_time_unit(id())` */
   [[nodiscard]] constexpr time_unit unit() const noexcept { return unit_; }
+  /** @return the decimal digits; meaningful only when `is_decimal(id())` */
+  [[nodiscard]] constexpr int precision() const noexcept { return precision_; }
+  /** @return the digits after the point; meaningful only when `is_decimal(id())` */
+  [[nodiscard]] constexpr int scale() const noexcept { return scale_; }
 
   friend constexpr bool operator==(data_type lhs, data_type rhs) noexcept {
-    return lhs.id_ == rhs.id_ && (!has_time_unit(lhs.id_) || lhs.unit_ == rhs.unit_);
+    return lhs.id_ == rhs.id_ && (!has_time_unit(lhs.id_) || lhs.unit_ == rhs.unit_) &&
+           (!is_decimal(lhs.id_) || (lhs.precision_ == rhs.precision_ && lhs.scale_ == rhs.scale_));
   }
 
  private:
-  type_id id_     = type_id::INT8;
-  time_unit unit_ = time_unit::NANOSECOND;
+  type_id id_             = type_id::INT8;
+  time_unit unit_         = time_unit::NANOSECOND;
+  std::uint8_t precision_ = 0;
+  std::int32_t scale_     = 0;
 };
+
+/** @return whether `type` is a decimal whose precision its storage holds (1 to the maximum) */
+constexpr bool is_valid_decimal(data_type type) noexcept {
+  return is_decimal(type.id()) && type.precision() >= 1 &&
+         type.precision() <= max_decimal_precision(type.id());
+}
 
 /** @return true for every type but STRING */
 constexpr bool is_fixed_width(data_type type) noexcept { return type.id() != type_id::STRING; }
@@ -107,6 +160,14 @@ constexpr std::size_t size_of(data_type type) noexcept {
       return 8;
     case type_id::STRING:
       return 0;
+    case type_id::DECIMAL32:
+      return 4;
+    case type_id::DECIMAL64:
+      return 8;
+    case type_id::DECIMAL128:
+      return 16;
+    case type_id::DECIMAL256:
+      return 32;
   }
   return 0;
 }
@@ -188,6 +249,22 @@ template <>
 struct storage_type<type_id::DURATION> {
   using type = std::int64_t;
 };
+template <>
+struct storage_type<type_id::DECIMAL32> {
+  using type = std::int32_t;
+};
+template <>
+struct storage_type<type_id::DECIMAL64> {
+  using type = std::int64_t;
+};
+template <>
+struct storage_type<type_id::DECIMAL128> {
+  using type = decimal128_storage;
+};
+template <>
+struct storage_type<type_id::DECIMAL256> {
+  using type = decimal256_storage;
+};
 
 /**
  * @brief Calls `visitor.template operator()<T>()` with the storage type `T` of a fixed-width
@@ -228,6 +305,14 @@ decltype(auto) visit_fixed_width(data_type type, Visitor&& visitor) {
       return visitor.template operator()<std::int64_t>();
     case type_id::STRING:
       break;
+    case type_id::DECIMAL32:
+      return visitor.template operator()<std::int32_t>();
+    case type_id::DECIMAL64:
+      return visitor.template operator()<std::int64_t>();
+    case type_id::DECIMAL128:
+      return visitor.template operator()<decimal128_storage>();
+    case type_id::DECIMAL256:
+      return visitor.template operator()<decimal256_storage>();
   }
   SPILLWAY_FAIL("visit_fixed_width: " + to_string(type) + " is not a fixed-width type",
                 invalid_argument);

@@ -144,6 +144,14 @@ std::shared_ptr<arrow::DataType> to_arrow_type(data_type type,
       return arrow::time64(to_arrow_unit(type.unit()));
     case type_id::DURATION:
       return arrow::duration(to_arrow_unit(type.unit()));
+    case type_id::DECIMAL32:
+      return arrow::decimal32(type.precision(), type.scale());
+    case type_id::DECIMAL64:
+      return arrow::decimal64(type.precision(), type.scale());
+    case type_id::DECIMAL128:
+      return arrow::decimal128(type.precision(), type.scale());
+    case type_id::DECIMAL256:
+      return arrow::decimal256(type.precision(), type.scale());
   }
   SPILLWAY_FAIL("to_arrow_type: unknown type id", logic_error);
 }
@@ -194,12 +202,24 @@ data_type from_arrow_type(arrow::DataType const& type,
     case arrow::Type::DURATION:
       return data_type{type_id::DURATION,
                        from_arrow_unit(static_cast<arrow::DurationType const&>(type).unit())};
+    case arrow::Type::DECIMAL32:
+    case arrow::Type::DECIMAL64:
+    case arrow::Type::DECIMAL128:
+    case arrow::Type::DECIMAL256: {
+      auto const& decimal = static_cast<arrow::DecimalType const&>(type);
+      type_id const id    = type.id() == arrow::Type::DECIMAL32    ? type_id::DECIMAL32
+                            : type.id() == arrow::Type::DECIMAL64  ? type_id::DECIMAL64
+                            : type.id() == arrow::Type::DECIMAL128 ? type_id::DECIMAL128
+                                                                   : type_id::DECIMAL256;
+      return data_type{id, decimal.precision(), decimal.scale()};
+    }
     default:
       break;
   }
   SPILLWAY_FAIL("column '" + column + "' of '" + file + "' has type " + type.ToString() +
                   ", which spillway does not support (supported: bool, int8-64, uint8-64, "
-                  "float, double, timestamp, date32, date64, time32, time64, duration, string)",
+                  "float, double, timestamp, date32, date64, time32, time64, duration, "
+                  "decimal32-256, string)",
                 not_supported);
 }
 

@@ -9,7 +9,9 @@
  * the sign bit flipped, floats with -0.0 and NaN canonicalized, then all bits flipped when
  * negative or the sign bit set when not. A string contributes its length and its 8-byte chunks,
  * big-endian and zero-padded: sorting by the length first and then by the chunks from the last to
- * the first orders the strings byte by byte with a proper prefix first. DESCENDING inverts every
+ * the first orders the strings byte by byte with a proper prefix first. A DECIMAL128 or
+ * DECIMAL256 contributes its 64-bit words, least significant first, the top one with its sign bit
+ * flipped: the same order as its 16 or 32 bytes big-endian. DESCENDING inverts every
  * image over the pass's bits. Null rows have image 0 in the value passes and are ordered by a
  * last 1-bit pass of their own, so nulls tie among themselves.
  */
@@ -49,8 +51,8 @@ struct radix_pass {
   std::int64_t const* offsets = nullptr;
   bitmask_type const* mask    = nullptr;  ///< null when the column has no nulls
   std::size_t offset          = 0;        ///< the column view's first row in its buffers
-  std::uint64_t chunk         = 0;
-  unsigned bits               = 64;  ///< the pass sorts by bits [0, bits) of the images
+  std::uint64_t chunk         = 0;        ///< a string's chunk, or a wide decimal's word
+  unsigned bits               = 64;       ///< the pass sorts by bits [0, bits) of the images
   bool descending             = false;
   bool nulls_before           = true;
 };
@@ -128,6 +130,17 @@ SPILLWAY_HOST_DEVICE inline std::uint64_t value_image(radix_pass const& pass, st
       return image_of(static_cast<double const*>(pass.values)[at]);
     case type_id::STRING:
       break;
+    case type_id::DECIMAL32:
+      return image_of(static_cast<std::int32_t const*>(pass.values)[at]);
+    case type_id::DECIMAL64:
+      return image_of(static_cast<std::int64_t const*>(pass.values)[at]);
+    case type_id::DECIMAL128:
+    case type_id::DECIMAL256: {
+      std::size_t const words = pass.type == type_id::DECIMAL128 ? 2 : 4;
+      std::uint64_t const word =
+        static_cast<std::uint64_t const*>(pass.values)[at * words + pass.chunk];
+      return pass.chunk + 1 == words ? word ^ (std::uint64_t{1} << 63U) : word;
+    }
   }
   return 0;
 }
@@ -193,6 +206,14 @@ inline std::vector<radix_pass> plan_passes(table_view const& keys,
         bytes.chunk      = chunk;
         bytes.bits       = 64;
         passes.push_back(bytes);
+      }
+    } else if (size_of(key.type()) > sizeof(std::uint64_t)) {  // a wide decimal, word by word
+      for (std::uint64_t word = 0; word < size_of(key.type()) / sizeof(std::uint64_t); ++word) {
+        radix_pass value = base;
+        value.kind       = pass_kind::VALUE;
+        value.chunk      = word;
+        value.bits       = 64;
+        passes.push_back(value);
       }
     } else {
       radix_pass value = base;

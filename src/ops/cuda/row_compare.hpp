@@ -52,13 +52,19 @@ inline std::vector<key_column> key_columns_of(table_view const& keys, sort_order
   return columns;
 }
 
-/** @return the order-preserving image of row `row` of a fixed-width key column */
-SPILLWAY_HOST_DEVICE inline std::uint64_t key_image(key_column const& column, std::size_t row) {
+/**
+ * @return the order-preserving image of row `row` of a fixed-width key column; of its 64-bit
+ * word `word` (0 the least significant) for a wide decimal
+ */
+SPILLWAY_HOST_DEVICE inline std::uint64_t key_image(key_column const& column,
+                                                    std::size_t row,
+                                                    std::uint64_t word = 0) {
   radix_pass pass;
   pass.kind   = pass_kind::VALUE;
   pass.type   = column.type;
   pass.values = column.values;
   pass.offset = column.offset;
+  pass.chunk  = word;
   return value_image(pass, row);
 }
 
@@ -98,6 +104,14 @@ SPILLWAY_HOST_DEVICE inline int compare_rows(key_column const* lhs,
       }
       if (result == 0) {
         result = left_size < right_size ? -1 : (left_size > right_size ? 1 : 0);
+      }
+    } else if (left.type == type_id::DECIMAL128 || left.type == type_id::DECIMAL256) {
+      // Word by word from the most significant, whose image carries the sign.
+      for (std::uint64_t word = left.type == type_id::DECIMAL128 ? 2 : 4;
+           word-- > 0 && result == 0;) {
+        std::uint64_t const a = key_image(left, lhs_row, word);
+        std::uint64_t const b = key_image(right, rhs_row, word);
+        result                = a < b ? -1 : (a > b ? 1 : 0);
       }
     } else {
       std::uint64_t const a = key_image(left, lhs_row);

@@ -78,7 +78,8 @@ SPILLWAY_HOST_DEVICE inline std::uint64_t row_hash(key_column const* columns,
       case type_id::INT32:
       case type_id::UINT32:
       case type_id::DATE32:
-      case type_id::TIME32: {
+      case type_id::TIME32:
+      case type_id::DECIMAL32: {
         auto const bits = canonical_value_bits<std::uint32_t, std::uint32_t>(column.values, at);
         hash            = xxh3_64(&bits, 4, hash);
         break;
@@ -93,7 +94,13 @@ SPILLWAY_HOST_DEVICE inline std::uint64_t row_hash(key_column const* columns,
         hash            = xxh3_64(&bits, 8, hash);
         break;
       }
-      default: {  // INT64, UINT64, TIMESTAMP, DATE64, TIME64, DURATION
+      case type_id::DECIMAL128:
+      case type_id::DECIMAL256: {  // their bytes, little-endian, as they are stored
+        std::size_t const width = column.type == type_id::DECIMAL128 ? 16 : 32;
+        hash = xxh3_64(static_cast<unsigned char const*>(column.values) + at * width, width, hash);
+        break;
+      }
+      default: {  // INT64, UINT64, TIMESTAMP, DATE64, TIME64, DURATION, DECIMAL64
         auto const bits = canonical_value_bits<std::uint64_t, std::uint64_t>(column.values, at);
         hash            = xxh3_64(&bits, 8, hash);
         break;

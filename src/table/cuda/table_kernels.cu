@@ -517,6 +517,12 @@ std::unique_ptr<table> gather_sources_piece(std::span<table_view const> inputs,
         case 4:
           launch.template operator()<std::uint32_t>();
           break;
+        case 16:
+          launch.template operator()<decimal128_storage>();
+          break;
+        case 32:
+          launch.template operator()<decimal256_storage>();
+          break;
         default:
           launch.template operator()<std::uint64_t>();
           break;
