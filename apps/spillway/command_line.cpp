@@ -11,8 +11,11 @@
 #include <spillway/io/parquet.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace spillway::cli {
@@ -31,6 +34,71 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
     }
     begin = end + 1;
   }
+}
+
+/// `text` split at the commas outside parentheses (a decimal type's "(15,2)" stays whole).
+std::vector<std::string_view> split_entries(std::string_view text) {
+  std::vector<std::string_view> parts;
+  std::size_t begin = 0;
+  int depth         = 0;
+  for (std::size_t at = 0; at <= text.size(); ++at) {
+    char const c = at < text.size() ? text[at] : ',';
+    depth += c == '(' ? 1 : (c == ')' ? -1 : 0);
+    if (c == ',' && (depth <= 0 || at == text.size())) {
+      parts.push_back(text.substr(begin, at - begin));
+      begin = at + 1;
+    }
+  }
+  return parts;
+}
+
+/**
+ * @return the decimal type named `name` ("decimal128(15,2)", spaces allowed around the numbers),
+ * nothing when `name` is not decimalN(...)
+ * @throws usage_error when it is, but malformed or of a precision its width cannot hold
+ */
+std::optional<data_type> parse_decimal_type(std::string_view name, std::string const& column) {
+  std::string compact;
+  for (char const c : name) {
+    if (c != ' ') {
+      compact.push_back(c);
+    }
+  }
+  if (!compact.starts_with("decimal")) {
+    return std::nullopt;
+  }
+  auto const open  = compact.find('(');
+  auto const bits  = compact.substr(7, open == std::string::npos ? std::string::npos : open - 7);
+  type_id const id = bits == "32"    ? type_id::DECIMAL32
+                     : bits == "64"  ? type_id::DECIMAL64
+                     : bits == "128" ? type_id::DECIMAL128
+                                     : type_id::DECIMAL256;
+  auto const fail  = [&](std::string const& why) -> usage_error {
+    return usage_error("--csv-types: column '" + column + "': '" + std::string{name} +
+                       "' is not a decimal type: " + why +
+                       " (decimal32|64|128|256(precision,scale), e.g. decimal128(15,2))");
+  };
+  if ((bits != "32" && bits != "64" && bits != "128" && bits != "256") ||
+      open == std::string::npos || !compact.ends_with(")")) {
+    throw fail("expected decimal32, decimal64, decimal128 or decimal256 with (precision,scale)");
+  }
+  auto const inside = std::string_view{compact}.substr(open + 1, compact.size() - open - 2);
+  auto const comma  = inside.find(',');
+  int precision     = 0;
+  int scale         = 0;
+  auto const number = [](std::string_view digits, int& out) {
+    auto const [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+    return error == std::errc{} && end == digits.data() + digits.size() && !digits.empty();
+  };
+  if (comma == std::string_view::npos || !number(inside.substr(0, comma), precision) ||
+      !number(inside.substr(comma + 1), scale)) {
+    throw fail("expected two integers, precision and scale");
+  }
+  data_type const type{id, precision, scale};
+  if (precision < 1 || precision > max_decimal_precision(id) || !is_valid_decimal(type)) {
+    throw fail("its precision must be 1 to " + std::to_string(max_decimal_precision(id)));
+  }
+  return type;
 }
 
 std::string_view extension_of(std::string const& path) {
@@ -216,7 +284,7 @@ table_schema parse_csv_types(std::string_view text, file_format format) {
     known.emplace_back(type_id::DURATION, unit);
     known.emplace_back(unit <= time_unit::MILLISECOND ? type_id::TIME32 : type_id::TIME64, unit);
   }
-  for (auto const entry : split(text, ',')) {
+  for (auto const entry : split_entries(text)) {
     auto const colon = entry.rfind(':');
     if (colon == std::string_view::npos || colon == 0 || colon + 1 == entry.size()) {
       throw usage_error("--csv-types: '" + std::string{entry} +
@@ -224,9 +292,12 @@ table_schema parse_csv_types(std::string_view text, file_format format) {
     }
     std::string name{entry.substr(0, colon)};
     auto const type_name = entry.substr(colon + 1);
-    auto const type      = std::find_if(known.begin(), known.end(), [&](data_type candidate) {
+    auto type            = std::find_if(known.begin(), known.end(), [&](data_type candidate) {
       return to_string(candidate) == type_name;
     });
+    if (auto const decimal = parse_decimal_type(type_name, name)) {
+      type = known.insert(known.end(), *decimal);
+    }
     if (type == known.end()) {
       std::string names;
       for (auto candidate : known) {

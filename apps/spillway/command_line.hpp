@@ -119,7 +119,8 @@ parquet_compression parse_compression(std::string_view name);
 inline constexpr char const* CSV_TYPES_HELP =
   "CSV input: column types, col:type,... (bool8, int8-64, uint8-64, float32, float64, "
   "timestamp[s|ms|us|ns], date32, date64, time32[s|ms], time64[us|ns], duration[s|ms|us|ns], "
-  "string); other columns' types are inferred from every value";
+  "decimal32|64|128|256(precision,scale), string); other columns' types are inferred from every "
+  "value";
 
 /** @brief One entry of `--by`: a column name with its direction and null placement. */
 struct key_spec {

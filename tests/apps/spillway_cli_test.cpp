@@ -649,3 +649,32 @@ TEST_F(SpillwayCli, ThreadsSizeThePoolAndLeaveTheOutputAsItIs) {
   expect_failure(
     run("shuffle in -o bad --by key --partitions 2 --threads 2000"), 2, "--threads", "bad");
 }
+
+TEST_F(SpillwayCli, CsvDecimalsSortByValueAndWriteTheirScale) {
+  write_text(path("d.csv"),
+             "price,n\n-12.3,1\n7,2\n0.05,3\n,4\n-100.25,5\n12345678901234567890.5,6\n");
+  // The type's comma is inside its parentheses; spaces there are allowed.
+  run_ok(
+    "sort d.csv -o out --by price:desc:nulls_last --output-format csv --csv-types "
+    "\"price:decimal128(38, 2),n:int32\"");
+  auto const prices = csv_column(root_ / "out", 0);
+  EXPECT_EQ(
+    prices,
+    (std::vector<std::string>{"12345678901234567890.50", "7.00", "0.05", "-12.30", "-100.25", ""}));
+  expect_failure(run("sort d.csv -o bad --by price --csv-types \"price:decimal64(5,2)\""),
+                 1,
+                 "'12345678901234567890.5' is not a decimal64(5, 2) value",
+                 "bad");
+  expect_failure(run("sort d.csv -o bad --by price --csv-types \"price:decimal128(39,2)\""),
+                 2,
+                 "precision must be 1 to 38",
+                 "bad");
+  expect_failure(run("sort d.csv -o bad --by price --csv-types \"price:decimal12(5,2)\""),
+                 2,
+                 "is not a decimal type",
+                 "bad");
+  expect_failure(run("sort d.csv -o bad --by price --csv-types \"price:decimal128(5)\""),
+                 2,
+                 "two integers",
+                 "bad");
+}
