@@ -36,6 +36,7 @@ command that reruns exactly that case:
     python3 -m pytest -q tests/apps/sort_property_test.py -k fast
 """
 
+import decimal
 import functools
 import json
 import math
@@ -108,11 +109,21 @@ TEMPORAL_TYPES = {
     "duration_s": (pa.duration("s"), 2**62 // 1000, None),
     "duration_ns": (pa.duration("ns"), 2**62, None),
 }
+# Decimals: (Arrow type, precision, scale). Values are unscaled integers of up to `precision`
+# digits, so the wide ones go beyond 64 bits.
+DECIMAL_TYPES = {
+    "decimal32": (pa.decimal32(9, 2), 9, 2),
+    "decimal64": (pa.decimal64(18, 4), 18, 4),
+    "decimal128": (pa.decimal128(38, 10), 38, 10),
+    "decimal128_15_2": (pa.decimal128(15, 2), 15, 2),
+    "decimal256": (pa.decimal256(76, 20), 76, 20),
+}
 TYPE_NAMES = (
     list(INT_TYPES)
     + ["float32", "float64", "bool", "string"]
     + ["timestamp_" + unit for unit in TIMESTAMP_UNITS]
     + list(TEMPORAL_TYPES)
+    + list(DECIMAL_TYPES)
 )
 FLOAT_SPECIALS = [math.nan, -math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0]
 FLOAT64_EDGES = [5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, -1.7976931348623157e308]
@@ -127,6 +138,8 @@ def arrow_type(name):
         return pa.timestamp(name[len("timestamp_"):])
     if name in TEMPORAL_TYPES:
         return TEMPORAL_TYPES[name][0]
+    if name in DECIMAL_TYPES:
+        return DECIMAL_TYPES[name][0]
     return {"float32": pa.float32(), "float64": pa.float64(), "bool": pa.bool_(), "string": pa.string()}[name]
 
 
@@ -191,6 +204,25 @@ def value_pool(rng, name, size):
         values = [rng.choice(edges) if rng.random() < 0.1 else rng.randint(low, most) for _ in range(size)]
         # A date64 is a whole number of days.
         return [value - value % per_day if per_day else value for value in values]
+    if name in DECIMAL_TYPES:
+        _, precision, scale = DECIMAL_TYPES[name]
+        most = 10**precision - 1
+        edges = [-most, most, 0, 1, -1, 2**63, -(2**63) - 1, 2**64]
+        edges = [value for value in edges if -most <= value <= most]
+        values = []
+        for _ in range(size):
+            pick = rng.random()
+            if pick < 0.1:
+                values.append(rng.choice(edges))
+            elif pick < 0.4:
+                values.append(rng.randint(-100, 100))
+            elif pick < 0.6:
+                bits = rng.randint(1, most.bit_length() - 1)
+                values.append(rng.choice([-1, 1]) * rng.getrandbits(bits))
+            else:
+                values.append(rng.randint(-most, most))
+        exact = decimal.Context(prec=100)  # scaleb rounds to the context's 28 digits otherwise
+        return [decimal.Decimal(value).scaleb(-scale, context=exact) for value in values]
     unit = name[len("timestamp_"):]
     # Parquet stores seconds as milliseconds: keep those values clear of int64's ends.
     bound = 2**62 // 1000 if unit == "s" else 2**62
@@ -236,6 +268,11 @@ def is_counted(kind):
     )
 
 
+def is_narrow_decimal(kind):
+    """Whether `kind` is decimal32 or decimal64, which Arrow does not sort (decimal128 holds it)."""
+    return pa.types.is_decimal(kind) and kind.bit_width < 128
+
+
 def as_counts(column):
     """A column of counted values as the integers it holds."""
     column = as_array(column)
@@ -258,6 +295,8 @@ def key_image(column):
         return [pc.cast(pc.fill_null(column, False), pa.int8())]
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
         return [pc.fill_null(pc.cast(column, pa.large_binary()), b"")]
+    if is_narrow_decimal(kind):
+        return key_image(pc.cast(column, pa.decimal128(kind.precision, kind.scale)))
     return [pc.fill_null(column, 0)]
 
 
@@ -299,6 +338,8 @@ def exact_image(column):
         value = pc.cast(column, pa.int8())
     elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
         value = pc.cast(column, pa.large_binary())
+    elif is_narrow_decimal(kind):
+        value = pc.cast(column, pa.decimal128(kind.precision, kind.scale))
     else:
         value = column
     zero = b"" if pa.types.is_large_binary(value.type) else 0
