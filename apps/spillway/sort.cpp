@@ -431,9 +431,8 @@ int run_sort(sort_arguments const& args) {
   writer_options.format              = parse_output_format(args.output_format);
   writer_options.target_file_bytes   = file_size;
   writer_options.parquet.compression = parse_compression(args.compression);
-  // As many as the pool, but two at the least: one encoding thread lays the file out otherwise
-  // (page indexes at the end), and the output must not depend on --threads.
-  writer_options.parquet.encode_threads = std::max<std::size_t>(2, worker_threads());
+  // As many as the pool; any number of them lays the file out alike, whatever --threads says.
+  writer_options.parquet.encode_threads = worker_threads();
   writer_options.schema                 = schema;  // string columns keep their Arrow type
   batch_writer writer{
     writer_options, names, stream, memory_resources{device_with_spill, io_scratch}};

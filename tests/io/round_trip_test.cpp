@@ -208,7 +208,7 @@ TEST_F(RoundTripTest, ParquetCompressionIsRecordedAndEncodeThreadsWriteTheSameRo
   EXPECT_EQ(write("zstd.parquet", zstd), parquet::Compression::ZSTD);
   // Row groups encoded on a writer's own threads, each as a file of its own, then moved into
   // one: the same row groups, statistics and page indexes as on the calling thread.
-  for (std::size_t const threads : {std::size_t{2}, std::size_t{3}}) {
+  for (std::size_t const threads : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
     SCOPED_TRACE(std::to_string(threads) + " threads");
     zstd.encode_threads = threads;
     EXPECT_EQ(write("threads.parquet", zstd), parquet::Compression::ZSTD);

@@ -437,11 +437,12 @@ constexpr std::size_t PARQUET_MAX_ROW_GROUPS = 32767;  ///< a row group's ordina
 /**
  * @brief A Parquet file written through Arrow.
  *
- * With one encoding thread, writes go into one buffered row group of Arrow's writer, encoded on
- * the calling thread. With more (`encode_threads`), every row group is encoded as a Parquet file
- * of its own in memory, up to `encode_threads` of them at once on a pool of this writer's own,
- * while the caller goes on: its bytes are then appended to the file in order, its page indexes
- * right after its column chunks, and its footer, with the offsets moved to where the bytes landed
+ * With no encoding thread of its own, writes go into one buffered row group of Arrow's writer,
+ * encoded on the calling thread. With some (`encode_threads`), every row group is encoded as a
+ * Parquet file of its own in memory, up to `encode_threads` of them at once on a pool of this
+ * writer's own, while the caller goes on: its bytes are then appended to the file in order, its
+ * page indexes right after its column chunks, and its footer, with the offsets moved to where the
+ * bytes landed
  * (`rebase_parquet_footer`), merged into the file's. The row groups, statistics and page
  * indexes are those Arrow's writer makes on one thread, where a sorted string column, one column
  * chunk per row group, would be encoded and compressed on one core.
@@ -616,7 +617,7 @@ class parquet_file_writer final : public format_writer {
     std::size_t bytes = 0;  ///< about its rows' bytes in memory
   };
 
-  [[nodiscard]] bool parallel() const noexcept { return options_.encode_threads > 1; }
+  [[nodiscard]] bool parallel() const noexcept { return options_.encode_threads > 0; }
 
   /// Whether the row group being filled takes no more rows of `row_bytes` each.
   [[nodiscard]] bool group_full(double row_bytes) const noexcept {
@@ -898,7 +899,7 @@ class parquet_file_writer final : public format_writer {
   std::size_t flushed_bytes_      = 0;  ///< about the in-memory bytes of the row groups in the file
   std::shared_ptr<parquet::WriterProperties> properties_;
   std::shared_ptr<parquet::ArrowWriterProperties> arrow_properties_;
-  /// Encoding threads (options.encode_threads > 1); they outlive the encodings that use them.
+  /// Encoding threads (options.encode_threads > 0); they outlive the encodings that use them.
   std::shared_ptr<arrow::internal::ThreadPool> encoders_;
   std::shared_ptr<direct_output_stream> sink_;
   std::unique_ptr<parquet::arrow::FileWriter> writer_;  ///< one encoding thread
