@@ -54,6 +54,8 @@ std::string to_string(data_type type) {
       return "time64[" + to_string(type.unit()) + "]";
     case type_id::DURATION:
       return "duration[" + to_string(type.unit()) + "]";
+    case type_id::BINARY:
+      return "binary";
   }
   return "unknown(" + std::to_string(static_cast<int>(type.id())) + ")";
 }

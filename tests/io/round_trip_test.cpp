@@ -312,7 +312,11 @@ TEST_F(RoundTripTest, ConcurrentParquetColumnsDecodedAtOnceGiveTheSameBatches) {
 TEST_F(RoundTripTest, ConcurrentOwnedWritesAreEncodedInOrderOnTheWritersThread) {
   for (auto const format : writable_formats()) {
     SCOPED_TRACE(std::string{extension(format)});
-    auto const input = every_type_table(6000, 4, parquet_types());
+    auto column_types = parquet_types();
+    if (format == file_format::CSV) {
+      std::erase(column_types, data_type{type_id::BINARY});  // CSV refuses it
+    }
+    auto const input = every_type_table(6000, 4, column_types);
     auto const names = this->names(input->num_columns());
     batch_writer_options options;
     options.directory              = path("owned");
@@ -351,7 +355,11 @@ TEST_F(RoundTripTest, ConcurrentOwnedWritesAreEncodedInOrderOnTheWritersThread) 
 TEST_F(RoundTripTest, ConcurrentOwnedWriteFailureIsThrownByTheNextCallAndLeavesNoFile) {
   for (auto const format : writable_formats()) {
     SCOPED_TRACE(std::string{extension(format)});
-    auto const input = every_type_table(100, 6, parquet_types());
+    auto column_types = parquet_types();
+    if (format == file_format::CSV) {
+      std::erase(column_types, data_type{type_id::BINARY});  // CSV refuses it
+    }
+    auto const input = every_type_table(100, 6, column_types);
     auto names       = this->names(input->num_columns());
     batch_writer_options options;
     options.directory = path("failing");

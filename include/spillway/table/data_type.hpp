@@ -21,8 +21,11 @@ namespace spillway {
  * temporal types are Arrow's, with Arrow's layouts: DATE32 an int32 count of days since the
  * epoch, DATE64 an int64 count of milliseconds since it, TIME32 (second or millisecond) and
  * TIME64 (microsecond or nanosecond) an int32 or int64 count of their unit since midnight, and
- * DURATION an int64 count of its unit. They order and hash as their integers do.
- * (Ids are appended, never renumbered: they are written into packed tables.)
+ * DURATION an int64 count of its unit. They order and hash as their integers do. BINARY has
+ * STRING's layout (`rows + 1` int64 offsets into a buffer of bytes, Arrow's large_binary) and
+ * orders and hashes as STRING does: bytewise, unsigned, a prefix before what it prefixes; its
+ * bytes need not be UTF-8. (Ids are appended, never renumbered: they are written into packed
+ * tables.)
  */
 enum class type_id : std::uint8_t {
   BOOL8,
@@ -43,10 +46,11 @@ enum class type_id : std::uint8_t {
   TIME32,
   TIME64,
   DURATION,
+  BINARY,
 };
 
 /** @brief The number of `type_id` values. */
-inline constexpr std::size_t TYPE_ID_COUNT = 18;
+inline constexpr std::size_t TYPE_ID_COUNT = 19;
 
 /** @return whether a type of `id` carries a `time_unit` (TIMESTAMP, TIME32, TIME64, DURATION) */
 constexpr bool has_time_unit(type_id id) noexcept {
@@ -78,10 +82,12 @@ class data_type {
   time_unit unit_ = time_unit::NANOSECOND;
 };
 
-/** @return true for every type but STRING */
-constexpr bool is_fixed_width(data_type type) noexcept { return type.id() != type_id::STRING; }
+/** @return true for every type but STRING and BINARY, which store offsets and bytes */
+constexpr bool is_fixed_width(data_type type) noexcept {
+  return type.id() != type_id::STRING && type.id() != type_id::BINARY;
+}
 
-/** @return bytes per row of a fixed-width type; 0 for STRING */
+/** @return bytes per row of a fixed-width type; 0 for STRING and BINARY */
 constexpr std::size_t size_of(data_type type) noexcept {
   switch (type.id()) {
     case type_id::BOOL8:
@@ -106,6 +112,7 @@ constexpr std::size_t size_of(data_type type) noexcept {
     case type_id::DURATION:
       return 8;
     case type_id::STRING:
+    case type_id::BINARY:
       return 0;
   }
   return 0;
@@ -192,7 +199,7 @@ struct storage_type<type_id::DURATION> {
 /**
  * @brief Calls `visitor.template operator()<T>()` with the storage type `T` of a fixed-width
  * `type` and returns its result.
- * @throws spillway::invalid_argument for STRING
+ * @throws spillway::invalid_argument for STRING and BINARY
  */
 template <typename Visitor>
 decltype(auto) visit_fixed_width(data_type type, Visitor&& visitor) {
@@ -227,6 +234,7 @@ decltype(auto) visit_fixed_width(data_type type, Visitor&& visitor) {
     case type_id::DURATION:
       return visitor.template operator()<std::int64_t>();
     case type_id::STRING:
+    case type_id::BINARY:
       break;
   }
   SPILLWAY_FAIL("visit_fixed_width: " + to_string(type) + " is not a fixed-width type",

@@ -325,6 +325,7 @@ class arrow_batch_reader final : public batch_reader {
     for (int const c : selection) {
       schema.push_back(from_arrow_field(*file_schema->field(c), path));
     }
+    schema.metadata = from_arrow_metadata(file_schema->metadata().get());
     if (index == 0) {
       schema_ = std::move(schema);
     } else {
@@ -407,7 +408,7 @@ bool mostly_distinct(column_view const& column) {
   }
   std::vector<std::uint64_t> hashes;
   hashes.reserve(sample);
-  bool const strings      = column.type().id() == type_id::STRING;
+  bool const strings      = !is_fixed_width(column.type());
   std::size_t const width = strings ? 0 : size_of(column.type());
   auto const* values      = strings ? nullptr : static_cast<char const*>(column.head());
   for (std::size_t index = 0; index < sample; ++index) {
@@ -518,7 +519,8 @@ class parquet_file_writer final : public format_writer {
         }
         std::size_t const take = rows_to_take(rows - begin, row_bytes);
         auto const part        = slice(input, begin, begin + take);
-        for (auto const& batch : to_arrow_batches(part, schema_, pool_.get())) {
+        for (auto const& batch :
+             to_arrow_batches(part, schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
           check_arrow(writer_->WriteRecordBatch(*batch),
                       "cannot write Parquet file '" + path_ + "'");
         }
@@ -672,14 +674,16 @@ class parquet_file_writer final : public format_writer {
       add_to_group(take, row_bytes);
       begin += take;
       if (owner || group_full(row_bytes)) {
-        for (auto& batch : to_arrow_batches(part, schema_, pool_.get())) {
+        for (auto& batch :
+             to_arrow_batches(part, schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
           group_batches_.push_back(std::move(batch));
           group_owners_.push_back(owner);
         }
       } else {
         // The last rows of a borrowed input wait for the next write: a copy of them does.
         std::shared_ptr<table const> copied = spillway::copy(part, stream_, mrs_.temporary());
-        for (auto& batch : to_arrow_batches(copied->view(), schema_, pool_.get())) {
+        for (auto& batch : to_arrow_batches(
+               copied->view(), schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
           group_batches_.push_back(std::move(batch));
           group_owners_.push_back(copied);
         }
@@ -908,8 +912,9 @@ class parquet_file_writer final : public format_writer {
   std::vector<std::shared_ptr<void const>> group_owners_;
   std::deque<encoding_group> encoding_;
   std::shared_ptr<parquet::FileMetaData> metadata_;
-  std::size_t row_groups_ = 0;      ///< appended to the file
-  bool failed_            = false;  ///< a write or close threw: the file is void
+  arrow_dictionaries dictionaries_;  ///< of the dictionary-encoded columns
+  std::size_t row_groups_ = 0;       ///< appended to the file
+  bool failed_            = false;   ///< a write or close threw: the file is void
 };
 
 class ipc_file_writer final : public format_writer {
@@ -926,7 +931,9 @@ class ipc_file_writer final : public format_writer {
     auto options        = arrow::ipc::IpcWriteOptions::Defaults();
     options.memory_pool = pool_.get();
     options.use_threads = false;
-    writer_             = value_or_throw(format == file_format::ARROW_IPC_FILE
+    // A dictionary grows from batch to batch (`arrow_dictionaries`): written as deltas.
+    options.emit_dictionary_deltas = true;
+    writer_                        = value_or_throw(format == file_format::ARROW_IPC_FILE
                                ? arrow::ipc::MakeFileWriter(sink_, schema_, options)
                                : arrow::ipc::MakeStreamWriter(sink_, schema_, options),
                              "cannot write Arrow IPC file '" + path_ + "'");
@@ -947,7 +954,8 @@ class ipc_file_writer final : public format_writer {
     if (input.num_rows() == 0) {
       return;
     }
-    for (auto const& batch : to_arrow_batches(input, schema_, pool_.get())) {
+    for (auto const& batch :
+         to_arrow_batches(input, schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
       check_arrow(writer_->WriteRecordBatch(*batch), "cannot write Arrow IPC file '" + path_ + "'");
     }
   }
@@ -968,6 +976,7 @@ class ipc_file_writer final : public format_writer {
   std::shared_ptr<arrow::Schema> schema_;
   std::shared_ptr<arrow::io::FileOutputStream> sink_;
   std::shared_ptr<arrow::ipc::RecordBatchWriter> writer_;
+  arrow_dictionaries dictionaries_;  ///< of the dictionary-encoded columns
 };
 
 }  // namespace
