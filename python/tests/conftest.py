@@ -38,6 +38,8 @@ SUPPORTED_TYPES = [
     ("time32_ms", pa.time32("ms"), _ints(0, 86_400_000, np.int32)),
     ("time64_us", pa.time64("us"), _ints(0, 86_400_000_000)),
     ("duration_ns", pa.duration("ns"), _ints(-(2**40), 2**40)),
+    ("binary", pa.binary(), lambda rng, n: [v.encode() for v in _strings(rng, n)]),
+    ("large_binary", pa.large_binary(), lambda rng, n: [v.encode() for v in _strings(rng, n)]),
 ]
 
 
