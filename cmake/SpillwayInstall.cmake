@@ -63,8 +63,10 @@ install(TARGETS ${_spillway_layer_targets} spillway_all
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # The installed tool keeps the RUNPATH of the libraries it links outside this project (Arrow's in
 # the pyarrow wheel): the build tree's RUNPATH is dropped on install.
-set_target_properties(spillway PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
-install(TARGETS spillway RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET spillway)  # SPILLWAY_BUILD_APPS
+  set_target_properties(spillway PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+  install(TARGETS spillway RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 
 # The CMake package.
 install(EXPORT spillway-targets

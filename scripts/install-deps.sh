@@ -5,6 +5,7 @@ set -euo pipefail
 
 DEBIAN_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang-format
+  python3-dev  # the headers the Python module (python/) is built against
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libspdlog-dev libcli11-dev nlohmann-json3-dev
   libzstd-dev liblz4-dev libxxhash-dev
@@ -33,6 +34,12 @@ fi
 if ! python3 -c "import pyarrow, duckdb, pytest" 2>/dev/null; then
   echo "spillway: installing pyarrow, duckdb and pytest from PyPI"
   python3 -m pip install --quiet pyarrow duckdb pytest
+fi
+
+# nanobind and scikit-build-core for the Python package (python/, pyproject.toml).
+if ! python3 -c "import nanobind, scikit_build_core" 2>/dev/null; then
+  echo "spillway: installing nanobind and scikit-build-core from PyPI"
+  python3 -m pip install --quiet nanobind scikit-build-core
 fi
 
 # RMM (the allocator of cuDF) for the optional interop tests of the CUDA backend: the librmm wheel

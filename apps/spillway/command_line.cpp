@@ -1,6 +1,7 @@
 #include "command_line.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/core/error_message.hpp>
 #include <spillway/core/stream_view.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/core/worker_pool.hpp>
@@ -20,8 +21,6 @@
 
 namespace spillway::cli {
 namespace {
-
-constexpr std::string_view LIBRARY_PREFIX = "spillway failure at ";
 
 std::vector<std::string_view> split(std::string_view text, char separator) {
   std::vector<std::string_view> parts;
@@ -127,29 +126,7 @@ std::optional<file_format> format_named(std::string_view name) {
 
 }  // namespace
 
-std::string user_message(std::string_view what) {
-  // Each "spillway failure at file.cpp:12 (function signature): " goes, at the start and inside
-  // (a message that carries another's, such as a disk error behind a spill failure).
-  std::string message;
-  std::size_t at = 0;
-  while (true) {
-    auto const found = what.find(LIBRARY_PREFIX, at);
-    if (found == std::string_view::npos) {
-      message += what.substr(at);
-      break;
-    }
-    message += what.substr(at, found - at);
-    auto const rest        = what.substr(found + LIBRARY_PREFIX.size());
-    auto const after_site  = rest.find("): ");
-    auto const after_colon = rest.find(": ");
-    auto const cut         = after_site != std::string_view::npos    ? after_site + 3
-                             : after_colon != std::string_view::npos ? after_colon + 2
-                                                                     : 0;
-    at                     = found + LIBRARY_PREFIX.size() + cut;
-  }
-  std::replace(message.begin(), message.end(), '\n', ' ');
-  return message;
-}
+std::string user_message(std::string_view what) { return spillway::user_message(what); }
 
 std::size_t use_worker_threads(std::size_t threads) {
   set_worker_threads(threads);

@@ -9,6 +9,7 @@
 #include "output_directory.hpp"
 #include "preflight.hpp"
 #include "ranks.hpp"
+#include "retry_guards.hpp"
 #include "spill_failures.hpp"
 
 #include <spillway/core/units.hpp>
@@ -93,7 +94,8 @@ int run_distributed_sort(distributed_sort_request const& request) {
       options.sort.testing_reverse_output_batch = testing_reverse_output_batch();
 
       auto const mine = input_of_rank(comm, input);
-      memory_resources const reader_resources{environment.device(), io_scratch};
+      // Read into host scratch, then onto the device under the OOM protocol.
+      memory_resources const reader_resources{io_scratch};
       batch_writer_options writer_options;
       writer_options.directory         = output.staging();
       writer_options.target_file_bytes = file_size;
@@ -109,7 +111,20 @@ int run_distributed_sort(distributed_sort_request const& request) {
         comm,
         environment.store(),
         [&](std::function<void(std::unique_ptr<table>)> const& consume) {
-          read_pieces(mine, format, batch_bytes, reader_resources, environment.stream(), consume);
+          read_pieces(mine,
+                      format,
+                      batch_bytes,
+                      reader_resources,
+                      environment.stream(),
+                      [&](std::unique_ptr<table> batch) {
+                        for (auto& piece : copy_to_device(std::move(batch),
+                                                          environment.coordinator(),
+                                                          rank.task(),
+                                                          environment.stream(),
+                                                          environment.device())) {
+                          consume(std::move(piece));
+                        }
+                      });
         },
         [&](table_view const& batch) { writer.write(batch); },
         options,
@@ -197,6 +212,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
   if (!summary_line.empty()) {
     output.commit(written);
     std::fprintf(stderr, "%s\n", summary_line.c_str());
+    report_retry_coverage("spillway sort", summary);
     if (request.json) {
       std::cout << summary.dump() << std::endl;
     }

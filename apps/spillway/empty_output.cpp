@@ -28,7 +28,7 @@ std::string write_empty_file(batch_writer_options const& options,
         make_fixed_width_column(field.type, 0, mask_state::UNALLOCATED, stream, resource));
       continue;
     }
-    auto strings = make_strings_column(0, 0, mask_state::UNALLOCATED, stream, resource);
+    auto strings = make_strings_column(0, 0, mask_state::UNALLOCATED, stream, resource, field.type);
     std::array<std::int64_t, 1> const zero{0};
     copy_bytes(strings->mutable_offsets(),
                resource.kind(),

@@ -11,6 +11,7 @@
 #include "output_directory.hpp"
 #include "preflight.hpp"
 #include "ranks.hpp"
+#include "retry_guards.hpp"
 #include "spill_failures.hpp"
 
 #include <spillway/core/logging.hpp>
@@ -23,6 +24,7 @@
 #include <spillway/runtime/device_environment.hpp>
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/spill/spill_directory.hpp>
+#include <spillway/table/copy.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -186,7 +188,10 @@ void add_input_maps(shuffler& shuffle,
       }
       continue;
     }
-    auto reader = open_piece(piece, format, batch_bytes, mrs, read_stream);
+    // Read into host scratch; the map task copies it onto the device as its first step, under
+    // the shuffle's OOM protocol.
+    auto reader =
+      open_piece(piece, format, batch_bytes, memory_resources{mrs.temporary()}, read_stream);
     for (std::size_t index = 0;; ++index) {
       auto batch = reader->next();
       if (!batch) {
@@ -200,7 +205,9 @@ void add_input_maps(shuffler& shuffle,
       static_cast<void>(shuffle.add_map(
         [first, again](stream_view stream, memory_resources out) {
           if (*first) {  // the batch just read, once; then read again from the piece
-            return std::exchange(*first, nullptr);
+            auto on_device = spillway::copy((*first)->view(), stream, out.output());
+            first->reset();  // copied: a later attempt reads it again
+            return on_device;
           }
           return again(stream, out);
         },
@@ -373,7 +380,8 @@ int run_shuffle(shuffle_arguments const& args) {
                                                 totals.backpressure_waits,
                                                 totals.spilled_host,
                                                 totals.spilled_disk,
-                                                totals.resumed});
+                                                totals.resumed,
+                                                environment.injected_failures()});
       auto const peaks        = max_over_ranks(comm,
                                         {environment.device_peak_bytes(),
                                                 environment.host_tier().statistics().peak_bytes,
@@ -422,7 +430,8 @@ int run_shuffle(shuffle_arguments const& args) {
                  {"device_budget_per_rank", device_memory},
                  {"device_peak_max", peaks[0]},
                  {"host_budget_per_rank", host_memory},
-                 {"host_peak_max", peaks[1]}};
+                 {"host_peak_max", peaks[1]},
+                 {"oom_injected", sums[12]}};
       char line[256];
       std::snprintf(line,
                     sizeof(line),
@@ -443,6 +452,7 @@ int run_shuffle(shuffle_arguments const& args) {
   if (!summary_line.empty()) {  // rank 0 of this process
     output.commit(written);
     std::fprintf(stderr, "%s\n", summary_line.c_str());
+    report_retry_coverage("spillway shuffle", summary);
     if (args.json) {
       std::cout << summary.dump() << std::endl;
     }

@@ -14,6 +14,7 @@
 #include "output_directory.hpp"
 #include "preflight.hpp"
 #include "ranks.hpp"
+#include "retry_guards.hpp"
 #include "spill_failures.hpp"
 
 #include <spillway/core/units.hpp>
@@ -346,7 +347,10 @@ int run_sort(sort_arguments const& args) {
   }
   statistics_resource_adaptor io_scratch{io_scratch_host(*environment, host)};
   device_task sort_task{*environment, task_id{1}};
-  auto& task             = sort_task.context();
+  auto& task = sort_task.context();
+  // Every device allocation of this thread is the sort task's (and SPILLWAY_RETRY_COVERAGE sees
+  // those made outside a retry block as the task's).
+  task_context::thread_binding const bind_task{task};
   auto& store            = environment->store();
   auto& coordinator      = environment->coordinator();
   auto& arbiter          = environment->arbiter();
@@ -407,13 +411,15 @@ int run_sort(sort_arguments const& args) {
   std::size_t input_batches = 0;
   explaining_spill_failures(store, [&] {
     while (auto decoded = reader->next()) {
-      auto batch = spillway::copy(decoded->view(), stream, device_with_spill);
-      decoded.reset();
-      auto const rows  = batch->num_rows();
-      auto const bytes = batch->allocated_bytes();
-      sorter.push(std::move(batch));
-      progress.rows_read += rows;
-      progress.bytes_read += bytes;
+      // Onto the device under the OOM protocol (in pieces when it must split).
+      for (auto& batch :
+           copy_to_device(std::move(decoded), coordinator, task, stream, device_with_spill)) {
+        auto const rows  = batch->num_rows();
+        auto const bytes = batch->allocated_bytes();
+        sorter.push(std::move(batch));
+        progress.rows_read += rows;
+        progress.bytes_read += bytes;
+      }
       ++input_batches;
     }
     reader.reset();
@@ -431,9 +437,8 @@ int run_sort(sort_arguments const& args) {
   writer_options.format              = parse_output_format(args.output_format);
   writer_options.target_file_bytes   = file_size;
   writer_options.parquet.compression = parse_compression(args.compression);
-  // As many as the pool, but two at the least: one encoding thread lays the file out otherwise
-  // (page indexes at the end), and the output must not depend on --threads.
-  writer_options.parquet.encode_threads = std::max<std::size_t>(2, worker_threads());
+  // As many as the pool; any number of them lays the file out alike, whatever --threads says.
+  writer_options.parquet.encode_threads = worker_threads();
   writer_options.schema                 = schema;  // string columns keep their Arrow type
   batch_writer writer{
     writer_options, names, stream, memory_resources{device_with_spill, io_scratch}};
@@ -528,8 +533,13 @@ int run_sort(sort_arguments const& args) {
       {"output_files", written.size()},
       {"order_check_seconds", stats.order_check_seconds},
       {"threads", worker_threads()},
+      {"oom_injected", environment->injected_failures()},
     };
+    report_retry_coverage("spillway sort", summary);
     std::cout << summary.dump() << '\n';
+  } else {
+    nlohmann::ordered_json unused;
+    report_retry_coverage("spillway sort", unused);
   }
   return static_cast<int>(exit_code::OK);
 }

@@ -71,7 +71,7 @@ struct dataset_digest {
 void add_rows(table_view const& batch, dataset_digest& digest) {
   std::vector<std::uint64_t> hashes(batch.num_rows(), 0x5111'11A4ULL);
   for (auto const& column : batch) {
-    bool const is_string    = column.type().id() == type_id::STRING;
+    bool const is_string    = !is_fixed_width(column.type());
     std::size_t const width = is_string ? 0 : size_of(column.type());
     auto const* bytes       = static_cast<unsigned char const*>(column.head());
     for (std::size_t row = 0; row < column.size(); ++row) {

@@ -324,6 +324,13 @@ class csv_file_writer final : public detail::format_writer {
     SPILLWAY_EXPECTS(delimiter_ != '"' && delimiter_ != '\n' && delimiter_ != '\r',
                      std::string{"csv: the delimiter cannot be a quote or a line end"},
                      invalid_argument);
+    for (auto const& column : schema_) {
+      // CSV is text: bytes that are not text have no faithful field there.
+      SPILLWAY_EXPECTS(column.type.id() != type_id::BINARY,
+                       "csv: column '" + column.name +
+                         "' is binary, which CSV cannot hold; write it as Parquet or Arrow IPC",
+                       not_supported);
+    }
     file_ = std::fopen(path_.c_str(), "wb");
     SPILLWAY_EXPECTS(file_ != nullptr,
                      "cannot create CSV file '" + path_ + "': " + std::strerror(errno),

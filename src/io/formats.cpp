@@ -244,16 +244,17 @@ class batch_writer::impl {
   impl(impl&&)                 = delete;
   impl& operator=(impl&&)      = delete;
 
-  /// Takes the schema from the first table written (STRING columns stored and TIMESTAMP zones
-  /// as the reader found them); checks every later one against it.
+  /// Takes the schema from the first table written (string and binary storage, dictionaries,
+  /// TIMESTAMP zones, nullability and metadata as the reader found them); checks every later one
+  /// against it.
   void learn_schema(table_view const& input) {
     if (schema_.empty()) {
-      schema_ = detail::schema_of(input, names_, "batch_writer");
+      schema_          = detail::schema_of(input, names_, "batch_writer");
+      schema_.metadata = options_.schema.metadata;
       for (auto& column : schema_) {
         for (auto const& known : options_.schema) {
-          if (known.name == column.name && known.type == column.type) {
-            column.storage   = known.storage;
-            column.time_zone = known.time_zone;
+          if (known == column) {
+            column = known;  // the same name and type, with the file's storage details
           }
         }
       }

@@ -139,7 +139,7 @@ std::unique_ptr<table> read_all(batch_reader& reader, stream_view stream, memory
       columns.push_back(
         is_fixed_width(field.type)
           ? make_fixed_width_column(field.type, 0, mask_state::UNALLOCATED, stream, mrs.output())
-          : make_strings_column(0, 0, mask_state::UNALLOCATED, stream, mrs.output()));
+          : make_strings_column(0, 0, mask_state::UNALLOCATED, stream, mrs.output(), field.type));
     }
     return std::make_unique<table>(std::move(columns));
   }

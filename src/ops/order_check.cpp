@@ -57,7 +57,7 @@ int compare_cells(column_view const& lhs,
     int const null_first = lhs_null ? -1 : 1;
     return ordering.nulls == null_order::BEFORE ? null_first : -null_first;
   }
-  int const result = lhs.type().id() == type_id::STRING
+  int const result = !is_fixed_width(lhs.type())
                        ? compare_strings(lhs.string_at(lhs_row), rhs.string_at(rhs_row))
                        : visit_fixed_width(lhs.type(), [&]<typename T>() {
                            return compare_values<T>(lhs.data<T>()[lhs_row], rhs.data<T>()[rhs_row]);
@@ -146,7 +146,7 @@ std::size_t first_descent(table_view const& keys, sort_order const& orders) {
     std::vector<std::uint32_t> const* candidates = key == 0 ? nullptr : &pairs;
     ties.clear();
     std::size_t const found =
-      column.type().id() == type_id::STRING
+      !is_fixed_width(column.type())
         ? compare_pairs<std::string_view>(column, orders[key], candidates, rows, ties)
         : visit_fixed_width(column.type(), [&]<typename T>() {
             return compare_pairs<T>(column, orders[key], candidates, rows, ties);

@@ -569,7 +569,7 @@ inline std::vector<std::unique_ptr<table>> gather_pieces_in_parallel(
         sizes[row + 1] += sizes[row];
       }
       auto result = make_strings_column(
-        rows, static_cast<std::size_t>(sizes[rows]), state, stream, mrs.output());
+        rows, static_cast<std::size_t>(sizes[rows]), state, stream, mrs.output(), type);
       std::memcpy(result->mutable_offsets(), sizes, (rows + 1) * sizeof(std::int64_t));
       columns[piece].push_back(std::move(result));
     }

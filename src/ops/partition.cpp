@@ -73,7 +73,7 @@ void hash_column(column_view const& keys,
   auto const hash_null = [&](std::size_t row) {
     hashes[row - begin] = XXH3_64bits_withSeed(nullptr, 0, hashes[row - begin] ^ null_hash_salt);
   };
-  if (keys.type().id() == type_id::STRING) {
+  if (!is_fixed_width(keys.type())) {
     for (std::size_t row = begin; row < end; ++row) {
       if (keys.is_null(row)) {
         hash_null(row);

@@ -105,9 +105,8 @@ void* retry_resource_adaptor::do_allocate(std::size_t bytes,
                                           stream_view stream) {
   task_context const* task = task_context::current();
   task_id const id         = task != nullptr ? task->id() : task_id{};
-  if (task != nullptr) {
-    detail::note_allocation_for_coverage(id, bytes);
-  }
+  // A thread of no task is outside every retry block too (recorded as task 0).
+  detail::note_allocation_for_coverage(id, bytes);
   if (auto const injected = take_injection(task)) {
     record_event(events_,
                  event{std::chrono::steady_clock::now(),

@@ -6,6 +6,7 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/mutex.hpp>
+#include <spillway/retry/retry_coverage.hpp>
 #include <spillway/spill/spill_store.hpp>
 
 #include <atomic>
@@ -40,6 +41,7 @@ class device_gate {
   decltype(auto) run(Step&& step) {
     {
       shared_entry const entry(*this);
+      retry_block_marker const marker;
       try {
         return step();
       } catch (out_of_memory const&) {
@@ -50,6 +52,7 @@ class device_gate {
     make_room_alone();
     for (std::size_t alone = 1;; ++alone) {
       retries_.fetch_add(1, std::memory_order_relaxed);
+      retry_block_marker const marker;
       try {
         return step();
       } catch (out_of_memory const&) {

@@ -4,6 +4,7 @@
 #include <spillway/ops/order_check.hpp>
 #include <spillway/ops/sample.hpp>
 #include <spillway/ops/sort.hpp>
+#include <spillway/retry/with_retry.hpp>
 #include <spillway/shuffle/distributed_sort.hpp>
 #include <spillway/table/column.hpp>
 #include <spillway/table/concatenate.hpp>
@@ -216,6 +217,24 @@ std::unique_ptr<table> agree_on_splitters(communicator& comm,
 }
 
 /**
+ * @brief Rows of a batch that stays in memory while a step reads them (a retryable input: making
+ * it spillable does nothing, splitting slices it).
+ */
+class view_input {
+ public:
+  explicit view_input(table_view rows) : rows_(std::move(rows)) {}
+  [[nodiscard]] std::size_t rows() const noexcept { return rows_.num_rows(); }
+  void make_spillable() noexcept {}
+  [[nodiscard]] table_view const& materialize() const noexcept { return rows_; }
+  [[nodiscard]] std::pair<view_input, view_input> split_at(std::size_t row) const {
+    return {view_input{slice(rows_, 0, row)}, view_input{slice(rows_, row, rows_.num_rows())}};
+  }
+
+ private:
+  table_view rows_;
+};
+
+/**
  * @brief At most `limit` rows of a weighted sample (keys, then weights), chosen uniformly; each
  * kept row's weight grows by rows / limit so the total weight stays an unbiased estimate.
  */
@@ -285,13 +304,27 @@ distributed_sort_statistics sort_across(communicator& comm,
       return;
     }
     auto const seed = options.sample_seed ^ (rank << 40U) ^ stats.input_batches;
-    auto keys       = detail::sample(
-      batch.select(options.key_columns), options.samples_per_batch, seed, stream, tmp);
-    std::vector<double> weights(keys->num_rows(),
-                                static_cast<double>(rows) / static_cast<double>(keys->num_rows()));
-    auto columns = detail::copy(keys->view(), stream, on_host)->release();
-    columns.push_back(column_from_host(type_id::FLOAT64, weights, stream, host));
-    samples.push_back(std::make_unique<table>(std::move(columns)));
+    // Sampled on the device, kept on the host: each piece's sample rows stand for its rows.
+    auto const sample_piece = [&](view_input& piece) {
+      auto const wanted = std::max<std::size_t>(
+        1, options.samples_per_batch * piece.rows() / std::max<std::size_t>(rows, 1));
+      auto keys = detail::sample(piece.materialize(), wanted, seed, stream, tmp);
+      std::vector<double> weights(
+        keys->num_rows(),
+        static_cast<double>(piece.rows()) / static_cast<double>(keys->num_rows()));
+      auto columns = detail::copy(keys->view(), stream, on_host)->release();
+      columns.push_back(column_from_host(type_id::FLOAT64, weights, stream, host));
+      return std::make_unique<table>(std::move(columns));
+    };
+    view_input keys{batch.select(options.key_columns)};
+    if (options.sort.coordinator != nullptr && options.sort.task != nullptr) {
+      for (auto& piece :
+           with_retry(*options.sort.coordinator, *options.sort.task, keys, sample_piece)) {
+        samples.push_back(std::move(piece));
+      }
+    } else {
+      samples.push_back(sample_piece(keys));
+    }
   });
   std::unique_ptr<table> local_sample;
   if (!samples.empty()) {
@@ -311,18 +344,30 @@ distributed_sort_statistics sort_across(communicator& comm,
                                 stream,
                                 on_host);
   }
-  auto const splitters = agree_on_splitters(comm,
-                                            std::move(local_sample),
-                                            options.key_columns.size(),
-                                            options.orders,
-                                            stats.sampled_rows,
-                                            stream,
-                                            mrs,
-                                            host);
-  stats.sample_time    = clock_type::now() - start;
-  if (splitters == nullptr) {
+  auto const agreed = agree_on_splitters(comm,
+                                         std::move(local_sample),
+                                         options.key_columns.size(),
+                                         options.orders,
+                                         stats.sampled_rows,
+                                         stream,
+                                         on_host,
+                                         host);
+  if (agreed == nullptr) {
     return stats;  // no rank has a row: every rank saw the same empty allgather
   }
+  // Onto the device, under the OOM protocol when there is one (a few rows: never split).
+  auto const to_device = [&](view_input& rows) {
+    return detail::copy(rows.materialize(), stream, memory_resources{mrs.output()});
+  };
+  auto const splitters =
+    options.sort.coordinator != nullptr && options.sort.task != nullptr
+      ? with_retry_no_split(
+          *options.sort.coordinator, *options.sort.task, view_input{agreed->view()}, to_device)
+      : [&] {
+          view_input rows{agreed->view()};
+          return to_device(rows);
+        }();
+  stats.sample_time = clock_type::now() - start;
 
   // 2. Shuffle pass: every batch is a map task of a RANGE shuffle; partition r is rank r's.
   start = clock_type::now();

@@ -1,5 +1,6 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/stream_view.hpp>
+#include <spillway/retry/retry_coverage.hpp>
 #include <spillway/shuffle/in_process_communicator.hpp>
 
 #include <condition_variable>
@@ -41,6 +42,9 @@ bool matches(int wanted_source, std::uint32_t wanted_tag, int source, std::uint3
 /** Copies the message into a buffer from the receiver's resource, then completes both sides. */
 void deliver(pending_send& send, pending_receive& receive) {
   try {
+    // An out-of-memory here fails the receive, whose caller recovers (a push inbox lets the shard
+    // be fetched again, a pull fetch makes room and asks again): a retry block of its own.
+    retry_block_marker const protected_by_the_receiver;
     buffer data;
     if (!send.bytes.empty()) {
       data =

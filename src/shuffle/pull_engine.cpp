@@ -50,7 +50,7 @@ std::unique_ptr<table> make_empty_table(std::vector<data_type> const& schema,
         make_fixed_width_column(type, 0, mask_state::UNALLOCATED, stream, resource));
       continue;
     }
-    auto strings = make_strings_column(0, 0, mask_state::UNALLOCATED, stream, resource);
+    auto strings = make_strings_column(0, 0, mask_state::UNALLOCATED, stream, resource, type);
     std::int64_t const zero[1] = {0};
     copy_bytes(
       strings->mutable_offsets(), resource.kind(), zero, memory_kind::HOST, sizeof(zero), stream);

@@ -128,11 +128,15 @@ std::unique_ptr<column> make_strings_column(std::size_t size,
                                             std::size_t chars_bytes,
                                             mask_state state,
                                             stream_view stream,
-                                            resource_ref resource) {
+                                            resource_ref resource,
+                                            data_type type) {
+  SPILLWAY_EXPECTS(!is_fixed_width(type),
+                   "make_strings_column: " + to_string(type) + " is fixed width",
+                   invalid_argument);
   buffer offsets{(size + 1) * sizeof(std::int64_t), stream, resource};
   buffer chars{chars_bytes, stream, resource};
   buffer mask = make_null_mask(size, state, stream, resource);
-  return std::make_unique<column>(data_type{type_id::STRING},
+  return std::make_unique<column>(type,
                                   size,
                                   std::move(chars),
                                   std::move(mask),

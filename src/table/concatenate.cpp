@@ -29,7 +29,7 @@ std::unique_ptr<column> concatenate_column(std::span<table_view const> inputs,
   mask_state const state = any_nulls ? mask_state::UNINITIALIZED : mask_state::UNALLOCATED;
   std::unique_ptr<column> result =
     is_fixed_width(type) ? make_fixed_width_column(type, total_rows, state, stream, output)
-                         : make_strings_column(total_rows, chars, state, stream, output);
+                         : make_strings_column(total_rows, chars, state, stream, output, type);
   memory_kind const kind   = output.kind();
   std::size_t row          = 0;
   std::int64_t char_cursor = 0;

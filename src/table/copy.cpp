@@ -19,7 +19,7 @@ std::unique_ptr<column> copy(column_view const& input, stream_view stream, memor
     result = make_fixed_width_column(input.type(), input.size(), state, stream, output);
   } else {
     std::size_t const chars = from_device ? cuda::chars_size(input, stream) : input.chars_size();
-    result                  = make_strings_column(input.size(), chars, state, stream, output);
+    result = make_strings_column(input.size(), chars, state, stream, output, input.type());
   }
 #if SPILLWAY_HAS_CUDA
   // Either side in CUDA device memory: the CPU must not touch it.

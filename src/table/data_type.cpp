@@ -54,6 +54,8 @@ std::string to_string(data_type type) {
       return "time64[" + to_string(type.unit()) + "]";
     case type_id::DURATION:
       return "duration[" + to_string(type.unit()) + "]";
+    case type_id::BINARY:
+      return "binary";
     case type_id::DECIMAL32:
     case type_id::DECIMAL64:
     case type_id::DECIMAL128:

@@ -79,7 +79,7 @@ std::unique_ptr<column> gather_column(column_view const& source,
         chars += source.string_at(index).size();
       }
     }
-    result                = make_strings_column(rows, chars, state, stream, output);
+    result                = make_strings_column(rows, chars, state, stream, output, source.type());
     std::int64_t* offsets = result->mutable_offsets();
     char* out             = result->mutable_chars();
     std::int64_t cursor   = 0;

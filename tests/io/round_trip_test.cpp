@@ -208,7 +208,7 @@ TEST_F(RoundTripTest, ParquetCompressionIsRecordedAndEncodeThreadsWriteTheSameRo
   EXPECT_EQ(write("zstd.parquet", zstd), parquet::Compression::ZSTD);
   // Row groups encoded on a writer's own threads, each as a file of its own, then moved into
   // one: the same row groups, statistics and page indexes as on the calling thread.
-  for (std::size_t const threads : {std::size_t{2}, std::size_t{3}}) {
+  for (std::size_t const threads : {std::size_t{1}, std::size_t{2}, std::size_t{3}}) {
     SCOPED_TRACE(std::to_string(threads) + " threads");
     zstd.encode_threads = threads;
     EXPECT_EQ(write("threads.parquet", zstd), parquet::Compression::ZSTD);
@@ -312,7 +312,11 @@ TEST_F(RoundTripTest, ConcurrentParquetColumnsDecodedAtOnceGiveTheSameBatches) {
 TEST_F(RoundTripTest, ConcurrentOwnedWritesAreEncodedInOrderOnTheWritersThread) {
   for (auto const format : writable_formats()) {
     SCOPED_TRACE(std::string{extension(format)});
-    auto const input = every_type_table(6000, 4, parquet_types());
+    auto column_types = parquet_types();
+    if (format == file_format::CSV) {
+      std::erase(column_types, data_type{type_id::BINARY});  // CSV refuses it
+    }
+    auto const input = every_type_table(6000, 4, column_types);
     auto const names = this->names(input->num_columns());
     batch_writer_options options;
     options.directory              = path("owned");
@@ -351,7 +355,11 @@ TEST_F(RoundTripTest, ConcurrentOwnedWritesAreEncodedInOrderOnTheWritersThread) 
 TEST_F(RoundTripTest, ConcurrentOwnedWriteFailureIsThrownByTheNextCallAndLeavesNoFile) {
   for (auto const format : writable_formats()) {
     SCOPED_TRACE(std::string{extension(format)});
-    auto const input = every_type_table(100, 6, parquet_types());
+    auto column_types = parquet_types();
+    if (format == file_format::CSV) {
+      std::erase(column_types, data_type{type_id::BINARY});  // CSV refuses it
+    }
+    auto const input = every_type_table(100, 6, column_types);
     auto names       = this->names(input->num_columns());
     batch_writer_options options;
     options.directory = path("failing");

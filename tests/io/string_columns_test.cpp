@@ -57,7 +57,7 @@ TEST_F(StringColumnsTest, AllNullAndAllEmptyStringsRoundTripInParquetAndIpc) {
     std::vector<std::string> const names{"k", "s"};
     // Row groups encoded on the writing thread, and on threads of their own (Arrow validates
     // the table of each such row group).
-    for (std::size_t threads : {std::size_t{1}, std::size_t{2}}) {
+    for (std::size_t threads : {std::size_t{0}, std::size_t{1}, std::size_t{2}}) {
       parquet_write_options options;
       options.encode_threads = threads;
       write_parquet(*input, names, path("t.parquet"), options, default_stream(), host_);

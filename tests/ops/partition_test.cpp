@@ -438,5 +438,43 @@ TEST_F(PartitionAndPack, RejectsBadArguments) {
   EXPECT_EQ(packed[2].num_rows, 1U);
 }
 
+TEST_F(Partition, BinaryKeysHashAsTheirBytesLikeStrings) {
+  // Equal bytes hash equally, in a BINARY column as in a STRING one, whatever row they are in.
+  std::vector<std::optional<std::string>> values;
+  for (std::size_t row = 0; row < 500; ++row) {
+    values.push_back(row % 9 == 4 ? std::nullopt
+                                  : std::optional<std::string>{std::string(row % 7, '\x80') +
+                                                               std::string(1, '\0')});
+  }
+  auto const binary  = testing::make_binary_column(values, input_);
+  auto const strings = make_string_column(values, input_);
+  auto const binary_hashes =
+    to_vector(hash_rows(table_view{binary->view()}, 5, default_stream(), input_)->view());
+  auto const string_hashes =
+    to_vector(hash_rows(table_view{strings->view()}, 5, default_stream(), input_)->view());
+  EXPECT_EQ(binary_hashes, string_hashes);
+  for (std::size_t row = 0; row < values.size(); ++row) {
+    EXPECT_EQ(binary_hashes[row], binary_hashes[row % 63]) << row;  // the same value
+  }
+  std::map<std::string, std::uint64_t> hash_of;
+  for (std::size_t row = 0; row < values.size(); ++row) {
+    if (values[row]) {
+      hash_of[*values[row]] = binary_hashes[row];
+    }
+  }
+  std::vector<std::size_t> const keys{0};
+  auto const result =
+    hash_partition(table_view{binary->view()}, keys, 4, 5, default_stream(), mrs_);
+  for (std::size_t partition = 0; partition < 4; ++partition) {
+    auto const part = result.partition(partition).column(0);
+    EXPECT_EQ(part.type(), data_type{type_id::BINARY});
+    for (std::size_t row = 0; row < part.size(); ++row) {
+      if (part.is_valid(row)) {
+        EXPECT_EQ(hash_of.at(std::string{part.string_at(row)}) % 4, partition);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace spillway

@@ -33,7 +33,7 @@ std::vector<std::uint64_t> passes_order(table_view const& keys, sort_order const
   std::vector<std::uint64_t> longest(keys.num_columns(), 0);
   for (std::size_t c = 0; c < keys.num_columns(); ++c) {
     column_view const& key = keys.column(c);
-    if (key.type().id() != type_id::STRING) {
+    if (is_fixed_width(key.type())) {
       continue;
     }
     for (std::size_t row = 0; row < key.size(); ++row) {

@@ -29,7 +29,7 @@ inline int reference_compare_values(column_view const& lhs,
                                     std::size_t lhs_row,
                                     column_view const& rhs,
                                     std::size_t rhs_row) {
-  if (lhs.type().id() == type_id::STRING) {
+  if (!is_fixed_width(lhs.type())) {
     std::string_view const a = lhs.string_at(lhs_row);
     std::string_view const b = rhs.string_at(rhs_row);
     for (std::size_t index = 0; index < std::min(a.size(), b.size()); ++index) {

@@ -111,7 +111,7 @@ TEST_F(SortedOrder, EveryTypeNarrowRangeManyTies) {
   for (data_type const type : testing::all_types()) {
     SCOPED_TRACE(to_string(type));
     std::unique_ptr<column> key;
-    if (type.id() == type_id::STRING) {
+    if (!is_fixed_width(type)) {
       key = random_column(type, 2000, 3, 0.0, input_, 1);
     } else {
       key = visit_fixed_width(type, [&]<typename T>() {
@@ -1530,6 +1530,29 @@ TEST(ConcurrentParallelGatherPoolSizes, GathersScattersAndPermutesForEveryPoolSi
     SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), 30000, 30001), owned[1]->view());
     SPILLWAY_EXPECT_TABLES_EQUAL(slice(expected->view(), 30001, all), owned[2]->view());
   }
+}
+
+TEST_F(SortedOrder, BinaryKeysOrderBytewiseUnsignedAPrefixFirst) {
+  // Bytes above 0x7F order after 0x7F (unsigned), a zero byte is a byte like any other, and a
+  // value comes before the values it prefixes; nulls where the order puts them.
+  std::vector<std::optional<std::string>> const values{std::string{"\x80", 1},
+                                                       std::string{"\x7F", 1},
+                                                       std::nullopt,
+                                                       std::string{"a\0b", 3},
+                                                       std::string{},
+                                                       std::string{"a", 1},
+                                                       std::string{"a\0", 2},
+                                                       std::string{"\xFF\x00", 2}};
+  auto const key = testing::make_binary_column(values, input_);
+  table_view const keys{key->view()};
+  auto const ascending =
+    to_vector(sorted_order(keys, {}, sort_stability::STABLE, default_stream(), mrs_)->view());
+  EXPECT_EQ(ascending, (std::vector<std::uint64_t>{2, 4, 5, 6, 3, 1, 0, 7}));
+  sort_order const descending_nulls_last{column_order{order::DESCENDING, null_order::AFTER}};
+  auto const descending = to_vector(
+    sorted_order(keys, descending_nulls_last, sort_stability::STABLE, default_stream(), mrs_)
+      ->view());
+  EXPECT_EQ(descending, (std::vector<std::uint64_t>{7, 0, 1, 3, 6, 5, 4, 2}));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 /**
  * @file retry_coverage_test.cpp
  * @brief With coverage on, allocations of bound tasks outside retry blocks are recorded with a
- * call site; inside `with_retry`, outside tasks, or with coverage off, nothing is recorded.
+ * call site, those of a thread of no task as task 0; inside `with_retry` or with coverage off,
+ * nothing is recorded.
  */
 #include "retry/oom_test_device.hpp"
 
@@ -64,9 +65,17 @@ TEST_F(RetryCoverage, AllocationInsideWithRetryIsNotRecorded) {
   EXPECT_TRUE(unprotected_allocations().empty());
 }
 
-TEST_F(RetryCoverage, AllocationsOutsideTasksOrWithCoverageOffAreNotRecorded) {
+TEST_F(RetryCoverage, AnAllocationOfAThreadOfNoTaskIsRecordedAsTaskZero) {
   test::oom_test_device d{CAPACITY};
   { test::device_allocation const unbound{d.adaptor, 64}; }
+  auto const records = unprotected_allocations();
+  ASSERT_EQ(records.size(), 1U);
+  EXPECT_EQ(records[0].task, task_id{});
+  EXPECT_EQ(records[0].bytes, 64U);
+}
+
+TEST_F(RetryCoverage, AllocationsWithCoverageOffAreNotRecorded) {
+  test::oom_test_device d{CAPACITY};
   task_context task{d.arbiter, task_id{3}};
   task_context::thread_binding const binding{task};
   set_retry_coverage(false);

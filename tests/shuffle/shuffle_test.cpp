@@ -154,12 +154,14 @@ std::vector<std::unique_ptr<table>> make_batches(std::size_t count,
                                                  resource_ref resource) {
   std::vector<std::unique_ptr<table>> batches;
   for (std::size_t index = 0; index < count; ++index) {
-    auto batch = testing::random_table(
-      {data_type{type_id::INT64}, data_type{type_id::STRING}, data_type{type_id::FLOAT64}},
-      rows,
-      100 + index,
-      0.1,
-      resource);
+    auto batch = testing::random_table({data_type{type_id::INT64},
+                                        data_type{type_id::STRING},
+                                        data_type{type_id::FLOAT64},
+                                        data_type{type_id::BINARY}},
+                                       rows,
+                                       100 + index,
+                                       0.1,
+                                       resource);
     auto* keys = batch->get_column(0).mutable_data<std::int64_t>();
     for (std::size_t row = 0; row < rows; ++row) {
       keys[row] = skew && row % 10 != 0 ? 7 : keys[row] % 5000;

@@ -41,6 +41,7 @@ std::vector<type_facts> const& every_type_id() {
     {type_id::TIME32, 4, "time32[ns]", typeid(std::int32_t)},
     {type_id::TIME64, 8, "time64[ns]", typeid(std::int64_t)},
     {type_id::DURATION, 8, "duration[ns]", typeid(std::int64_t)},
+    {type_id::BINARY, 0, "binary", typeid(void)},
     {type_id::DECIMAL32, 4, "decimal32(0, 0)", typeid(std::int32_t)},
     {type_id::DECIMAL64, 8, "decimal64(0, 0)", typeid(std::int64_t)},
     {type_id::DECIMAL128, 16, "decimal128(0, 0)", typeid(decimal128_storage)},
@@ -66,9 +67,11 @@ TEST(DataType, SizeOf) {
   static_assert(size_of(data_type{type_id::INT16}) == 2);
 }
 
-TEST(DataType, IsFixedWidthForEveryTypeButString) {
+TEST(DataType, IsFixedWidthForEveryTypeButStringAndBinary) {
   for (auto const& facts : every_type_id()) {
-    EXPECT_EQ(is_fixed_width(data_type{facts.id}), facts.id != type_id::STRING) << facts.name;
+    EXPECT_EQ(is_fixed_width(data_type{facts.id}),
+              facts.id != type_id::STRING && facts.id != type_id::BINARY)
+      << facts.name;
   }
 }
 
@@ -170,7 +173,7 @@ TEST(DataType, ValidDecimalsHaveAPrecisionTheirStorageHolds) {
 
 TEST(DataType, VisitFixedWidthPassesTheStorageType) {
   for (auto const& facts : every_type_id()) {
-    if (facts.id == type_id::STRING) {
+    if (!is_fixed_width(data_type{facts.id})) {
       continue;
     }
     std::type_index const visited = visit_fixed_width(

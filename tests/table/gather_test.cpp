@@ -38,7 +38,7 @@ std::unique_ptr<table> reference_gather(table_view const& source,
     for (std::int64_t const index : indices) {
       validity.push_back(in_bounds(index) && column.is_valid(static_cast<std::size_t>(index)));
     }
-    if (column.type().id() == type_id::STRING) {
+    if (!is_fixed_width(column.type())) {
       std::vector<std::optional<std::string>> values;
       for (std::size_t row = 0; row < indices.size(); ++row) {
         if (validity[row]) {
@@ -48,7 +48,9 @@ std::unique_ptr<table> reference_gather(table_view const& source,
           values.emplace_back(std::nullopt);
         }
       }
-      columns.push_back(make_string_column(values, resource));
+      columns.push_back(column.type().id() == type_id::BINARY
+                          ? testing::make_binary_column(values, resource)
+                          : make_string_column(values, resource));
       continue;
     }
     columns.push_back(visit_fixed_width(column.type(), [&]<typename T>() {

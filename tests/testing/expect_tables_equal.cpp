@@ -13,6 +13,14 @@ std::string row_to_string(column_view const& view, std::size_t row) {
   if (view.type().id() == type_id::STRING) {
     return "\"" + std::string{view.string_at(row)} + "\"";
   }
+  if (view.type().id() == type_id::BINARY) {
+    std::ostringstream out;
+    out << "0x" << std::hex;
+    for (char const byte : view.string_at(row)) {
+      out << (static_cast<unsigned char>(byte) >> 4U) << (static_cast<unsigned char>(byte) & 15U);
+    }
+    return out.str();
+  }
   if (is_decimal(view.type().id())) {
     return decimal_to_string(
       view.type(),
@@ -46,7 +54,7 @@ std::string describe_column_difference(column_view const& expected, column_view 
     bool const expected_valid = expected.is_valid(row);
     bool equal                = expected_valid == actual.is_valid(row);
     if (equal && expected_valid) {
-      if (expected.type().id() == type_id::STRING) {
+      if (!is_fixed_width(expected.type())) {
         equal = expected.string_at(row) == actual.string_at(row);
       } else {
         std::size_t const width = size_of(expected.type());

@@ -1,5 +1,6 @@
 #include "testing/table_generators.hpp"
 
+#include <array>
 #include <random>
 
 namespace spillway::testing {
@@ -39,6 +40,21 @@ std::unique_ptr<column> make_string_column(std::vector<std::optional<std::string
   return result;
 }
 
+std::unique_ptr<column> make_binary_column(std::vector<std::optional<std::string>> const& values,
+                                           resource_ref resource,
+                                           bool force_mask) {
+  auto strings          = make_string_column(values, resource, force_mask);
+  auto const size       = strings->size();
+  auto const null_count = strings->null_count();
+  auto contents         = strings->release();
+  return std::make_unique<column>(data_type{type_id::BINARY},
+                                  size,
+                                  std::move(contents.data),
+                                  std::move(contents.null_mask),
+                                  null_count,
+                                  std::move(contents.offsets));
+}
+
 std::vector<data_type> all_types() {
   return {data_type{type_id::BOOL8},
           data_type{type_id::INT8},
@@ -58,6 +74,7 @@ std::vector<data_type> all_types() {
           data_type{type_id::TIME32, time_unit::MILLISECOND},
           data_type{type_id::TIME64, time_unit::MICROSECOND},
           data_type{type_id::DURATION, time_unit::NANOSECOND},
+          data_type{type_id::BINARY},
           data_type{type_id::DECIMAL32, 9, 2},
           data_type{type_id::DECIMAL64, 18, 4},
           data_type{type_id::DECIMAL128, 38, 10},
@@ -90,6 +107,27 @@ std::unique_ptr<column> random_column(data_type type,
       values.emplace_back(std::move(value));
     }
     return make_string_column(values, resource, null_probability > 0);
+  }
+  if (type.id() == type_id::BINARY) {
+    // Bytes from a small alphabet that has a zero byte and bytes above 0x7F (which order after
+    // the others: bytes compare unsigned).
+    constexpr std::array<unsigned char, 6> ALPHABET{0x00, 0x01, 0x41, 0x7F, 0x80, 0xFF};
+    std::uniform_int_distribution<std::size_t> length{0, max_string_length};
+    std::uniform_int_distribution<std::size_t> pick{0, ALPHABET.size() - 1};
+    std::vector<std::optional<std::string>> values;
+    values.reserve(rows);
+    for (std::size_t row = 0; row < rows; ++row) {
+      if (null_probability > 0 && is_null(engine)) {
+        values.emplace_back(std::nullopt);
+        continue;
+      }
+      std::string value(length(engine), ' ');
+      for (char& c : value) {
+        c = static_cast<char>(ALPHABET[pick(engine)]);
+      }
+      values.emplace_back(std::move(value));
+    }
+    return make_binary_column(values, resource, null_probability > 0);
   }
   result =
     make_fixed_width_column(type,

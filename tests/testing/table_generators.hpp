@@ -50,6 +50,11 @@ std::unique_ptr<column> make_string_column(std::vector<std::optional<std::string
                                            resource_ref resource,
                                            bool force_mask = false);
 
+/** @brief A BINARY column (STRING's layout, any bytes); `std::nullopt` rows are null. */
+std::unique_ptr<column> make_binary_column(std::vector<std::optional<std::string>> const& values,
+                                           resource_ref resource,
+                                           bool force_mask = false);
+
 /** @brief One column of every supported type, in `type_id` order (timestamps in ms). */
 std::vector<data_type> all_types();
 

@@ -62,9 +62,11 @@ struct parquet_write_options {
   /// Threads (a pool of this writer's own) that encode and compress up to this many row groups
   /// at once, each as a Parquet file of its own in memory whose bytes are then moved into the
   /// file in order (offsets, page indexes and footers rewritten), while the writing thread goes
-  /// on; 1: the writing thread alone, row group after row group. A sorted key column is one
-  /// column chunk per row group: encoded on one thread, it was most of a sort's output time.
-  std::size_t encode_threads    = 1;
+  /// on; 0: the writing thread alone, row group after row group, with the page indexes at the
+  /// end of the file. Files written with 1 or more threads are laid out alike, byte for byte.
+  /// A sorted key column is one column chunk per row group: encoded on one thread, it was most
+  /// of a sort's output time.
+  std::size_t encode_threads    = 0;
   parquet_dictionary dictionary = parquet_dictionary::AUTO;  ///< see parquet_dictionary
 };
 

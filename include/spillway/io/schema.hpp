@@ -7,18 +7,36 @@
 #include <spillway/table/data_type.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spillway {
 
 /**
- * @brief How an Arrow IPC or Parquet file holds a STRING column: as Arrow's `large_string`, with
- * 64-bit offsets like a spillway column, or as `string`, with 32-bit offsets.
+ * @brief How an Arrow IPC or Parquet file holds a STRING or BINARY column: with 64-bit offsets
+ * like a spillway column (`large_string`, `large_binary`), with 32-bit offsets (`string`,
+ * `binary`), as views (`string_view`, `binary_view`) or, BINARY only, as `fixed_size_binary`.
+ * Inside spillway every one of them is a column of offsets and bytes.
  */
 enum class string_storage : std::uint8_t {
-  LARGE_STRING,  ///< Arrow's large_string (large_utf8)
-  STRING,        ///< Arrow's string (utf8)
+  LARGE_STRING,  ///< Arrow's large_string (large_utf8), or large_binary for BINARY
+  STRING,        ///< Arrow's string (utf8), or binary for BINARY
+  VIEW,          ///< Arrow's string_view (utf8_view), or binary_view for BINARY
+  FIXED_SIZE,    ///< BINARY only: Arrow's fixed_size_binary of `column_schema::fixed_size` bytes
+};
+
+/** @brief Key-value pairs of Arrow metadata, in order (a field's, or a schema's). */
+using key_value_metadata = std::vector<std::pair<std::string, std::string>>;
+
+/**
+ * @brief A column that a file holds dictionary-encoded: readers decode it (the column has the
+ * values' type, so that it sorts and hashes by value, never by index) and writers encode it again.
+ */
+struct dictionary_encoding {
+  type_id index = type_id::INT32;  ///< the indices' type: INT8-64 or UINT8-64
+  bool ordered  = false;           ///< Arrow's `ordered` flag, kept as it was
 };
 
 /** @brief One column of a file: its name and spillway type. */
@@ -36,14 +54,36 @@ struct column_schema {
    * `storage`. The values are UTC instants whatever it is, so they sort alike; `==` ignores it.
    */
   std::string time_zone = {};
+  /// A FIXED_SIZE BINARY column's width in bytes, kept from reader to writer like `storage`.
+  std::int32_t fixed_size = 0;
+  /// The file's dictionary encoding of the column, if it has one; kept like `storage` (the
+  /// values' Arrow type is what `storage` and `time_zone` say).
+  std::optional<dictionary_encoding> dictionary = std::nullopt;
+  /// Whether the file's field may hold nulls; kept like `storage`.
+  bool nullable = true;
+  /// The field's Arrow metadata (Parquet's `PARQUET:field_id`, ...); kept like `storage`.
+  key_value_metadata metadata = {};
 
   friend bool operator==(column_schema const& lhs, column_schema const& rhs) noexcept {
     return lhs.name == rhs.name && lhs.type == rhs.type;
   }
 };
 
-/** @brief The columns of a file or dataset, in order. */
-using table_schema = std::vector<column_schema>;
+/**
+ * @brief The columns of a file or dataset, in order, and the schema's own Arrow metadata
+ * (key-value pairs; kept from reader to writer like `column_schema::storage`, and ignored by
+ * `==`).
+ */
+struct table_schema : std::vector<column_schema> {
+  using std::vector<column_schema>::vector;
+
+  key_value_metadata metadata = {};  ///< the schema's Arrow metadata
+
+  friend bool operator==(table_schema const& lhs, table_schema const& rhs) noexcept {
+    return static_cast<std::vector<column_schema> const&>(lhs) ==
+           static_cast<std::vector<column_schema> const&>(rhs);
+  }
+};
 
 /** @return "a: int64, b: string" */
 std::string to_string(table_schema const& schema);

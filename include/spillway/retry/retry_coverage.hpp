@@ -4,8 +4,9 @@
  * tests can assert that an operator's allocations are all protected.
  *
  * Turned on by `set_retry_coverage(true)` or SPILLWAY_RETRY_COVERAGE=1. Allocations through a
- * `retry_resource_adaptor` by a thread bound to a task, made while no `with_retry` block runs on
- * that thread, are recorded.
+ * `retry_resource_adaptor` made while no `with_retry` block runs on the allocating thread are
+ * recorded, with the thread's task (task 0 for a thread bound to none: an out-of-memory there
+ * has no task to roll back, so it is as unprotected as any).
  */
 #pragma once
 

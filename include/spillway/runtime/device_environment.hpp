@@ -107,6 +107,10 @@ class device_environment {
   [[nodiscard]] spill_store& store() noexcept { return store_; }
   [[nodiscard]] oom_coordinator& coordinator() noexcept { return coordinator_; }
   [[nodiscard]] lease_arbiter& arbiter() noexcept { return arbiter_; }
+  /** @return the out-of-memory failures injected so far (SPILLWAY_INJECT_OOM) */
+  [[nodiscard]] std::size_t injected_failures() const {
+    return device_with_spill_.injected_failures();
+  }
   /** @return the device capacity in bytes */
   [[nodiscard]] std::size_t device_memory() const noexcept { return device_memory_; }
   /** @return the spill store's host budget in bytes */

@@ -114,14 +114,17 @@ std::unique_ptr<column> make_fixed_width_column(
   data_type type, std::size_t size, mask_state state, stream_view stream, resource_ref resource);
 
 /**
- * @brief Allocates a STRING column of `size` rows and `chars_bytes` characters from `resource`;
- * offsets and characters are uninitialized.
+ * @brief Allocates a STRING column (or, with `type` BINARY, a BINARY one: the same layout) of
+ * `size` rows and `chars_bytes` characters from `resource`; offsets and characters are
+ * uninitialized.
+ * @throws spillway::invalid_argument when `type` is fixed width
  */
 std::unique_ptr<column> make_strings_column(std::size_t size,
                                             std::size_t chars_bytes,
                                             mask_state state,
                                             stream_view stream,
-                                            resource_ref resource);
+                                            resource_ref resource,
+                                            data_type type = data_type{type_id::STRING});
 
 /** @brief Allocates a mask for `rows` rows in `state` (UNALLOCATED gives an empty buffer). */
 buffer make_null_mask(std::size_t rows,

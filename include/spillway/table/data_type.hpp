@@ -22,7 +22,10 @@ namespace spillway {
  * temporal types are Arrow's, with Arrow's layouts: DATE32 an int32 count of days since the
  * epoch, DATE64 an int64 count of milliseconds since it, TIME32 (second or millisecond) and
  * TIME64 (microsecond or nanosecond) an int32 or int64 count of their unit since midnight, and
- * DURATION an int64 count of its unit. They order and hash as their integers do.
+ * DURATION an int64 count of its unit. They order and hash as their integers do. BINARY has
+ * STRING's layout (`rows + 1` int64 offsets into a buffer of bytes, Arrow's large_binary) and
+ * orders and hashes as STRING does: bytewise, unsigned, a prefix before what it prefixes; its
+ * bytes need not be UTF-8.
  * The decimals are Arrow's too: an unscaled integer, the value times 10^scale, as an int32
  * (DECIMAL32), int64 (DECIMAL64) or a 16- or 32-byte two's-complement integer, little-endian
  * (DECIMAL128, DECIMAL256: `decimal128_storage`, `decimal256_storage`); every value of a column
@@ -48,6 +51,7 @@ enum class type_id : std::uint8_t {
   TIME32,
   TIME64,
   DURATION,
+  BINARY,
   DECIMAL32,
   DECIMAL64,
   DECIMAL128,
@@ -55,7 +59,7 @@ enum class type_id : std::uint8_t {
 };
 
 /** @brief The number of `type_id` values. */
-inline constexpr std::size_t TYPE_ID_COUNT = 22;
+inline constexpr std::size_t TYPE_ID_COUNT = 23;
 
 /** @return whether a type of `id` carries a precision and a scale (DECIMAL32 to DECIMAL256) */
 constexpr bool is_decimal(type_id id) noexcept {
@@ -131,10 +135,12 @@ constexpr bool is_valid_decimal(data_type type) noexcept {
          type.precision() <= max_decimal_precision(type.id());
 }
 
-/** @return true for every type but STRING */
-constexpr bool is_fixed_width(data_type type) noexcept { return type.id() != type_id::STRING; }
+/** @return true for every type but STRING and BINARY, which store offsets and bytes */
+constexpr bool is_fixed_width(data_type type) noexcept {
+  return type.id() != type_id::STRING && type.id() != type_id::BINARY;
+}
 
-/** @return bytes per row of a fixed-width type; 0 for STRING */
+/** @return bytes per row of a fixed-width type; 0 for STRING and BINARY */
 constexpr std::size_t size_of(data_type type) noexcept {
   switch (type.id()) {
     case type_id::BOOL8:
@@ -159,6 +165,7 @@ constexpr std::size_t size_of(data_type type) noexcept {
     case type_id::DURATION:
       return 8;
     case type_id::STRING:
+    case type_id::BINARY:
       return 0;
     case type_id::DECIMAL32:
       return 4;
@@ -269,7 +276,7 @@ struct storage_type<type_id::DECIMAL256> {
 /**
  * @brief Calls `visitor.template operator()<T>()` with the storage type `T` of a fixed-width
  * `type` and returns its result.
- * @throws spillway::invalid_argument for STRING
+ * @throws spillway::invalid_argument for STRING and BINARY
  */
 template <typename Visitor>
 decltype(auto) visit_fixed_width(data_type type, Visitor&& visitor) {
@@ -304,6 +311,7 @@ decltype(auto) visit_fixed_width(data_type type, Visitor&& visitor) {
     case type_id::DURATION:
       return visitor.template operator()<std::int64_t>();
     case type_id::STRING:
+    case type_id::BINARY:
       break;
     case type_id::DECIMAL32:
       return visitor.template operator()<std::int32_t>();

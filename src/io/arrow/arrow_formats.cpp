@@ -325,6 +325,7 @@ class arrow_batch_reader final : public batch_reader {
     for (int const c : selection) {
       schema.push_back(from_arrow_field(*file_schema->field(c), path));
     }
+    schema.metadata = from_arrow_metadata(file_schema->metadata().get());
     if (index == 0) {
       schema_ = std::move(schema);
     } else {
@@ -407,7 +408,7 @@ bool mostly_distinct(column_view const& column) {
   }
   std::vector<std::uint64_t> hashes;
   hashes.reserve(sample);
-  bool const strings      = column.type().id() == type_id::STRING;
+  bool const strings      = !is_fixed_width(column.type());
   std::size_t const width = strings ? 0 : size_of(column.type());
   auto const* values      = strings ? nullptr : static_cast<char const*>(column.head());
   for (std::size_t index = 0; index < sample; ++index) {
@@ -437,11 +438,12 @@ constexpr std::size_t PARQUET_MAX_ROW_GROUPS = 32767;  ///< a row group's ordina
 /**
  * @brief A Parquet file written through Arrow.
  *
- * With one encoding thread, writes go into one buffered row group of Arrow's writer, encoded on
- * the calling thread. With more (`encode_threads`), every row group is encoded as a Parquet file
- * of its own in memory, up to `encode_threads` of them at once on a pool of this writer's own,
- * while the caller goes on: its bytes are then appended to the file in order, its page indexes
- * right after its column chunks, and its footer, with the offsets moved to where the bytes landed
+ * With no encoding thread of its own, writes go into one buffered row group of Arrow's writer,
+ * encoded on the calling thread. With some (`encode_threads`), every row group is encoded as a
+ * Parquet file of its own in memory, up to `encode_threads` of them at once on a pool of this
+ * writer's own, while the caller goes on: its bytes are then appended to the file in order, its
+ * page indexes right after its column chunks, and its footer, with the offsets moved to where the
+ * bytes landed
  * (`rebase_parquet_footer`), merged into the file's. The row groups, statistics and page
  * indexes are those Arrow's writer makes on one thread, where a sorted string column, one column
  * chunk per row group, would be encoded and compressed on one core.
@@ -517,7 +519,8 @@ class parquet_file_writer final : public format_writer {
         }
         std::size_t const take = rows_to_take(rows - begin, row_bytes);
         auto const part        = slice(input, begin, begin + take);
-        for (auto const& batch : to_arrow_batches(part, schema_, pool_.get())) {
+        for (auto const& batch :
+             to_arrow_batches(part, schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
           check_arrow(writer_->WriteRecordBatch(*batch),
                       "cannot write Parquet file '" + path_ + "'");
         }
@@ -616,7 +619,7 @@ class parquet_file_writer final : public format_writer {
     std::size_t bytes = 0;  ///< about its rows' bytes in memory
   };
 
-  [[nodiscard]] bool parallel() const noexcept { return options_.encode_threads > 1; }
+  [[nodiscard]] bool parallel() const noexcept { return options_.encode_threads > 0; }
 
   /// Whether the row group being filled takes no more rows of `row_bytes` each.
   [[nodiscard]] bool group_full(double row_bytes) const noexcept {
@@ -671,14 +674,16 @@ class parquet_file_writer final : public format_writer {
       add_to_group(take, row_bytes);
       begin += take;
       if (owner || group_full(row_bytes)) {
-        for (auto& batch : to_arrow_batches(part, schema_, pool_.get())) {
+        for (auto& batch :
+             to_arrow_batches(part, schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
           group_batches_.push_back(std::move(batch));
           group_owners_.push_back(owner);
         }
       } else {
         // The last rows of a borrowed input wait for the next write: a copy of them does.
         std::shared_ptr<table const> copied = spillway::copy(part, stream_, mrs_.temporary());
-        for (auto& batch : to_arrow_batches(copied->view(), schema_, pool_.get())) {
+        for (auto& batch : to_arrow_batches(
+               copied->view(), schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
           group_batches_.push_back(std::move(batch));
           group_owners_.push_back(copied);
         }
@@ -898,7 +903,7 @@ class parquet_file_writer final : public format_writer {
   std::size_t flushed_bytes_      = 0;  ///< about the in-memory bytes of the row groups in the file
   std::shared_ptr<parquet::WriterProperties> properties_;
   std::shared_ptr<parquet::ArrowWriterProperties> arrow_properties_;
-  /// Encoding threads (options.encode_threads > 1); they outlive the encodings that use them.
+  /// Encoding threads (options.encode_threads > 0); they outlive the encodings that use them.
   std::shared_ptr<arrow::internal::ThreadPool> encoders_;
   std::shared_ptr<direct_output_stream> sink_;
   std::unique_ptr<parquet::arrow::FileWriter> writer_;  ///< one encoding thread
@@ -907,8 +912,9 @@ class parquet_file_writer final : public format_writer {
   std::vector<std::shared_ptr<void const>> group_owners_;
   std::deque<encoding_group> encoding_;
   std::shared_ptr<parquet::FileMetaData> metadata_;
-  std::size_t row_groups_ = 0;      ///< appended to the file
-  bool failed_            = false;  ///< a write or close threw: the file is void
+  arrow_dictionaries dictionaries_;  ///< of the dictionary-encoded columns
+  std::size_t row_groups_ = 0;       ///< appended to the file
+  bool failed_            = false;   ///< a write or close threw: the file is void
 };
 
 class ipc_file_writer final : public format_writer {
@@ -925,7 +931,9 @@ class ipc_file_writer final : public format_writer {
     auto options        = arrow::ipc::IpcWriteOptions::Defaults();
     options.memory_pool = pool_.get();
     options.use_threads = false;
-    writer_             = value_or_throw(format == file_format::ARROW_IPC_FILE
+    // A dictionary grows from batch to batch (`arrow_dictionaries`): written as deltas.
+    options.emit_dictionary_deltas = true;
+    writer_                        = value_or_throw(format == file_format::ARROW_IPC_FILE
                                ? arrow::ipc::MakeFileWriter(sink_, schema_, options)
                                : arrow::ipc::MakeStreamWriter(sink_, schema_, options),
                              "cannot write Arrow IPC file '" + path_ + "'");
@@ -946,7 +954,8 @@ class ipc_file_writer final : public format_writer {
     if (input.num_rows() == 0) {
       return;
     }
-    for (auto const& batch : to_arrow_batches(input, schema_, pool_.get())) {
+    for (auto const& batch :
+         to_arrow_batches(input, schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
       check_arrow(writer_->WriteRecordBatch(*batch), "cannot write Arrow IPC file '" + path_ + "'");
     }
   }
@@ -967,6 +976,7 @@ class ipc_file_writer final : public format_writer {
   std::shared_ptr<arrow::Schema> schema_;
   std::shared_ptr<arrow::io::FileOutputStream> sink_;
   std::shared_ptr<arrow::ipc::RecordBatchWriter> writer_;
+  arrow_dictionaries dictionaries_;  ///< of the dictionary-encoded columns
 };
 
 }  // namespace

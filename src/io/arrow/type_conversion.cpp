@@ -5,7 +5,11 @@
 #include "io/arrow/type_conversion.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/table/concatenate.hpp>
+#include <spillway/table/gather.hpp>
 #include <spillway/table/null_mask.hpp>
+
+#include <arrow/array/concatenate.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -57,12 +61,14 @@ alignas(8) constexpr std::int64_t EMPTY_OFFSETS[1] = {0};
 alignas(8) constexpr char NO_CHARS[1] = {0};
 
 /**
- * @return an Arrow string (utf8) array of `view`: its characters shared, its offsets rebased to 0
- * and narrowed to int32, and its mask when `masked`, copied into memory from `pool`
+ * @return an Arrow string (utf8) array of `view`, or a binary one for `type` binary: its
+ * characters shared, its offsets rebased to 0 and narrowed to int32, and its mask when `masked`,
+ * copied into memory from `pool`
  */
 std::shared_ptr<arrow::Array> to_string_array(column_view const& view,
                                               bool masked,
-                                              arrow::MemoryPool* pool) {
+                                              arrow::MemoryPool* pool,
+                                              std::shared_ptr<arrow::DataType> type) {
   auto const rows = static_cast<int64_t>(view.size());
   auto offsets    = value_or_throw(
     arrow::AllocateBuffer(static_cast<int64_t>((view.size() + 1) * sizeof(std::int32_t)), pool),
@@ -95,18 +101,96 @@ std::shared_ptr<arrow::Array> to_string_array(column_view const& view,
     mask = std::move(packed);
   }
   return arrow::MakeArray(arrow::ArrayData::Make(
-    arrow::utf8(),
+    std::move(type),
     rows,
     {std::move(mask), std::shared_ptr<arrow::Buffer>(std::move(offsets)), wrap(chars, bytes)},
     static_cast<int64_t>(view.null_count()),
     0));
 }
 
+/// The Arrow type of a dictionary's indices of spillway type `index`.
+std::shared_ptr<arrow::DataType> to_arrow_index_type(type_id index) {
+  switch (index) {
+    case type_id::INT8:
+      return arrow::int8();
+    case type_id::INT16:
+      return arrow::int16();
+    case type_id::INT32:
+      return arrow::int32();
+    case type_id::INT64:
+      return arrow::int64();
+    case type_id::UINT8:
+      return arrow::uint8();
+    case type_id::UINT16:
+      return arrow::uint16();
+    case type_id::UINT32:
+      return arrow::uint32();
+    case type_id::UINT64:
+      return arrow::uint64();
+    default:
+      break;
+  }
+  SPILLWAY_FAIL("a dictionary's indices cannot be " + to_string(data_type{index}), logic_error);
+}
+
+/// How the Arrow type `type` (not a dictionary) holds a STRING or BINARY column.
+string_storage storage_of(arrow::DataType const& type) noexcept {
+  switch (type.id()) {
+    case arrow::Type::STRING:
+    case arrow::Type::BINARY:
+      return string_storage::STRING;
+    case arrow::Type::STRING_VIEW:
+    case arrow::Type::BINARY_VIEW:
+      return string_storage::VIEW;
+    case arrow::Type::FIXED_SIZE_BINARY:
+      return string_storage::FIXED_SIZE;
+    default:
+      return string_storage::LARGE_STRING;
+  }
+}
+
+/// Whether `type` is one of Arrow's string or binary types with int32 or int64 offsets.
+bool has_offsets(arrow::Type::type type) noexcept {
+  return type == arrow::Type::STRING || type == arrow::Type::LARGE_STRING ||
+         type == arrow::Type::BINARY || type == arrow::Type::LARGE_BINARY;
+}
+
+/// Whether `type` is one of Arrow's string or binary types (offsets, views or fixed size).
+bool is_string_or_binary(arrow::Type::type type) noexcept {
+  return has_offsets(type) || type == arrow::Type::STRING_VIEW ||
+         type == arrow::Type::BINARY_VIEW || type == arrow::Type::FIXED_SIZE_BINARY;
+}
+
+/// Row `row` of a chunk of one of Arrow's string or binary types (empty for a null row).
+std::string_view binary_value(arrow::Array const& chunk, int64_t row) {
+  if (chunk.IsNull(row)) {
+    return {};
+  }
+  switch (chunk.type_id()) {
+    case arrow::Type::STRING:
+    case arrow::Type::BINARY:
+      return static_cast<arrow::BinaryArray const&>(chunk).GetView(row);
+    case arrow::Type::LARGE_STRING:
+    case arrow::Type::LARGE_BINARY:
+      return static_cast<arrow::LargeBinaryArray const&>(chunk).GetView(row);
+    case arrow::Type::STRING_VIEW:
+    case arrow::Type::BINARY_VIEW:
+      return static_cast<arrow::BinaryViewArray const&>(chunk).GetView(row);
+    case arrow::Type::FIXED_SIZE_BINARY:
+      return static_cast<arrow::FixedSizeBinaryArray const&>(chunk).GetView(row);
+    default:
+      break;
+  }
+  SPILLWAY_FAIL("binary_value: " + chunk.type()->ToString() + " is not a string or binary type",
+                logic_error);
+}
+
 }  // namespace
 
 std::shared_ptr<arrow::DataType> to_arrow_type(data_type type,
                                                string_storage storage,
-                                               std::string const& time_zone) {
+                                               std::string const& time_zone,
+                                               std::int32_t fixed_size) {
   switch (type.id()) {
     case type_id::BOOL8:
       return arrow::boolean();
@@ -133,7 +217,14 @@ std::shared_ptr<arrow::DataType> to_arrow_type(data_type type,
     case type_id::TIMESTAMP:
       return arrow::timestamp(to_arrow_unit(type.unit()), time_zone);
     case type_id::STRING:
-      return storage == string_storage::STRING ? arrow::utf8() : arrow::large_utf8();
+      switch (storage) {
+        case string_storage::STRING:
+          return arrow::utf8();
+        case string_storage::VIEW:
+          return arrow::utf8_view();
+        default:
+          return arrow::large_utf8();
+      }
     case type_id::DATE32:
       return arrow::date32();
     case type_id::DATE64:
@@ -144,6 +235,21 @@ std::shared_ptr<arrow::DataType> to_arrow_type(data_type type,
       return arrow::time64(to_arrow_unit(type.unit()));
     case type_id::DURATION:
       return arrow::duration(to_arrow_unit(type.unit()));
+    case type_id::BINARY:
+      switch (storage) {
+        case string_storage::STRING:
+          return arrow::binary();
+        case string_storage::VIEW:
+          return arrow::binary_view();
+        case string_storage::FIXED_SIZE:
+          SPILLWAY_EXPECTS(
+            fixed_size > 0,
+            "to_arrow_type: fixed_size_binary of " + std::to_string(fixed_size) + " bytes",
+            logic_error);
+          return arrow::fixed_size_binary(fixed_size);
+        default:
+          return arrow::large_binary();
+      }
     case type_id::DECIMAL32:
       return arrow::decimal32(type.precision(), type.scale());
     case type_id::DECIMAL64:
@@ -154,6 +260,15 @@ std::shared_ptr<arrow::DataType> to_arrow_type(data_type type,
       return arrow::decimal256(type.precision(), type.scale());
   }
   SPILLWAY_FAIL("to_arrow_type: unknown type id", logic_error);
+}
+
+std::shared_ptr<arrow::DataType> to_arrow_type(column_schema const& column) {
+  auto values = to_arrow_type(column.type, column.storage, column.time_zone, column.fixed_size);
+  if (!column.dictionary) {
+    return values;
+  }
+  return arrow::dictionary(
+    to_arrow_index_type(column.dictionary->index), std::move(values), column.dictionary->ordered);
 }
 
 data_type from_arrow_type(arrow::DataType const& type,
@@ -188,7 +303,13 @@ data_type from_arrow_type(arrow::DataType const& type,
                        from_arrow_unit(static_cast<arrow::TimestampType const&>(type).unit())};
     case arrow::Type::STRING:
     case arrow::Type::LARGE_STRING:
+    case arrow::Type::STRING_VIEW:
       return type_id::STRING;
+    case arrow::Type::BINARY:
+    case arrow::Type::LARGE_BINARY:
+    case arrow::Type::BINARY_VIEW:
+    case arrow::Type::FIXED_SIZE_BINARY:
+      return type_id::BINARY;
     case arrow::Type::DATE32:
       return type_id::DATE32;
     case arrow::Type::DATE64:
@@ -213,14 +334,46 @@ data_type from_arrow_type(arrow::DataType const& type,
                                                                    : type_id::DECIMAL256;
       return data_type{id, decimal.precision(), decimal.scale()};
     }
+    case arrow::Type::DICTIONARY: {
+      // Decoded on reading: the column has its values' type, and sorts and hashes by value.
+      auto const& values = *static_cast<arrow::DictionaryType const&>(type).value_type();
+      if (values.id() != arrow::Type::DICTIONARY) {
+        return from_arrow_type(values, column, file);
+      }
+      break;
+    }
     default:
       break;
   }
   SPILLWAY_FAIL("column '" + column + "' of '" + file + "' has type " + type.ToString() +
                   ", which spillway does not support (supported: bool, int8-64, uint8-64, "
                   "float, double, timestamp, date32, date64, time32, time64, duration, "
-                  "decimal32-256, string)",
+                  "decimal32-256, string, large_string, string_view, binary, large_binary, "
+                  "binary_view, fixed_size_binary, and dictionaries of these)",
                 not_supported);
+}
+
+std::shared_ptr<arrow::KeyValueMetadata const> to_arrow_metadata(key_value_metadata const& pairs) {
+  if (pairs.empty()) {
+    return nullptr;
+  }
+  std::vector<std::string> keys;
+  std::vector<std::string> values;
+  for (auto const& [key, value] : pairs) {
+    keys.push_back(key);
+    values.push_back(value);
+  }
+  return arrow::key_value_metadata(std::move(keys), std::move(values));
+}
+
+key_value_metadata from_arrow_metadata(arrow::KeyValueMetadata const* metadata) {
+  key_value_metadata pairs;
+  if (metadata != nullptr) {
+    for (int64_t i = 0; i < metadata->size(); ++i) {
+      pairs.emplace_back(metadata->key(i), metadata->value(i));
+    }
+  }
+  return pairs;
 }
 
 std::shared_ptr<arrow::Schema> to_arrow_schema(table_schema const& schema) {
@@ -228,19 +381,29 @@ std::shared_ptr<arrow::Schema> to_arrow_schema(table_schema const& schema) {
   fields.reserve(schema.size());
   for (auto const& column : schema) {
     fields.push_back(arrow::field(
-      column.name, to_arrow_type(column.type, column.storage, column.time_zone), true));
+      column.name, to_arrow_type(column), column.nullable, to_arrow_metadata(column.metadata)));
   }
-  return arrow::schema(std::move(fields));
+  return arrow::schema(std::move(fields), to_arrow_metadata(schema.metadata));
 }
 
 column_schema from_arrow_field(arrow::Field const& field, std::string const& file) {
-  column_schema result{field.name(),
-                       from_arrow_type(*field.type(), field.name(), file),
-                       field.type()->id() == arrow::Type::STRING ? string_storage::STRING
-                                                                 : string_storage::LARGE_STRING};
-  if (field.type()->id() == arrow::Type::TIMESTAMP) {
-    result.time_zone = static_cast<arrow::TimestampType const&>(*field.type()).timezone();
+  column_schema result{field.name(), from_arrow_type(*field.type(), field.name(), file)};
+  arrow::DataType const* values = field.type().get();
+  if (values->id() == arrow::Type::DICTIONARY) {
+    auto const& dictionary = static_cast<arrow::DictionaryType const&>(*values);
+    result.dictionary      = dictionary_encoding{
+      from_arrow_type(*dictionary.index_type(), field.name(), file).id(), dictionary.ordered()};
+    values = dictionary.value_type().get();
   }
+  result.storage = storage_of(*values);
+  if (values->id() == arrow::Type::FIXED_SIZE_BINARY) {
+    result.fixed_size = static_cast<arrow::FixedSizeBinaryType const&>(*values).byte_width();
+  }
+  if (values->id() == arrow::Type::TIMESTAMP) {
+    result.time_zone = static_cast<arrow::TimestampType const&>(*values).timezone();
+  }
+  result.nullable = field.nullable();
+  result.metadata = from_arrow_metadata(field.metadata().get());
   return result;
 }
 
@@ -249,13 +412,13 @@ table_schema from_arrow_schema(arrow::Schema const& schema, std::string const& f
   for (auto const& field : schema.fields()) {
     result.push_back(from_arrow_field(*field, file));
   }
+  result.metadata = from_arrow_metadata(schema.metadata().get());
   return result;
 }
 
 std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
                                              arrow::MemoryPool* pool,
-                                             string_storage storage,
-                                             std::string const& time_zone) {
+                                             std::shared_ptr<arrow::DataType> const& arrow_type) {
   auto const type       = view.type();
   auto const rows       = static_cast<int64_t>(view.size());
   auto const offset     = static_cast<int64_t>(view.offset());
@@ -265,15 +428,48 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
     validity = wrap(view.null_mask(), (end + 7) / 8);
   }
   auto const nulls = static_cast<int64_t>(view.null_count());
-  if (type.id() == type_id::STRING && storage == string_storage::STRING) {
-    return to_string_array(view, validity != nullptr, pool);
+  auto const to    = arrow_type->id();
+  if (!is_fixed_width(type) && (to == arrow::Type::STRING || to == arrow::Type::BINARY)) {
+    return to_string_array(view, validity != nullptr, pool, arrow_type);
   }
-  if (type.id() == type_id::STRING) {
+  if (!is_fixed_width(type) && (to == arrow::Type::STRING_VIEW || to == arrow::Type::BINARY_VIEW ||
+                                to == arrow::Type::FIXED_SIZE_BINARY)) {
+    std::unique_ptr<arrow::ArrayBuilder> builder;
+    check_arrow(arrow::MakeBuilder(pool, arrow_type, &builder),
+                "making a " + arrow_type->ToString() + " builder");
+    int32_t const width =
+      to == arrow::Type::FIXED_SIZE_BINARY
+        ? static_cast<arrow::FixedSizeBinaryType const&>(*arrow_type).byte_width()
+        : -1;
+    check_arrow(builder->Reserve(rows), "building a " + arrow_type->ToString() + " array");
+    for (std::size_t row = 0; row < view.size(); ++row) {
+      if (view.is_null(row)) {
+        check_arrow(builder->AppendNull(), "building a " + arrow_type->ToString() + " array");
+        continue;
+      }
+      std::string_view const value = view.string_at(row);
+      arrow::Status status;
+      if (width >= 0) {
+        SPILLWAY_EXPECTS(value.size() == static_cast<std::size_t>(width),
+                         "a value of " + std::to_string(value.size()) +
+                           " bytes cannot be written "
+                           "as " +
+                           arrow_type->ToString(),
+                         invalid_argument);
+        status = static_cast<arrow::FixedSizeBinaryBuilder&>(*builder).Append(value);
+      } else {
+        status = static_cast<arrow::BinaryViewBuilder&>(*builder).Append(value);
+      }
+      check_arrow(status, "building a " + arrow_type->ToString() + " array");
+    }
+    return value_or_throw(builder->Finish(), "building a " + arrow_type->ToString() + " array");
+  }
+  if (!is_fixed_width(type)) {
     std::int64_t const* offsets = view.offsets() != nullptr ? view.offsets() : EMPTY_OFFSETS;
     std::size_t const chars =
       view.offsets() != nullptr ? static_cast<std::size_t>(offsets[end]) : 0;
     auto data =
-      arrow::ArrayData::Make(arrow::large_utf8(),
+      arrow::ArrayData::Make(arrow_type,
                              rows,
                              {validity,
                               wrap(offsets, (end + 1) * sizeof(std::int64_t)),
@@ -301,38 +497,129 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
     return arrow::MakeArray(
       arrow::ArrayData::Make(arrow::boolean(), rows, {mask, std::move(values)}, nulls, 0));
   }
-  auto data = arrow::ArrayData::Make(to_arrow_type(type, storage, time_zone),
-                                     rows,
-                                     {validity, wrap(view.head(), end * size_of(type))},
-                                     nulls,
-                                     offset);
+  auto data = arrow::ArrayData::Make(
+    arrow_type, rows, {validity, wrap(view.head(), end * size_of(type))}, nulls, offset);
   return arrow::MakeArray(data);
+}
+
+std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
+                                             arrow::MemoryPool* pool,
+                                             string_storage storage,
+                                             std::string const& time_zone) {
+  return to_arrow_array(view, pool, to_arrow_type(view.type(), storage, time_zone));
+}
+
+std::shared_ptr<arrow::Array> arrow_dictionaries::encode(std::size_t column,
+                                                         column_view const& view,
+                                                         arrow::DictionaryType const& type,
+                                                         arrow::MemoryPool* pool) {
+  if (columns_.size() <= column) {
+    columns_.resize(column + 1);
+  }
+  auto& state             = columns_[column];
+  auto const& values_type = type.value_type();
+  std::string const what  = "dictionary-encoding a column as " + type.ToString();
+  bool const variable     = !is_fixed_width(view.type());
+  std::size_t const width = variable ? 0 : size_of(view.type());
+  auto const* fixed       = variable ? nullptr : static_cast<char const*>(view.head());
+  auto const index_bytes  = static_cast<std::size_t>(type.index_type()->byte_width());
+  bool const index_signed = arrow::is_signed_integer(type.index_type()->id());
+  std::uint64_t const most =
+    index_bytes >= 8 ? (index_signed ? INT64_MAX : UINT64_MAX)
+                     : (std::uint64_t{1} << (8 * index_bytes - (index_signed ? 1 : 0))) - 1;
+  auto const rows = static_cast<int64_t>(view.size());
+  auto indices    = value_or_throw(
+    arrow::AllocateBuffer(static_cast<int64_t>(view.size() * index_bytes), pool), what);
+  std::vector<std::size_t> fresh;  // rows whose values are new to the dictionary
+  for (std::size_t row = 0; row < view.size(); ++row) {
+    std::uint64_t index = 0;
+    if (!view.is_null(row)) {
+      std::string_view const value =
+        variable ? view.string_at(row)
+                 : std::string_view{fixed + (view.offset() + row) * width, width};
+      auto const [found, inserted] =
+        state.index.try_emplace(std::string{value}, static_cast<std::uint64_t>(state.index.size()));
+      if (inserted) {
+        SPILLWAY_EXPECTS(found->second <= most,
+                         "column has more distinct values than " + type.ToString() +
+                           " can index (" + std::to_string(most + 1) + ")",
+                         not_supported);
+        fresh.push_back(row);
+      }
+      index = found->second;
+    }
+    std::memcpy(indices->mutable_data() + row * index_bytes, &index, index_bytes);  // little end
+  }
+  if (!fresh.empty() || !state.values) {
+    arrow::ArrayVector pieces;
+    if (state.values) {
+      pieces.push_back(state.values);
+    }
+    if (!fresh.empty()) {
+      auto const dense = to_arrow_array(view, pool, values_type);
+      for (auto const row : fresh) {
+        pieces.push_back(dense->Slice(static_cast<int64_t>(row), 1));
+      }
+    }
+    state.values = pieces.empty() ? value_or_throw(arrow::MakeEmptyArray(values_type, pool), what)
+                                  : value_or_throw(arrow::Concatenate(pieces, pool), what);
+  }
+  std::shared_ptr<arrow::Buffer> mask;
+  if (view.has_nulls()) {
+    auto packed = value_or_throw(arrow::AllocateBitmap(rows, pool), what);
+    copy_bits(packed->mutable_data(), 0, view.null_mask(), view.offset(), view.size());
+    mask = std::move(packed);
+  }
+  auto index_array = arrow::MakeArray(
+    arrow::ArrayData::Make(type.index_type(),
+                           rows,
+                           {std::move(mask), std::shared_ptr<arrow::Buffer>(std::move(indices))},
+                           static_cast<int64_t>(view.null_count()),
+                           0));
+  return std::make_shared<arrow::DictionaryArray>(
+    arrow::dictionary(type.index_type(), values_type, type.ordered()), index_array, state.values);
 }
 
 std::vector<std::shared_ptr<arrow::RecordBatch>> to_arrow_batches(
   table_view const& input,
   std::shared_ptr<arrow::Schema> const& schema,
   arrow::MemoryPool* pool,
-  std::int64_t max_chars) {
-  std::vector<string_storage> storages;
-  std::vector<std::string> time_zones;
-  std::vector<std::size_t> narrow;  // the string (int32 offsets) columns
+  std::int64_t max_chars,
+  arrow_dictionaries* dictionaries) {
+  arrow_dictionaries own;
+  if (dictionaries == nullptr) {
+    dictionaries = &own;
+  }
+  std::vector<std::size_t> narrow;  // the string and binary (int32 offsets) columns
   for (std::size_t c = 0; c < input.num_columns(); ++c) {
     auto const& field_type = *schema->field(static_cast<int>(c))->type();
-    bool const is_narrow   = field_type.id() == arrow::Type::STRING;
-    storages.push_back(is_narrow ? string_storage::STRING : string_storage::LARGE_STRING);
-    time_zones.push_back(field_type.id() == arrow::Type::TIMESTAMP
-                           ? static_cast<arrow::TimestampType const&>(field_type).timezone()
-                           : std::string{});
+    bool const is_narrow =
+      field_type.id() == arrow::Type::STRING || field_type.id() == arrow::Type::BINARY;
     if (is_narrow && input.column(c).offsets() != nullptr) {
       narrow.push_back(c);
     }
+    SPILLWAY_EXPECTS(
+      field_type.id() == arrow::Type::DICTIONARY ||
+        (is_string_or_binary(field_type.id()) == !is_fixed_width(input.column(c).type())),
+      "column '" + schema->field(static_cast<int>(c))->name() + "' of " +
+        to_string(input.column(c).type()) + " cannot be written as " + field_type.ToString(),
+      logic_error);
+    SPILLWAY_EXPECTS(schema->field(static_cast<int>(c))->nullable() || !input.column(c).has_nulls(),
+                     "column '" + schema->field(static_cast<int>(c))->name() +
+                       "' holds nulls, but the schema it is written with (the input's first "
+                       "file's) says it has none",
+                     invalid_argument);
   }
   auto const batch_of = [&](table_view const& rows) {
     arrow::ArrayVector columns;
     columns.reserve(rows.num_columns());
     for (std::size_t c = 0; c < rows.num_columns(); ++c) {
-      columns.push_back(to_arrow_array(rows.column(c), pool, storages[c], time_zones[c]));
+      auto const& field_type = schema->field(static_cast<int>(c))->type();
+      columns.push_back(
+        field_type->id() == arrow::Type::DICTIONARY
+          ? dictionaries->encode(
+              c, rows.column(c), static_cast<arrow::DictionaryType const&>(*field_type), pool)
+          : to_arrow_array(rows.column(c), pool, field_type));
     }
     return arrow::RecordBatch::Make(schema, static_cast<int64_t>(rows.num_rows()), columns);
   };
@@ -370,16 +657,59 @@ std::vector<std::shared_ptr<arrow::RecordBatch>> to_arrow_batches(
 
 namespace {
 
-/** @return the characters and the offset of row `row` of a string chunk (int32 or int64 offsets) */
+/** @return the offset of row `row` of a string or binary chunk (int32 or int64 offsets) */
 std::int64_t string_offset(arrow::Array const& chunk, int64_t row) {
-  if (chunk.type_id() == arrow::Type::LARGE_STRING) {
-    return static_cast<arrow::LargeStringArray const&>(chunk).value_offset(row);
+  if (chunk.type_id() == arrow::Type::LARGE_STRING ||
+      chunk.type_id() == arrow::Type::LARGE_BINARY) {
+    return static_cast<arrow::LargeBinaryArray const&>(chunk).value_offset(row);
   }
-  return static_cast<arrow::StringArray const&>(chunk).value_offset(row);
+  return static_cast<arrow::BinaryArray const&>(chunk).value_offset(row);
 }
 
 uint8_t const* string_chars(arrow::Array const& chunk) {
   return chunk.data()->buffers[2] ? chunk.data()->buffers[2]->data() : nullptr;
+}
+
+/** @return the bytes of the values of a string or binary chunk, in all */
+std::size_t chars_of(arrow::Array const& chunk) {
+  if (chunk.length() == 0) {
+    return 0;
+  }
+  if (has_offsets(chunk.type_id())) {
+    return static_cast<std::size_t>(string_offset(chunk, chunk.length()) - string_offset(chunk, 0));
+  }
+  std::size_t chars = 0;
+  for (int64_t row = 0; row < chunk.length(); ++row) {
+    chars += binary_value(chunk, row).size();
+  }
+  return chars;
+}
+
+/**
+ * @return the rows of the dictionary-encoded `chunk` decoded: a column of `type` (its values'),
+ * from `resource`
+ */
+std::unique_ptr<column> decode_dictionary(arrow::DictionaryArray const& chunk,
+                                          data_type type,
+                                          stream_view stream,
+                                          resource_ref resource) {
+  auto const values = from_arrow_chunks({chunk.dictionary()}, type, stream, resource);
+  // The indices as a gather map; a null index points past the values, to a null row.
+  auto const rows = static_cast<std::size_t>(chunk.length());
+  std::vector<std::int64_t> map(rows);
+  auto const past = static_cast<std::int64_t>(values->size());
+  for (std::size_t row = 0; row < rows; ++row) {
+    auto const at = static_cast<int64_t>(row);
+    map[row]      = chunk.IsNull(at) ? past : chunk.GetValueIndex(at);
+    SPILLWAY_EXPECTS(chunk.IsNull(at) || (map[row] >= 0 && map[row] < past),
+                     "a dictionary index " + std::to_string(map[row]) + " is outside its " +
+                       std::to_string(past) + " values",
+                     corruption_error);
+  }
+  column_view const map_view{data_type{type_id::INT64}, rows, map.data(), nullptr, 0};
+  table_view const source{std::vector<column_view>{values->view()}};
+  auto decoded = detail::gather(source, map_view, out_of_bounds_policy::NULLIFY, stream, resource);
+  return std::move(decoded->release()[0]);
 }
 
 }  // namespace
@@ -387,12 +717,18 @@ uint8_t const* string_chars(arrow::Array const& chunk) {
 std::size_t spillway_size(arrow::Array const& chunk) {
   auto const rows        = static_cast<std::size_t>(chunk.length());
   std::size_t const mask = chunk.null_count() > 0 ? (rows + 7) / 8 : 0;
-  if (chunk.type_id() == arrow::Type::STRING || chunk.type_id() == arrow::Type::LARGE_STRING) {
-    auto const chars =
-      rows == 0
-        ? 0
-        : static_cast<std::size_t>(string_offset(chunk, chunk.length()) - string_offset(chunk, 0));
-    return chars + (rows + 1) * sizeof(std::int64_t) + mask;
+  if (chunk.type_id() == arrow::Type::DICTIONARY) {
+    // About the decoded bytes: the values' average per row.
+    auto const& values = *static_cast<arrow::DictionaryArray const&>(chunk).dictionary();
+    std::size_t const per_value =
+      values.length() > 0
+        ? (spillway_size(values) + static_cast<std::size_t>(values.length()) - 1) /
+            static_cast<std::size_t>(values.length())
+        : sizeof(std::int64_t);
+    return rows * per_value + mask;
+  }
+  if (is_string_or_binary(chunk.type_id())) {
+    return chars_of(chunk) + (rows + 1) * sizeof(std::int64_t) + mask;
   }
   if (chunk.type_id() == arrow::Type::BOOL) {
     return rows + mask;
@@ -405,24 +741,56 @@ std::unique_ptr<column> from_arrow_chunks(std::vector<std::shared_ptr<arrow::Arr
                                           data_type type,
                                           stream_view stream,
                                           resource_ref resource) {
-  std::size_t rows  = 0;
-  std::size_t nulls = 0;
-  std::size_t chars = 0;
+  if (std::any_of(chunks.begin(), chunks.end(), [](auto const& chunk) {
+        return chunk->type_id() == arrow::Type::DICTIONARY;
+      })) {
+    // Dictionaries decoded chunk by chunk, the runs of other chunks converted as one, and the
+    // pieces joined.
+    std::vector<std::unique_ptr<column>> pieces;
+    std::vector<std::shared_ptr<arrow::Array>> run;
+    auto const end_run = [&] {
+      if (!run.empty()) {
+        pieces.push_back(from_arrow_chunks(run, type, stream, resource));
+        run.clear();
+      }
+    };
+    for (auto const& chunk : chunks) {
+      if (chunk->type_id() != arrow::Type::DICTIONARY) {
+        run.push_back(chunk);
+        continue;
+      }
+      end_run();
+      pieces.push_back(decode_dictionary(
+        static_cast<arrow::DictionaryArray const&>(*chunk), type, stream, resource));
+    }
+    end_run();
+    if (pieces.size() == 1) {
+      return std::move(pieces.front());
+    }
+    std::vector<table_view> views;
+    for (auto const& piece : pieces) {
+      views.push_back(table_view{std::vector<column_view>{piece->view()}});
+    }
+    auto joined = detail::concatenate(views, stream, resource);
+    return std::move(joined->release()[0]);
+  }
+  bool const variable = !is_fixed_width(type);
+  std::size_t rows    = 0;
+  std::size_t nulls   = 0;
+  std::size_t chars   = 0;
   for (auto const& chunk : chunks) {
     rows += static_cast<std::size_t>(chunk->length());
     nulls += static_cast<std::size_t>(chunk->null_count());
-    if (type.id() == type_id::STRING && chunk->length() > 0) {
-      chars +=
-        static_cast<std::size_t>(string_offset(*chunk, chunk->length()) - string_offset(*chunk, 0));
+    if (variable) {
+      chars += chars_of(*chunk);
     }
   }
   auto const state     = nulls > 0 ? mask_state::ALL_VALID : mask_state::UNALLOCATED;
-  auto result          = type.id() == type_id::STRING
-                           ? make_strings_column(rows, chars, state, stream, resource)
-                           : make_fixed_width_column(type, rows, state, stream, resource);
+  auto result          = variable ? make_strings_column(rows, chars, state, stream, resource, type)
+                                  : make_fixed_width_column(type, rows, state, stream, resource);
   std::size_t at       = 0;
   std::int64_t char_at = 0;
-  if (type.id() == type_id::STRING) {
+  if (variable) {
     result->mutable_offsets()[0] = 0;
   }
   for (auto const& chunk : chunks) {
@@ -431,7 +799,18 @@ std::unique_ptr<column> from_arrow_chunks(std::vector<std::shared_ptr<arrow::Arr
     if (nulls > 0 && chunk->null_count() > 0) {
       copy_bits(result->mutable_null_mask(), at, chunk->null_bitmap_data(), offset, length);
     }
-    if (type.id() == type_id::STRING) {
+    if (variable && !has_offsets(chunk->type_id())) {
+      // Views and fixed-size values: copied one by one.
+      auto* offsets = result->mutable_offsets();
+      for (std::size_t row = 0; row < length; ++row) {
+        std::string_view const value = binary_value(*chunk, static_cast<int64_t>(row));
+        if (!value.empty()) {
+          std::memcpy(result->mutable_chars() + char_at, value.data(), value.size());
+        }
+        char_at += static_cast<std::int64_t>(value.size());
+        offsets[at + row + 1] = char_at;
+      }
+    } else if (variable) {
       std::int64_t const first = length > 0 ? string_offset(*chunk, 0) : 0;
       auto* offsets            = result->mutable_offsets();
       for (std::size_t row = 0; row < length; ++row) {

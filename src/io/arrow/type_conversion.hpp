@@ -16,64 +16,116 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace spillway::detail {
 
 /**
- * @return the Arrow type of `type` (STRING is large_utf8, or utf8 for `storage` STRING;
- * TIMESTAMP has the zone `time_zone`, none when empty)
+ * @return the Arrow type of `type` (STRING is large_utf8, or utf8 for `storage` STRING, utf8_view
+ * for VIEW; BINARY likewise large_binary, binary, binary_view, or for FIXED_SIZE
+ * fixed_size_binary(`fixed_size`); TIMESTAMP has the zone `time_zone`, none when empty)
  */
 std::shared_ptr<arrow::DataType> to_arrow_type(
   data_type type,
   string_storage storage       = string_storage::LARGE_STRING,
-  std::string const& time_zone = {});
+  std::string const& time_zone = {},
+  std::int32_t fixed_size      = 0);
+
+/** @return the Arrow type a file holds `column` as: its storage, zone and dictionary */
+std::shared_ptr<arrow::DataType> to_arrow_type(column_schema const& column);
 
 /**
- * @return the spillway type of the Arrow `type` of column `column` in `file`
+ * @return the spillway type of the Arrow `type` of column `column` in `file` (a dictionary's:
+ * its values')
  * @throws spillway::not_supported naming the file, column and Arrow type when there is none
  */
 data_type from_arrow_type(arrow::DataType const& type,
                           std::string const& column,
                           std::string const& file);
 
-/** @return the Arrow schema of `schema` (every field nullable; STRING as its storage says) */
+/**
+ * @return the Arrow schema of `schema`: each field of the type `to_arrow_type(column)`, the
+ * nullability and metadata of its column, and the schema's metadata
+ */
 std::shared_ptr<arrow::Schema> to_arrow_schema(table_schema const& schema);
 
 /**
- * @return the name, spillway type, string storage and time zone of `field`
+ * @return the name, spillway type and storage details (string storage, width, dictionary, time
+ * zone, nullability, metadata) of `field`
  * @throws as `from_arrow_type`
  */
 column_schema from_arrow_field(arrow::Field const& field, std::string const& file);
+
+/** @return Arrow metadata of `pairs`, or null when there are none */
+std::shared_ptr<arrow::KeyValueMetadata const> to_arrow_metadata(key_value_metadata const& pairs);
+
+/** @return the pairs of Arrow `metadata` (none when null) */
+key_value_metadata from_arrow_metadata(arrow::KeyValueMetadata const* metadata);
 
 /** @return the spillway schema of `schema` @throws as `from_arrow_type` */
 table_schema from_arrow_schema(arrow::Schema const& schema, std::string const& file);
 
 /**
- * @brief An Arrow array over `view`: zero-copy for every type but BOOL8, whose bytes are packed
- * into bits in memory from `pool`, and STRING as `storage` STRING, whose 32-bit offsets are
- * computed into memory from `pool` (the view must then hold at most INT32_MAX characters); a
- * TIMESTAMP is of the zone `time_zone`. The view's memory must outlive the array.
+ * @brief An Arrow array of `arrow_type` (not a dictionary) over `view`: zero-copy for every type
+ * but BOOL8, whose bytes are packed into bits in memory from `pool`, STRING and BINARY as utf8 or
+ * binary, whose 32-bit offsets are computed into memory from `pool` (the view must then hold at
+ * most INT32_MAX characters), and as views or fixed-size binary, built in memory from `pool`. The
+ * view's memory must outlive the array.
+ * @throws spillway::invalid_argument for a value of another width than a fixed_size_binary's
  */
+std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
+                                             arrow::MemoryPool* pool,
+                                             std::shared_ptr<arrow::DataType> const& arrow_type);
+
+/** @brief `to_arrow_array` of the Arrow type `to_arrow_type(view.type(), storage, time_zone)`. */
 std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
                                              arrow::MemoryPool* pool,
                                              string_storage storage = string_storage::LARGE_STRING,
                                              std::string const& time_zone = {});
 
+/**
+ * @brief The dictionaries a writer has given its dictionary-encoded columns so far. Each column's
+ * dictionary only grows: the values new to a batch are appended, so that every batch's
+ * dictionary extends the one before (Arrow IPC files take such deltas, never a replacement).
+ * @note One thread at a time.
+ */
+class arrow_dictionaries {
+ public:
+  /**
+   * @return the rows of `view` (column `column` of the tables written) encoded as `type`
+   * @throws spillway::not_supported when the values outnumber what the index type addresses
+   */
+  std::shared_ptr<arrow::Array> encode(std::size_t column,
+                                       column_view const& view,
+                                       arrow::DictionaryType const& type,
+                                       arrow::MemoryPool* pool);
+
+ private:
+  struct column_state {
+    std::unordered_map<std::string, std::uint64_t> index;  ///< a value's bytes to its index
+    std::shared_ptr<arrow::Array> values;                  ///< the dictionary so far
+  };
+  std::vector<column_state> columns_;
+};
+
 /// The most characters a `string` array holds: its offsets are int32.
 inline constexpr std::int64_t MAX_STRING_ARRAY_CHARS = std::numeric_limits<std::int32_t>::max();
 
 /**
- * @return record batches of `schema` over the rows of `input`, in order (see `to_arrow_array`):
+ * @return record batches of `schema` over the rows of `input`, in order (see `to_arrow_array`;
+ * dictionary fields are encoded by `dictionaries`, or by a fresh set when null):
  * one, or where a `string` (utf8) column of `schema` holds more than `max_chars` characters, as
  * many as it takes for each to hold at most `max_chars` in every such column
- * @throws spillway::not_supported naming the column when one value is longer than `max_chars`
+ * @throws spillway::not_supported naming the column when one value is longer than `max_chars`;
+ * spillway::invalid_argument when a column has nulls that its field says it has not
  */
 std::vector<std::shared_ptr<arrow::RecordBatch>> to_arrow_batches(
   table_view const& input,
   std::shared_ptr<arrow::Schema> const& schema,
   arrow::MemoryPool* pool,
-  std::int64_t max_chars = MAX_STRING_ARRAY_CHARS);
+  std::int64_t max_chars           = MAX_STRING_ARRAY_CHARS,
+  arrow_dictionaries* dictionaries = nullptr);
 
 /** @return the bytes `chunk` takes as a spillway column of `type` (values, offsets, mask) */
 std::size_t spillway_size(arrow::Array const& chunk);

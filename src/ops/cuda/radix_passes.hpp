@@ -129,6 +129,7 @@ SPILLWAY_HOST_DEVICE inline std::uint64_t value_image(radix_pass const& pass, st
     case type_id::FLOAT64:
       return image_of(static_cast<double const*>(pass.values)[at]);
     case type_id::STRING:
+    case type_id::BINARY:
       break;
     case type_id::DECIMAL32:
       return image_of(static_cast<std::int32_t const*>(pass.values)[at]);
@@ -192,7 +193,7 @@ inline std::vector<radix_pass> plan_passes(table_view const& keys,
     base.offset       = key.offset();
     base.descending   = orders[c].direction == order::DESCENDING;
     base.nulls_before = orders[c].nulls == null_order::BEFORE;
-    if (key.type().id() == type_id::STRING) {
+    if (!is_fixed_width(key.type())) {
       radix_pass length = base;
       length.kind       = pass_kind::STRING_LENGTH;
       length.bits       = 1;

@@ -91,7 +91,7 @@ SPILLWAY_HOST_DEVICE inline int compare_rows(key_column const* lhs,
       return left_first ? -1 : 1;
     }
     int result = 0;
-    if (left.type == type_id::STRING) {
+    if (left.type == type_id::STRING || left.type == type_id::BINARY) {
       std::int64_t const left_begin  = left.offsets[left.offset + lhs_row];
       std::int64_t const left_size   = left.offsets[left.offset + lhs_row + 1] - left_begin;
       std::int64_t const right_begin = right.offsets[right.offset + rhs_row];

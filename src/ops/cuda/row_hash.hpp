@@ -54,7 +54,8 @@ SPILLWAY_HOST_DEVICE inline std::uint64_t row_hash(key_column const* columns,
       continue;
     }
     switch (column.type) {
-      case type_id::STRING: {
+      case type_id::STRING:
+      case type_id::BINARY: {
         std::int64_t const begin = column.offsets[at];
         std::int64_t const end   = column.offsets[at + 1];
         hash                     = xxh3_64(static_cast<char const*>(column.values) + begin,

@@ -155,7 +155,7 @@ std::unique_ptr<column> sorted_order_on_device(table_view const& keys,
   buffers.scratch = scratch->data();
   std::vector<std::uint64_t> longest(keys.num_columns(), 0);
   for (std::size_t c = 0; c < keys.num_columns(); ++c) {
-    if (keys.column(c).type().id() == type_id::STRING) {
+    if (!is_fixed_width(keys.column(c).type())) {
       longest[c] = longest_string(buffers, keys.column(c), count, stream, temporary);
     }
   }

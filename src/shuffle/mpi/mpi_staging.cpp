@@ -4,6 +4,8 @@
  */
 #include "shuffle/mpi/mpi_engine.hpp"
 
+#include <spillway/retry/retry_coverage.hpp>
+
 namespace spillway {
 namespace detail {
 namespace {
@@ -154,6 +156,9 @@ void mpi_communicator_state::start_matched_receive(pending_receive receive,
     error = std::make_exception_ptr(mpi_failure("MPI_Get_elements_x", code));
   } else if (bytes > 0) {
     try {
+      // An out-of-memory here fails the receive, whose caller recovers (see the shuffle's
+      // engines): a retry block of its own.
+      retry_block_marker const protected_by_the_receiver;
       out.data = buffer(static_cast<std::size_t>(bytes), default_stream(), receive.resource);
       if (needs_staging(out.data.data(), out.data.kind())) {
         staged = buffer(static_cast<std::size_t>(bytes), default_stream(), *staging_);

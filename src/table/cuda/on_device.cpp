@@ -13,7 +13,7 @@ namespace spillway::detail::cuda {
 bool on_device(column_view const& view) noexcept {
   // A STRING column without characters reports the kind of its empty characters buffer (HOST),
   // so its offsets are asked.
-  bool const strings = view.type().id() == type_id::STRING;
+  bool const strings = !is_fixed_width(view.type());
   if (view.size() == 0 || (view.kind() != memory_kind::DEVICE && !strings)) {
     return false;
   }
@@ -32,7 +32,7 @@ bool on_device(table_view const& view) noexcept {
 bool on_device(column const& result) noexcept {
   column_view const view = result.view();
   return is_cuda_device_pointer(
-    view.type().id() == type_id::STRING ? static_cast<void const*>(view.offsets()) : view.head());
+    !is_fixed_width(view.type()) ? static_cast<void const*>(view.offsets()) : view.head());
 }
 
 void expect_device_output(column const& result, char const* what) {

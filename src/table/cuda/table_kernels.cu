@@ -405,8 +405,9 @@ std::unique_ptr<table> concatenate_on_device(std::span<table_view const> inputs,
     }
     mask_state const state = any_nulls ? mask_state::ALL_NULL : mask_state::UNALLOCATED;
     std::unique_ptr<column> result =
-      is_fixed_width(type) ? make_fixed_width_column(type, total_rows, state, stream, mrs.output())
-                           : make_strings_column(total_rows, chars, state, stream, mrs.output());
+      is_fixed_width(type)
+        ? make_fixed_width_column(type, total_rows, state, stream, mrs.output())
+        : make_strings_column(total_rows, chars, state, stream, mrs.output(), type);
     expect_device_output(*result, "concatenate");
     std::size_t row          = 0;
     std::int64_t char_cursor = 0;
@@ -543,8 +544,8 @@ std::unique_ptr<table> gather_sources_piece(std::span<table_view const> inputs,
             "cub::DeviceScan::InclusiveSum");
       std::int64_t chars = 0;
       memcpy_sync(&chars, lengths + rows, sizeof(chars), stream);
-      result =
-        make_strings_column(rows, static_cast<std::size_t>(chars), state, stream, mrs.output());
+      result = make_strings_column(
+        rows, static_cast<std::size_t>(chars), state, stream, mrs.output(), type);
       expect_device_output(*result, "gather");
       check(cudaMemcpyAsync(result->mutable_offsets(),
                             lengths,
