@@ -530,7 +530,7 @@ std::size_t spill_store_impl::spill_device_entry(spill_entry& entry) {
       }
       // The staging is gone; the pieces stay reserved as resident host data.
       release_host(to_host_bytes - stored, true);
-      host_in_flight_ -= stored;
+      settle_in_flight(stored);
       entry.host_pieces = std::move(pieces);
       entry.host_bytes  = stored;
       entry.host_codec  = host_codec;

@@ -46,6 +46,12 @@ void spill_store_impl::release_host(std::size_t bytes, bool in_flight) {
   room_.notify_all();
 }
 
+void spill_store_impl::settle_in_flight(std::size_t bytes) {
+  host_in_flight_ -= bytes;
+  ++room_epoch_;
+  room_.notify_all();
+}
+
 void spill_store_impl::release_host_now(std::size_t bytes) {
   scoped_lock lock(mutex_);
   release_host(bytes, true);

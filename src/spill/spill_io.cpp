@@ -271,7 +271,7 @@ void spill_store_impl::read_entry(std::uint64_t id) noexcept {
     auto& entry = find(id);
     if (failure == nullptr) {
       drop_blocks(entry.blocks, dead_files);
-      host_in_flight_ -= raw_size;  // now resident
+      settle_in_flight(raw_size);  // now resident
       entry.host_bytes = raw_size;
       entry.host_codec = codec::NONE;
       entry.host_pieces.push_back(host_piece{std::move(raw), raw_size});

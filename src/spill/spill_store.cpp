@@ -180,7 +180,7 @@ spillable_table spill_store_impl::add_table_slice(table_view const& slice,
     entry->host_bytes = packed.data.size();
     entry->host_pieces.push_back(host_piece{std::move(packed.data), raw});
     scoped_lock lock(mutex_);
-    host_in_flight_ -= raw;  // now resident
+    settle_in_flight(raw);  // now resident
     auto const id = insert(std::move(entry));
     keep_headroom();
     return spillable_table{this, id, rows};

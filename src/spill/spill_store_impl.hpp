@@ -175,6 +175,9 @@ class spill_store_impl {
     SPILLWAY_REQUIRES(mutex_);
   bool reserve_host(scoped_lock& lock, std::size_t bytes, bool wait) SPILLWAY_REQUIRES(mutex_);
   void release_host(std::size_t bytes, bool in_flight) SPILLWAY_REQUIRES(mutex_);
+  /// In-flight host bytes that became resident: no room, but waiters re-check (`reserve_host`
+  /// waits only while something in flight or being written may free room).
+  void settle_in_flight(std::size_t bytes) SPILLWAY_REQUIRES(mutex_);
   void release_host_now(std::size_t bytes) SPILLWAY_EXCLUDES(mutex_);
   void schedule_evictions(std::size_t bytes) SPILLWAY_REQUIRES(mutex_);
   void keep_headroom() SPILLWAY_REQUIRES(mutex_);

@@ -447,7 +447,12 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
         check_arrow(builder->AppendNull(), "building a " + arrow_type->ToString() + " array");
         continue;
       }
-      std::string_view const value = view.string_at(row);
+      // An empty value of a column without characters points nowhere; Arrow's builders copy it
+      // with memcpy, which must not be given a null pointer even for no bytes.
+      std::string_view value = view.string_at(row);
+      if (value.data() == nullptr) {
+        value = std::string_view{NO_CHARS, 0};
+      }
       arrow::Status status;
       if (width >= 0) {
         SPILLWAY_EXPECTS(value.size() == static_cast<std::size_t>(width),
