@@ -15,6 +15,7 @@
 #include "preflight.hpp"
 #include "ranks.hpp"
 #include "retry_guards.hpp"
+#include "sort_tasks.hpp"
 #include "spill_failures.hpp"
 
 #include <spillway/core/units.hpp>
@@ -53,8 +54,8 @@
 namespace spillway::cli {
 namespace {
 
-/// The sort task's base lease, in input batches (the rest of the device is leased per merge).
-constexpr std::size_t BASE_LEASE_BATCHES = 4;
+/// Tasks that hold the device at once by default (as spark-rapids' concurrentGpuTasks).
+constexpr std::size_t DEFAULT_DEVICE_TASKS = 2;
 /// The least rows one batch must hold for the sort to make progress.
 constexpr std::size_t MIN_BATCH_ROWS = 64;
 /// Characters assumed per string value when the budget is checked before reading.
@@ -78,7 +79,9 @@ struct sort_arguments {
   std::string strategy   = "auto";
   std::string format;
   std::string report;
-  std::size_t threads       = 0;       ///< 0: the cores this process may use
+  std::size_t threads       = 0;  ///< 0: the cores this process may use
+  std::size_t tasks         = 0;  ///< 0: one per worker thread
+  std::size_t device_tasks  = DEFAULT_DEVICE_TASKS;
   int ranks                 = 1;       ///< in-process ranks of a distributed sort
   std::string shuffle_mode  = "push";  ///< its range shuffle
   std::string compression   = DEFAULT_COMPRESSION;
@@ -346,11 +349,6 @@ int run_sort(sort_arguments const& args) {
                       user_message(failure.what()));
   }
   statistics_resource_adaptor io_scratch{io_scratch_host(*environment, host)};
-  device_task sort_task{*environment, task_id{1}};
-  auto& task = sort_task.context();
-  // Every device allocation of this thread is the sort task's (and SPILLWAY_RETRY_COVERAGE sees
-  // those made outside a retry block as the task's).
-  task_context::thread_binding const bind_task{task};
   auto& store            = environment->store();
   auto& coordinator      = environment->coordinator();
   auto& arbiter          = environment->arbiter();
@@ -397,34 +395,31 @@ int run_sort(sort_arguments const& args) {
   options.merge_budget_bytes = device_memory / 2;
   options.output_batch_bytes = std::min(device_memory / DEVICE_SHARE_PER_BATCH, MAX_OUTPUT_BATCH);
   options.strategy           = parse_strategy(args.strategy);
-  options.coordinator        = &coordinator;
-  options.task               = &task;
   options.check_output_order = !args.no_order_check;
   options.testing_reverse_output_batch = testing_reverse_output_batch();
-  // The base lease covers a few batches; merges ask for more when they need it.
-  lease_request_options base_options;
-  base_options.is_base = true;
-  memory_lease const base_lease =
-    task.request_lease(std::min(device_memory, BASE_LEASE_BATCHES * batch_bytes), base_options);
-  external_sorter sorter{store, options, stream, device_with_spill, host};
-
+  // The tasks (each its own sorter; merges ask for leases beyond the base when they need them),
+  // --device-tasks of them on the device at once; task 1 merges everyone's runs.
+  std::size_t const num_tasks = args.tasks == 0 ? worker_threads() : args.tasks;
+  sort_tasks tasks{*environment, options, num_tasks, args.device_tasks, batch_bytes, host};
   std::size_t input_batches = 0;
   explaining_spill_failures(store, [&] {
-    while (auto decoded = reader->next()) {
-      // Onto the device under the OOM protocol (in pieces when it must split).
-      for (auto& batch :
-           copy_to_device(std::move(decoded), coordinator, task, stream, device_with_spill)) {
-        auto const rows  = batch->num_rows();
-        auto const bytes = batch->allocated_bytes();
-        sorter.push(std::move(batch));
+    tasks.run(
+      [&]() -> std::unique_ptr<table> {
+        auto decoded = reader->next();
+        input_batches += decoded ? 1U : 0U;
+        return decoded;
+      },
+      [&](std::size_t rows, std::size_t bytes) {
         progress.rows_read += rows;
         progress.bytes_read += bytes;
-      }
-      ++input_batches;
-    }
+      });
     reader.reset();
-    sorter.finish();
   });
+  auto& sorter = tasks.merged();
+  // The merge and the output are task 1's, on the device.
+  task_context::thread_binding const bind_merge{tasks.merging_task()};
+  std::optional<device_semaphore::guard> merging;
+  merging.emplace(tasks.semaphore(), tasks.merging_task());
   progress.rows_sorted = progress.rows_read.load();
   progress.writing     = true;
 
@@ -453,6 +448,7 @@ int run_sort(sort_arguments const& args) {
       writer.write(std::move(on_host));
     }
   });
+  merging.reset();
   auto written = writer.close();
   if (written.empty()) {  // no rows: one file still carries the columns
     written.push_back(
@@ -533,8 +529,27 @@ int run_sort(sort_arguments const& args) {
       {"output_files", written.size()},
       {"order_check_seconds", stats.order_check_seconds},
       {"threads", worker_threads()},
+      {"tasks", num_tasks},
+      {"device_tasks", args.device_tasks},
       {"oom_injected", environment->injected_failures()},
     };
+    nlohmann::ordered_json per_task = nlohmann::ordered_json::array();
+    for (auto const& task : tasks.summaries()) {
+      per_task.push_back({{"task", task.id.value},
+                          {"batches", task.batches},
+                          {"rows", task.rows},
+                          {"bytes", task.bytes},
+                          {"chunks", task.chunks},
+                          {"retries", task.retries},
+                          {"splits", task.splits},
+                          {"leases", task.leases.grants},
+                          {"lease_bytes", task.leases.granted_bytes},
+                          {"lease_waits", task.leases.waits},
+                          {"lent_bytes", task.leases.lent_bytes},
+                          {"borrowed_bytes", task.leases.borrowed_bytes},
+                          {"whole_device", task.leases.whole_device}});
+    }
+    summary["per_task"] = std::move(per_task);
     report_retry_coverage("spillway sort", summary);
     std::cout << summary.dump() << '\n';
   } else {
@@ -592,6 +607,19 @@ command add_sort_command(CLI::App& parent) {
                  "Worker threads of the sort kernels and the Parquet output (default: the cores "
                  "this process may use)")
     ->check(CLI::Range(std::size_t{1}, MAX_THREADS));
+  app
+    ->add_option("--tasks",
+                 args->tasks,
+                 "Tasks that read and sort input batches side by side, each into runs of its "
+                 "own, merged by the first (default: one per worker thread)")
+    ->check(CLI::Range(std::size_t{1}, MAX_THREADS));
+  app
+    ->add_option("--device-tasks",
+                 args->device_tasks,
+                 "Tasks that hold the device at once (the device semaphore), each with its base "
+                 "lease")
+    ->check(CLI::Range(std::size_t{1}, MAX_THREADS))
+    ->capture_default_str();
   app->add_option("--format", args->format, "Input format (default: from the extension)")
     ->check(CLI::IsMember({"parquet", "csv", "arrow", "arrows"}));
   app

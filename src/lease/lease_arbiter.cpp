@@ -474,6 +474,14 @@ std::size_t lease_arbiter::waiting_requests() const {
   return queue_.size();
 }
 
+std::size_t lease_arbiter::base_lease_for(std::size_t batch_bytes,
+                                          std::size_t holders) const noexcept {
+  std::size_t const share = capacity_ / std::max<std::size_t>(holders, 1);
+  std::size_t const want =
+    batch_bytes > share / BASE_LEASE_BATCHES ? share : BASE_LEASE_BATCHES * batch_bytes;
+  return std::max<std::size_t>(1, std::min(share, want));
+}
+
 lease_statistics lease_arbiter::statistics(task_id task) const {
   scoped_lock lock{mutex_};
   auto found = tasks_.find(task);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 namespace spillway {
 
@@ -57,6 +58,7 @@ external_sorter::~external_sorter() = default;
 
 void external_sorter::push(std::unique_ptr<table> batch) {
   SPILLWAY_EXPECTS(!finished_, "external_sorter::push after finish()", logic_error);
+  SPILLWAY_EXPECTS(!sealed_, "external_sorter::push after seal()", logic_error);
   SPILLWAY_EXPECTS(batch != nullptr, "external_sorter::push of a null batch", invalid_argument);
   table_view const view = batch->view();
   if (schema_.empty() && stats_.input_rows == 0 && num_columns_ == 0) {
@@ -109,6 +111,65 @@ void external_sorter::push(std::unique_ptr<table> batch) {
   }
   // The batch waits in the store (it may spill) while pieces of it are sorted.
   sort_batch(store_.make_spillable(std::move(batch), options_.chunk_priority), bytes, false);
+}
+
+void external_sorter::seal() {
+  SPILLWAY_EXPECTS(!finished_, "external_sorter::seal after finish()", logic_error);
+  sealed_ = true;
+  if (!deferred_.empty()) {
+    flush_deferred();
+  }
+}
+
+void external_sorter::absorb(external_sorter& other) {
+  SPILLWAY_EXPECTS(&other != this, "external_sorter::absorb of itself", invalid_argument);
+  SPILLWAY_EXPECTS(!finished_ && !other.finished_,
+                   "external_sorter::absorb: both sorters must be unfinished",
+                   logic_error);
+  SPILLWAY_EXPECTS(other.sealed_ && other.deferred_.empty(),
+                   "external_sorter::absorb of a sorter that is not sealed",
+                   logic_error);
+  SPILLWAY_EXPECTS(&other.store_ == &store_ && other.options_.key_columns == options_.key_columns &&
+                     other.options_.orders == options_.orders,
+                   "external_sorter::absorb of a sorter of other keys, orders or store",
+                   invalid_argument);
+  if (other.num_columns_ != 0) {
+    if (num_columns_ == 0) {
+      num_columns_ = other.num_columns_;
+      schema_      = other.schema_;
+      key_nulls_.assign(options_.key_columns.size(), false);
+    }
+    SPILLWAY_EXPECTS(other.schema_ == schema_,
+                     "external sort: the batches of the absorbed sorter have other columns",
+                     invalid_argument);
+  }
+  for (auto& piece : other.chunks_) {
+    chunks_.push_back(std::move(piece));
+  }
+  other.chunks_.clear();
+  for (auto& part : other.samples_) {
+    samples_.push_back(std::move(part));
+  }
+  other.samples_.clear();
+  sample_rows_ += std::exchange(other.sample_rows_, 0);
+  if (sample_rate_ == 0.0 || (other.sample_rate_ != 0.0 && other.sample_rate_ < sample_rate_)) {
+    sample_rate_ = other.sample_rate_;
+  }
+  bound_sample();
+  // Its runs are this sorter's now: the input is no longer one sort of waiting batches.
+  runs_flushed_ += other.runs_flushed_ + 1;
+  target_chunk_bytes_ = std::max(target_chunk_bytes_, other.target_chunk_bytes_);
+  auto const& theirs  = other.stats_;
+  stats_.input_rows += theirs.input_rows;
+  stats_.input_bytes += theirs.input_bytes;
+  stats_.retries += theirs.retries;
+  stats_.splits += theirs.splits;
+  stats_.chunks_created += theirs.chunks_created;
+  stats_.batch_runs += theirs.batch_runs;
+  stats_.bytes_copied += theirs.bytes_copied;
+  other.stats_.input_rows  = 0;
+  other.stats_.input_bytes = 0;
+  other.finished_          = true;
 }
 
 void external_sorter::finish() {

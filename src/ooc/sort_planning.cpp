@@ -136,7 +136,12 @@ void external_sorter::sample_batch(table_view const& batch) {
                    stream_,
                    detail::cuda::on_device(batch) ? mrs_.with_output(host_) : host));
   sample_rows_ += take;
-  if (sample_rows_ > options_.max_samples) {
+  bound_sample();
+}
+
+void external_sorter::bound_sample() {
+  memory_resources const host{host_};
+  while (sample_rows_ > options_.max_samples) {
     // Keep a uniform half, and sample later rows at half the rate.
     std::vector<table_view> views;
     for (auto const& part : samples_) {

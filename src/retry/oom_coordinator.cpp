@@ -76,27 +76,6 @@ void oom_coordinator::record(event_kind kind, task_id task, std::size_t bytes) {
                event{std::chrono::steady_clock::now(), kind, task, task_id{}, bytes, 0, {}});
 }
 
-bool oom_coordinator::others_running(task_id task) const {
-  for (auto const& [id, entry] : tasks_) {
-    if (id == task || entry.waiting_elsewhere) {
-      continue;
-    }
-    if (entry.state != oom_state::BLOCKED && entry.state != oom_state::BUFN_WAIT) {
-      return true;
-    }
-  }
-  return false;
-}
-
-bool oom_coordinator::any_blocked_other_than(task_id task) const {
-  for (auto const& [id, entry] : tasks_) {
-    if (id != task && entry.state == oom_state::BLOCKED) {
-      return true;
-    }
-  }
-  return false;
-}
-
 bool oom_coordinator::is_highest_priority(task_id task) const {
   auto const& mine = tasks_.at(task);
   for (auto const& [id, entry] : tasks_) {
@@ -229,8 +208,10 @@ bool oom_coordinator::on_allocation_failure(task_context const* task,
   };
   task_entry& entry = found->second;
   if (unspillable_bytes > 0) {
-    bool const alone = !others_running(id) && !any_blocked_other_than(id);
-    if (alone && is_highest_priority(id) && entry.rolled_back &&
+    // Rolled back already, and no attempt anywhere succeeded since: another roll back may only
+    // let the others fail in turn (two tasks whose inputs do not fit the device together take
+    // turns forever). The oldest (highest priority) such task splits; the others roll back.
+    if (is_highest_priority(id) && entry.rolled_back &&
         entry.success_epoch_at_rollback == success_epoch_) {
       throw_split(entry);
     }

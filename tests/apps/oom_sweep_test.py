@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Out-of-memory injected at every device allocation of a small sort and a small shuffle.
 
-For each command and each kind (retry, split), the run with SPILLWAY_INJECT_OOM=...,skip=k,count=1
-must succeed and write byte for byte the files of the run without injection, for every k from 0
-until a run reports that nothing was injected (k is then past the last allocation). Every run also
-has SPILLWAY_RETRY_COVERAGE=1 and must report no allocation outside a retry block.
+For each command, each kind (retry, split) and, for the sort, 1 and 4 tasks, the run with
+SPILLWAY_INJECT_OOM=task=*,...,skip=k,count=1 (every task's k-th allocation fails) must succeed and
+write byte for byte the files of the run without injection, for every k from 0 until a run reports
+that nothing was injected (k is then past every task's last allocation). Every run also has
+SPILLWAY_RETRY_COVERAGE=1 and must report no allocation outside a retry block.
 
   SPILLWAY_EXE          the `spillway` program (CTest passes the built one)
   SPILLWAY_SWEEP_STRIDE test every n-th allocation only (sanitizer builds; default 1)
@@ -21,7 +22,8 @@ import tempfile
 ROWS = 300
 COMMON = ["--device-memory", "1MiB", "--host-memory", "8MiB", "--batch-size", "4KiB", "--json"]
 COMMANDS = {
-    "sort": ["sort", "--by", "key"],
+    "sort": ["sort", "--by", "key", "--tasks", "1"],
+    "sort, 4 tasks": ["sort", "--by", "key", "--tasks", "4"],
     "shuffle": ["shuffle", "--by", "key", "--partitions", "3"],
 }
 MOST_ALLOCATIONS = 5000  # a guard against a run that never stops injecting
@@ -44,7 +46,7 @@ def same_files(left, right):
 
 
 def sweep(exe, work, data, command, kind, stride):
-    reference = os.path.join(work, f"{command}-reference")
+    reference = os.path.join(work, COMMANDS[command][0] + "-reference")
     if not os.path.exists(reference):
         summary = run(exe, [COMMANDS[command][0], data, "-o", reference] + COMMANDS[command][1:]
                       + COMMON, {})

@@ -158,6 +158,15 @@ class lease_arbiter {
   void end_waiting(task_id task);
 
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+  /**
+   * @return the base lease of a task that holds the device beside up to `holders - 1` others
+   * (the device semaphore's slots) and works in batches of `batch_bytes`: room for
+   * BASE_LEASE_BATCHES batches, at most an equal share of the capacity, at least one byte
+   */
+  [[nodiscard]] std::size_t base_lease_for(std::size_t batch_bytes,
+                                           std::size_t holders) const noexcept;
+  /// Batches a base lease holds (`base_lease_for`): one being read in, one sorted, their output.
+  static constexpr std::size_t BASE_LEASE_BATCHES = 4;
   /** @return the bytes held by open leases, lent bytes excluded */
   [[nodiscard]] std::size_t used_bytes() const;
   /** @return the most bytes ever held at once */

@@ -72,9 +72,17 @@
  * Either way the chunks of step 1 are the same, so deciding late costs nothing but the sample.
  * docs/BENCHMARKS.md ("Merge vs sample strategy") has the measurements behind the rule.
  *
+ * ## Many tasks
+ * Tasks sort side by side, each its own batches into its own sorter (same keys, orders and
+ * store); each then `seal()`s it (its waiting batches sorted into chunks), and one sorter
+ * `absorb()`s the others: their chunks and samples become its own, and its `finish()` and
+ * `next()` merge them all, within its merge budget, as if it had sorted every batch itself. Rows
+ * of equal keys from different tasks come out in no particular order among themselves.
+ *
  * Everything not being computed on lives in the spill store: when an output batch is handed
  * to the caller, every other row of the sort is spillable.
- * @note Not thread-safe: one task drives a sorter.
+ * @note Not thread-safe: one task drives a sorter (`absorb` reads the other sorter: its task
+ * must be done with it).
  */
 #pragma once
 
@@ -226,6 +234,20 @@ class external_sorter {
    */
   void push(std::unique_ptr<table> batch);
   /**
+   * @brief No more input to this sorter, which another will `absorb`: batches waiting for one
+   * sort are sorted into chunks (device work, under the OOM protocol of this sorter's task).
+   * @throws spillway::logic_error after `finish()`
+   */
+  void seal();
+  /**
+   * @brief Takes over the chunks, samples and statistics of `other`, a sealed sorter of the same
+   * keys and orders over the same store whose batches have the same columns; `other` is left
+   * empty and finished (its `next()` returns null). Host work only.
+   * @throws spillway::invalid_argument when the columns or keys differ
+   * @throws spillway::logic_error when either is finished or `other` is not sealed
+   */
+  void absorb(external_sorter& other);
+  /**
    * @brief No more input. With the sample strategy, chooses the splitters and cuts the chunks
    * into ranges (device work, under the OOM protocol when configured).
    */
@@ -256,6 +278,8 @@ class external_sorter {
   chunk make_chunk(std::unique_ptr<table> rows);
   void add_chunk(std::unique_ptr<table> rows);
   void sample_batch(table_view const& batch);
+  /// Halves the sample (uniformly) while it holds more than `max_samples` rows.
+  void bound_sample();
   void partition_into_ranges();
   void cut_chunks(std::deque<chunk> pending,
                   table_view const& lower,
@@ -362,6 +386,7 @@ class external_sorter {
   std::size_t pending_bytes_      = 0;
   std::size_t target_chunk_bytes_ = 0;  ///< the size of chunks cut from merged remainders
   bool finished_                  = false;
+  bool sealed_                    = false;  ///< `seal()`ed: no more batches
   std::size_t num_columns_        = 0;
   std::vector<data_type> schema_;
   external_sort_statistics stats_;

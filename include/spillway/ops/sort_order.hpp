@@ -46,6 +46,8 @@ enum class sort_stability : std::uint8_t {
 struct column_order {
   order direction  = order::ASCENDING;    ///< ascending or descending values
   null_order nulls = null_order::BEFORE;  ///< nulls first or last
+
+  friend bool operator==(column_order const&, column_order const&) = default;
 };
 
 /**

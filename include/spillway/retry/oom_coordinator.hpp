@@ -10,9 +10,8 @@
  *              attempt began ──────────────────────────────────────────────▶ RUNNING (retry alloc)
  *  RUNNING ──alloc fails, nothing spilled, task holds no unspillable bytes──▶ BLOCKED
  *  RUNNING ──alloc fails, nothing spilled, task holds unspillable bytes:
- *              another task runs or is BLOCKED ───────────────────────────▶ BUFN_THROW
- *              all others rolled back, this is the highest priority and
- *              it already rolled back with no success anywhere since ────▶ SPLIT_THROW
+ *              this is the highest priority and it already rolled back
+ *              with no success anywhere since ───────────────────────────▶ SPLIT_THROW
  *              otherwise ──────────────────────────────────────────────────▶ BUFN_THROW
  *  BLOCKED ──another task frees memory, or finishes a roll back (its input
  *              may now spill) ─────────────────────────────────────────────▶ RUNNING (retry alloc)
@@ -173,8 +172,6 @@ class oom_coordinator {
   void set_waiting_elsewhere(task_id task, bool waiting);
   /// Breaks a deadlock if there is one. Requires the lock.
   void resolve_deadlock() SPILLWAY_REQUIRES(mutex_);
-  bool others_running(task_id task) const SPILLWAY_REQUIRES(mutex_);
-  bool any_blocked_other_than(task_id task) const SPILLWAY_REQUIRES(mutex_);
   bool is_highest_priority(task_id task) const SPILLWAY_REQUIRES(mutex_);
   void record(event_kind kind, task_id task, std::size_t bytes);
 
