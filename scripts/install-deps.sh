@@ -36,6 +36,13 @@ if ! python3 -c "import pyarrow, duckdb, pytest" 2>/dev/null; then
   python3 -m pip install --quiet pyarrow duckdb pytest
 fi
 
+# tpchgen-cli writes TPC-H tables as other engines read them (decimals, dates, string views) for
+# the lineitem tests and benchmarks.
+if ! command -v tpchgen-cli > /dev/null 2>&1; then
+  echo "spillway: installing tpchgen-cli from PyPI"
+  python3 -m pip install --quiet tpchgen-cli
+fi
+
 # nanobind and scikit-build-core for the Python package (python/, pyproject.toml).
 if ! python3 -c "import nanobind, scikit_build_core" 2>/dev/null; then
   echo "spillway: installing nanobind and scikit-build-core from PyPI"
