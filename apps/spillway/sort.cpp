@@ -400,7 +400,13 @@ int run_sort(sort_arguments const& args) {
   // The tasks (each its own sorter; merges ask for leases beyond the base when they need them),
   // --device-tasks of them on the device at once; task 1 merges everyone's runs.
   std::size_t const num_tasks = args.tasks == 0 ? worker_threads() : args.tasks;
-  sort_tasks tasks{*environment, options, num_tasks, args.device_tasks, batch_bytes, host};
+  sort_tasks tasks{*environment,
+                   options,
+                   num_tasks,
+                   args.device_tasks,
+                   batch_bytes,
+                   host,
+                   recorder ? &recorder->events() : nullptr};
   std::size_t input_batches = 0;
   explaining_spill_failures(store, [&] {
     tasks.run(

@@ -25,11 +25,13 @@ sort_tasks::sort_tasks(device_environment& environment,
                        std::size_t tasks,
                        std::size_t device_tasks,
                        std::size_t batch_bytes,
-                       resource_ref host)
+                       resource_ref host,
+                       event_sink* events)
   : environment_(environment),
     semaphore_(environment.arbiter(),
                device_tasks,
-               environment.arbiter().base_lease_for(batch_bytes, device_tasks)) {
+               environment.arbiter().base_lease_for(batch_bytes, device_tasks),
+               events) {
   SPILLWAY_EXPECTS(tasks >= 1 && device_tasks >= 1,
                    "a sort needs at least one task and one device task",
                    invalid_argument);

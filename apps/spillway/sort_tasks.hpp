@@ -50,13 +50,15 @@ class sort_tasks {
    * @param device_tasks how many hold the device at once (at least 1)
    * @param batch_bytes the size of input batches (the arbiter sizes base leases by it)
    * @param host where sorters keep their keys
+   * @param events where the semaphore records who holds it (the run report's lanes); may be null
    */
   sort_tasks(device_environment& environment,
              external_sort_options const& options,
              std::size_t tasks,
              std::size_t device_tasks,
              std::size_t batch_bytes,
-             resource_ref host);
+             resource_ref host,
+             event_sink* events = nullptr);
   ~sort_tasks();
   sort_tasks(sort_tasks const&)            = delete;
   sort_tasks& operator=(sort_tasks const&) = delete;

@@ -199,6 +199,71 @@ void write_chart(std::ostringstream& out,
   out << "</g>\n</svg>\n</section>\n";
 }
 
+/// Height of one task's lane in the lanes chart.
+constexpr double LANE_HEIGHT = 18;
+
+/**
+ * @brief Writes one lane per task: when it held the device semaphore (bars, over the run's
+ * `end_seconds`), and its leases, waits, lends, spills, retries and splits (a table).
+ */
+template <typename Lanes>
+void write_task_lanes(std::ostringstream& out,
+                      Lanes const& lanes,
+                      std::chrono::steady_clock::time_point origin,
+                      double end_seconds) {
+  if (lanes.empty()) {
+    return;
+  }
+  auto const at = [&](std::chrono::steady_clock::time_point time) {
+    return std::chrono::duration<double>(time - origin).count();
+  };
+  double end = std::max(end_seconds, 1e-9);
+  for (auto const& [id, lane] : lanes) {
+    for (auto const& [from, to] : lane.held) {
+      end = std::max(end, at(to));
+    }
+  }
+  double const left   = 70;
+  double const width  = CHART_WIDTH - left - 10;
+  double const height = LANE_HEIGHT * static_cast<double>(lanes.size()) + 30;
+  out << "<section class=\"chart\">\n<h2>Tasks: device semaphore held</h2>\n";
+  out << "<svg class=\"chart\" data-chart=\"task-lanes\" viewBox=\"0 0 " << CHART_WIDTH << " "
+      << height << "\" width=\"" << CHART_WIDTH << "\" height=\"" << height << "\">\n";
+  double y = 10;
+  for (auto const& [id, lane] : lanes) {
+    out << "<g data-task=\"" << id << "\"><text x=\"4\" y=\"" << y + 12 << "\">task " << id
+        << "</text>";
+    for (auto const& [from, to] : lane.held) {
+      double const x0 = left + width * std::clamp(at(from) / end, 0.0, 1.0);
+      double const x1 = left + width * std::clamp(at(to) / end, 0.0, 1.0);
+      out << "<rect x=\"" << fixed(x0, 1) << "\" y=\"" << y + 2 << "\" width=\""
+          << fixed(std::max(x1 - x0, 0.5), 1) << "\" height=\"" << LANE_HEIGHT - 4
+          << "\" fill=\"#4a7\"/>";
+    }
+    out << "</g>\n";
+    y += LANE_HEIGHT;
+  }
+  out << "<text x=\"" << left << "\" y=\"" << y + 14 << "\">0 s</text><text x=\""
+      << left + width - 40 << "\" y=\"" << y + 14 << "\">" << fixed(end, 2) << " s</text>\n";
+  out << "</svg>\n<table class=\"tasks\">\n<tr><th>task</th><th>semaphore held</th>"
+         "<th>waited</th><th>leases</th><th>lease waits</th><th>lent</th><th>borrowed</th>"
+         "<th>whole device</th><th>spills</th><th>retries</th><th>splits</th></tr>\n";
+  for (auto const& [id, lane] : lanes) {
+    double held = 0;
+    for (auto const& [from, to] : lane.held) {
+      held += at(to) - at(from);
+    }
+    out << "<tr><th>" << id << "</th><td>" << lane.acquires << " times, " << fixed(held, 3)
+        << " s</td><td>" << fixed(std::chrono::duration<double>(lane.semaphore_wait).count(), 3)
+        << " s</td><td>" << lane.leases << "</td><td>" << lane.lease_waits << "</td><td>"
+        << html_escape(format_bytes(lane.lent_bytes)) << "</td><td>"
+        << html_escape(format_bytes(lane.borrowed_bytes)) << "</td><td>" << lane.whole_device
+        << "</td><td>" << lane.oom_spills << "</td><td>" << lane.retries << "</td><td>"
+        << lane.splits << "</td></tr>\n";
+  }
+  out << "</table>\n</section>\n";
+}
+
 }  // namespace
 
 // ----- counting_sink -----
@@ -217,6 +282,54 @@ void run_recorder::counting_sink::record(event const& e) {
       kept_.push_back(e);
     }
   }
+  if (e.task.value == 0) {
+    return;
+  }
+  scoped_lock lock{mutex_};
+  auto& lane = lanes_[e.task.value];
+  switch (e.kind) {
+    case event_kind::SEMAPHORE_ACQUIRED:
+      lane.held_since = e.time;
+      lane.semaphore_wait += e.duration;
+      ++lane.acquires;
+      break;
+    case event_kind::SEMAPHORE_RELEASED:
+      if (lane.held_since && lane.held.size() < max_events_) {
+        lane.held.emplace_back(*lane.held_since, e.time);
+      }
+      lane.held_since.reset();
+      break;
+    case event_kind::LEASE_GRANTED:
+      ++lane.leases;
+      lane.lease_waits += e.duration.count() > 0 ? 1U : 0U;
+      break;
+    case event_kind::LEASE_LENT:
+      lane.lent_bytes += e.bytes;
+      if (e.other_task.value != 0) {
+        lanes_[e.other_task.value].borrowed_bytes += e.bytes;
+      }
+      break;
+    case event_kind::LEASE_WHOLE_DEVICE:
+      ++lane.whole_device;
+      break;
+    case event_kind::OOM_SPILLED:
+      ++lane.oom_spills;
+      break;
+    case event_kind::OOM_RETRY:
+      ++lane.retries;
+      break;
+    case event_kind::OOM_SPLIT:
+      ++lane.splits;
+      break;
+    default:
+      break;
+  }
+}
+
+std::map<std::uint64_t, run_recorder::counting_sink::task_lane> run_recorder::counting_sink::lanes()
+  const {
+  scoped_lock lock{mutex_};
+  return lanes_;
 }
 
 std::size_t run_recorder::counting_sink::count(event_kind kind) const noexcept {
@@ -392,6 +505,30 @@ std::string run_recorder::to_json() const {
     timeline.push_back(std::move(item));
   }
 
+  auto const seconds_at = [&](std::chrono::steady_clock::time_point at) {
+    return std::chrono::duration<double>(at - origin_).count();
+  };
+  auto tasks = nlohmann::ordered_json::array();
+  for (auto const& [id, lane] : sink_.lanes()) {
+    auto held = nlohmann::ordered_json::array();
+    for (auto const& [from, to] : lane.held) {
+      held.push_back({seconds_at(from), seconds_at(to)});
+    }
+    tasks.push_back(
+      {{"task", id},
+       {"semaphore_held", std::move(held)},
+       {"semaphore_acquires", lane.acquires},
+       {"semaphore_wait_seconds", std::chrono::duration<double>(lane.semaphore_wait).count()},
+       {"leases", lane.leases},
+       {"lease_waits", lane.lease_waits},
+       {"lent_bytes", lane.lent_bytes},
+       {"borrowed_bytes", lane.borrowed_bytes},
+       {"whole_device", lane.whole_device},
+       {"spills", lane.oom_spills},
+       {"retries", lane.retries},
+       {"splits", lane.splits}});
+  }
+
   std::size_t kept_total = 0;
   for (auto kind : ALL_KINDS) {
     kept_total += kept_kind(kind) ? sink_.count(kind) : 0;
@@ -403,6 +540,7 @@ std::string run_recorder::to_json() const {
     {"series", std::move(series)},
     {"event_counts", std::move(counts)},
     {"events", std::move(timeline)},
+    {"tasks", std::move(tasks)},
     {"events_dropped", kept_total > options_.max_events},
   };
   return report.dump(1);
@@ -432,6 +570,7 @@ std::string run_recorder::to_html() const {
   for (auto const& spec : chart_specs()) {
     write_chart(out, spec, samples);
   }
+  write_task_lanes(out, sink_.lanes(), origin_, samples.back().seconds);
   out << "<h2>Event counts</h2>\n<table class=\"events\">\n<tr><th>event</th><th>count</th>"
          "<th>bytes</th></tr>\n";
   for (auto kind : ALL_KINDS) {

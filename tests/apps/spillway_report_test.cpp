@@ -84,6 +84,24 @@ TEST_F(SpillwayReport, SortWritesHtmlAndJsonReport) {
   EXPECT_EQ(html.find("https://"), std::string::npos);
 }
 
+TEST_F(SpillwayReport, ALaneForTheTasksOfTheSort) {
+  ASSERT_EQ(run(std::string{SPILLING_SORT} + " --tasks 3 --report report.html"), 0)
+    << read("stderr.txt");
+  auto const json  = nlohmann::json::parse(read("report.json"));
+  auto const tasks = json.at("tasks");
+  // Task 1 holds the device at least to merge; the others whenever they got a batch.
+  ASSERT_GE(tasks.size(), 1U);
+  ASSERT_LE(tasks.size(), 3U);
+  EXPECT_EQ(tasks[0].at("task"), 1);
+  for (auto const& task : tasks) {
+    EXPECT_GE(task.at("semaphore_acquires").get<std::size_t>(), 1U);
+    EXPECT_EQ(task.at("semaphore_held").size(), task.at("semaphore_acquires").get<std::size_t>());
+    EXPECT_GE(task.at("leases").get<std::size_t>(), 1U) << "the base lease of each hold";
+  }
+  auto const html = read("report.html");
+  EXPECT_NE(html.find("data-chart=\"task-lanes\""), std::string::npos);
+}
+
 TEST_F(SpillwayReport, NoProgressLineWhenStderrIsNotATerminal) {
   ASSERT_EQ(run(SPILLING_SORT), 0);
   auto const err = read("stderr.txt");

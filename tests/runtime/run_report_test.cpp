@@ -223,6 +223,49 @@ TEST(RunRecorder, HtmlOfAnEmptyRecorderStillDrawsEveryChart) {
   EXPECT_EQ(occurrences(html, "<path class=\"series\""), EXPECTED_SERIES.size());
 }
 
+TEST(RunRecorder, ALaneForEachTaskWithItsSemaphoreHoldsAndCounts) {
+  run_recorder recorder{run_gauges{}, manual()};
+  recorder.start();
+  auto const task_event = [](event_kind kind, std::uint64_t task, std::uint64_t other = 0) {
+    auto e       = make_event(kind, 64);
+    e.task       = task_id{task};
+    e.other_task = task_id{other};
+    return e;
+  };
+  auto acquired     = task_event(event_kind::SEMAPHORE_ACQUIRED, 2);
+  acquired.duration = std::chrono::milliseconds{5};
+  recorder.events().record(acquired);
+  auto waited     = task_event(event_kind::LEASE_GRANTED, 2);
+  waited.duration = std::chrono::milliseconds{1};
+  recorder.events().record(waited);
+  recorder.events().record(task_event(event_kind::LEASE_LENT, 1, 2));
+  recorder.events().record(task_event(event_kind::OOM_RETRY, 2));
+  recorder.events().record(task_event(event_kind::OOM_SPLIT, 1));
+  recorder.events().record(task_event(event_kind::SEMAPHORE_RELEASED, 2));
+  recorder.events().record(task_event(event_kind::SEMAPHORE_ACQUIRED, 1));
+  recorder.events().record(task_event(event_kind::SEMAPHORE_RELEASED, 1));
+  recorder.events().record(make_event(event_kind::SPILLED, 8, 1));  // of no task: no lane
+  recorder.stop();
+  auto const json  = nlohmann::json::parse(recorder.to_json());
+  auto const tasks = json.at("tasks");
+  ASSERT_EQ(tasks.size(), 2U);
+  EXPECT_EQ(tasks[0].at("task"), 1);
+  EXPECT_EQ(tasks[0].at("lent_bytes"), 64);
+  EXPECT_EQ(tasks[0].at("splits"), 1);
+  EXPECT_EQ(tasks[0].at("semaphore_held").size(), 1U);
+  EXPECT_EQ(tasks[1].at("task"), 2);
+  EXPECT_EQ(tasks[1].at("borrowed_bytes"), 64);
+  EXPECT_EQ(tasks[1].at("lease_waits"), 1);
+  EXPECT_EQ(tasks[1].at("retries"), 1);
+  EXPECT_EQ(tasks[1].at("semaphore_acquires"), 1);
+  EXPECT_NEAR(tasks[1].at("semaphore_wait_seconds").get<double>(), 0.005, 1e-9);
+  auto const held = tasks[1].at("semaphore_held").at(0);
+  EXPECT_LE(held.at(0).get<double>(), held.at(1).get<double>());
+  auto const html = recorder.to_html();
+  EXPECT_EQ(occurrences(html, "data-chart=\"task-lanes\""), 1U);
+  EXPECT_EQ(occurrences(html, "<g data-task="), 2U);
+}
+
 TEST(RunRecorder, WritesBothFiles) {
   auto const dir =
     fs::temp_directory_path() / ("spillway_run_report_" + std::to_string(::getpid()));

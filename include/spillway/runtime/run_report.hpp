@@ -19,8 +19,11 @@
 #include <cstddef>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace spillway {
@@ -124,6 +127,26 @@ class run_recorder {
     [[nodiscard]] std::size_t waits_ended() const noexcept;
     [[nodiscard]] std::vector<event> kept() const;
 
+    /** @brief What one task did: when it held the device semaphore, and its counts. */
+    struct task_lane {
+      std::vector<std::pair<std::chrono::steady_clock::time_point,
+                            std::chrono::steady_clock::time_point>>
+        held;  ///< semaphore held, from acquire to release (at most `max_events` kept)
+      std::optional<std::chrono::steady_clock::time_point> held_since;
+      std::chrono::nanoseconds semaphore_wait{0};  ///< waited for the semaphore in all
+      std::size_t acquires       = 0;
+      std::size_t leases         = 0;
+      std::size_t lease_waits    = 0;
+      std::size_t lent_bytes     = 0;
+      std::size_t borrowed_bytes = 0;
+      std::size_t whole_device   = 0;
+      std::size_t oom_spills     = 0;  ///< allocation failures resolved by spilling
+      std::size_t retries        = 0;
+      std::size_t splits         = 0;
+    };
+    /** @return each task's lane, by task id (events of no task are not in any) */
+    [[nodiscard]] std::map<std::uint64_t, task_lane> lanes() const;
+
    private:
     static constexpr std::size_t KINDS = 32;
     std::array<std::atomic<std::size_t>, KINDS> counts_{};
@@ -132,6 +155,7 @@ class run_recorder {
     std::size_t const max_events_;
     mutable mutex mutex_;
     std::vector<event> kept_ SPILLWAY_GUARDED_BY(mutex_);
+    std::map<std::uint64_t, task_lane> lanes_ SPILLWAY_GUARDED_BY(mutex_);
   };
 
   void run_thread();
