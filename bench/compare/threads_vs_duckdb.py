@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""`spillway sort --threads T --tasks T` beside DuckDB at `threads=T`, file to file, on the same
+Parquet files written by DuckDB, with the same memory: time (first run and best run) and peak
+anonymous memory (RssAnon of the process, sampled every 10 ms from /proc).
+
+  python3 bench/compare/threads_vs_duckdb.py --rows 20000000 --threads 1,2 \
+      --device-memory 256MiB --host-memory 256MiB [--runs 2] [--spillway build/release/apps/spillway]
+
+The input is one int64 key (a multiplicative hash of the row number: every value distinct, no
+order) and one int64 payload, written once by DuckDB's COPY (untimed). Each engine sorts it by
+key into a new Parquet file; DuckDB gets memory_limit = device + host memory and the same temp
+directory's disk. Runs alternate between the engines; each output is checked (row count, order)
+after it is timed.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def parse_size(text):
+    units = {"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    for unit, factor in units.items():
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * factor)
+    return int(text)
+
+
+def rss_anon_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def timed(command, env=None):
+    """Runs `command`; returns (seconds, peak RssAnon in MiB)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    peak = [0]
+
+    def sample():
+        while process.poll() is None:
+            peak[0] = max(peak[0], rss_anon_kib(process.pid))
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    _, err = process.communicate()
+    seconds = time.perf_counter() - start
+    sampler.join()
+    if process.returncode != 0:
+        raise SystemExit(f"{command[0]} failed: {err.decode()[-2000:]}")
+    return seconds, peak[0] / 1024
+
+
+DUCKDB_SORT = """
+import duckdb, sys
+source, target, threads, memory, temp = sys.argv[1:6]
+con = duckdb.connect()
+con.execute(f"SET threads={threads}")
+con.execute(f"SET memory_limit='{memory}B'")
+con.execute(f"SET temp_directory='{temp}'")
+con.execute("SET preserve_insertion_order=true")
+con.execute(f"COPY (SELECT * FROM read_parquet('{source}') ORDER BY key) TO '{target}' (FORMAT parquet)")
+"""
+
+
+def check(path, rows):
+    import duckdb
+
+    con = duckdb.connect()
+    got, unordered = con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE key < prev) FROM (SELECT key, lag(key) OVER () AS prev "
+        f"FROM read_parquet('{path}'))"
+    ).fetchall()[0]
+    if got != rows or unordered != 0:
+        raise SystemExit(f"{path}: {got} rows of {rows}, {unordered} out of order")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=20_000_000)
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--device-memory", default="256MiB")
+    parser.add_argument("--host-memory", default="256MiB")
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--spillway", default="build/release/apps/spillway")
+    parser.add_argument("--temp-root", default=tempfile.gettempdir())
+    args = parser.parse_args()
+    memory = parse_size(args.device_memory) + parse_size(args.host_memory)
+    work = tempfile.mkdtemp(prefix="spillway-threads-", dir=args.temp_root)
+    try:
+        import duckdb
+
+        source = os.path.join(work, "input.parquet")
+        duckdb.connect().execute(
+            f"COPY (SELECT ((i::HUGEINT * 6364136223846793005) % 9223372036854775783)::BIGINT AS key, "
+            f"i AS payload "
+            f"FROM range({args.rows}) t(i)) TO '{source}' (FORMAT parquet)"
+        )
+        print(f"{args.rows} rows, {os.path.getsize(source) / 2**20:.0f} MiB of Parquet written by DuckDB; "
+              f"memory {args.device_memory} + {args.host_memory} (DuckDB: memory_limit {memory >> 20} MiB)\n")
+        print("| threads | engine | first run | best run | peak RssAnon |")
+        print("|---|---|---|---|---|")
+        for threads in [int(t) for t in args.threads.split(",")]:
+            results = {"spillway": [], "duckdb": []}
+            for _ in range(args.runs):
+                for engine in ("spillway", "duckdb"):
+                    target = os.path.join(work, "out")
+                    shutil.rmtree(target, ignore_errors=True)
+                    temp = os.path.join(work, "temp")
+                    os.makedirs(temp, exist_ok=True)
+                    if engine == "spillway":
+                        command = [args.spillway, "sort", source, "-o", target, "--by", "key",
+                                   "--threads", str(threads), "--tasks", str(threads),
+                                   "--device-memory", args.device_memory,
+                                   "--host-memory", args.host_memory, "--spill-dir", temp]
+                        written = target
+                    else:
+                        os.makedirs(target)
+                        written = os.path.join(target, "sorted.parquet")
+                        command = [sys.executable, "-c", DUCKDB_SORT, source, written, str(threads),
+                                   str(memory), temp]
+                    results[engine].append(timed(command))
+                    check(os.path.join(written, "*.parquet") if engine == "spillway" else written, args.rows)
+                    shutil.rmtree(temp, ignore_errors=True)
+            for engine, runs in results.items():
+                best = min(seconds for seconds, _ in runs)
+                peak = max(rss for _, rss in runs)
+                print(f"| {threads} | {engine} | {runs[0][0]:.2f} s | {best:.2f} s | {peak:.0f} MiB |")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
