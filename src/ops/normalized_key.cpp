@@ -10,9 +10,9 @@
 namespace spillway::detail {
 namespace {
 
-/// The top `bytes` bytes set (bytes in 0..8).
+/// The top `bytes` bytes set (all of them from 8 bytes on: a wide decimal's segment).
 constexpr std::uint64_t high_bytes_mask(std::size_t bytes) noexcept {
-  return bytes == 0 ? 0 : ~std::uint64_t{0} << (64 - 8 * bytes);
+  return bytes == 0 ? 0 : bytes >= 8 ? ~std::uint64_t{0} : ~std::uint64_t{0} << (64 - 8 * bytes);
 }
 
 /// ORs the top `count` bytes of `value` (1..8) into the prefix at byte `offset`.
