@@ -21,6 +21,9 @@
 
 namespace spillway {
 
+/// Attempts to split a batch that did not fit before the sort gives up on it.
+constexpr std::size_t MAX_SPLIT_ATTEMPTS = 64;
+
 using detail::carried_column;
 using detail::decoded_keys_target;
 using detail::gather_with_sorted_keys;
@@ -237,9 +240,24 @@ void external_sorter::sort_batch(spillable_table batch,
     SPILLWAY_EXPECTS(piece.rows() > 1,
                      "external sort: a batch of one row does not fit the device even alone",
                      out_of_memory);
-    auto [first, second] = piece.split_at(piece.rows() / 2);
-    pieces.push_front(std::move(second));
-    pieces.push_front(std::move(first));
+    // Splitting brings the piece back onto the device (and may pack its halves there): under
+    // the protocol too, where another task may hold the memory. Asked to split the split, it
+    // runs again once memory came back; a split that never fits is a final out-of-memory.
+    std::optional<std::pair<spillable_table, spillable_table>> halves;
+    for (std::size_t attempt = 0; !halves; ++attempt) {
+      SPILLWAY_EXPECTS(attempt < MAX_SPLIT_ATTEMPTS,
+                       "external sort: a batch of " + std::to_string(piece.rows()) +
+                         " rows could not be split in " + std::to_string(MAX_SPLIT_ATTEMPTS) +
+                         " attempts: the device never had room to hold it",
+                       out_of_memory);
+      bool const split = run_protected([&] { halves.emplace(piece.split_at(piece.rows() / 2)); });
+      if (!split && options_.coordinator != nullptr && options_.task != nullptr) {
+        // Nothing to cut smaller: wait, as a rolled-back task does, until memory comes back.
+        static_cast<void>(options_.coordinator->wait_after_rollback(options_.task->id()));
+      }
+    }
+    pieces.push_front(std::move(halves->second));
+    pieces.push_front(std::move(halves->first));
   }
   stats_.bytes_copied += bytes;
 }

@@ -9,6 +9,8 @@
 #include <spillway/lease/task_context.hpp>
 #include <spillway/ooc/external_sort.hpp>
 #include <spillway/ops/sort.hpp>
+#include <spillway/retry/table_input.hpp>
+#include <spillway/retry/with_retry.hpp>
 #include <spillway/runtime/device_environment.hpp>
 #include <spillway/table/concatenate.hpp>
 #include <spillway/table/copy.hpp>
@@ -56,10 +58,11 @@ struct absorb_case {
   sort_order orders;
 };
 
-/// The sort of `batches` by column 0 with `tasks` tasks, each on a thread of its own.
+/// The sort of `batches` by column 0 with `tasks` tasks, each on a thread of its own, into `out`.
 std::unique_ptr<table> sort_with_tasks(std::vector<std::unique_ptr<table>> const& batches,
                                        absorb_case const& c,
-                                       std::filesystem::path const& spill_root) {
+                                       std::filesystem::path const& spill_root,
+                                       resource_ref result) {
   device_environment_options environment_options;
   environment_options.device_memory = 2_MiB;
   environment_options.host_memory   = 1_MiB;
@@ -92,8 +95,20 @@ std::unique_ptr<table> sort_with_tasks(std::vector<std::unique_ptr<table>> const
     threads.emplace_back([&, t] {
       task_context::thread_binding const binding{tasks[t]->context()};
       for (std::size_t b = next++; b < batches.size(); b = next++) {
-        sorters[t]->push(spillway::copy(
-          batches[b]->view(), environment.stream(), memory_resources{environment.device()}));
+        // Onto the device under the OOM protocol, as the tasks of `spillway sort` do: the tasks
+        // share a device too small for all of them.
+        std::shared_ptr<table const> const host_batch{batches[b].get(), [](table const*) {}};
+        auto pieces = with_retry(environment.coordinator(),
+                                 tasks[t]->context(),
+                                 table_input{host_batch},
+                                 [&](table_input& piece) {
+                                   return spillway::copy(piece.materialize(),
+                                                         environment.stream(),
+                                                         memory_resources{environment.device()});
+                                 });
+        for (auto& piece : pieces) {
+          sorters[t]->push(std::move(piece));
+        }
       }
       sorters[t]->seal();
     });
@@ -117,8 +132,7 @@ std::unique_ptr<table> sort_with_tasks(std::vector<std::unique_ptr<table>> const
   for (auto const& batch : out) {
     views.push_back(batch->view());
   }
-  host_memory_resource host;
-  return spillway::concatenate(views, default_stream(), memory_resources{host});
+  return spillway::concatenate(views, default_stream(), memory_resources{result});
 }
 
 TEST(SorterAbsorb, SortersOfManyTasksMergeAsOneSortOfEveryBatch) {
@@ -143,7 +157,7 @@ TEST(SorterAbsorb, SortersOfManyTasksMergeAsOneSortOfEveryBatch) {
       for (std::size_t const tasks : {std::size_t{1}, std::size_t{2}, std::size_t{4}}) {
         SCOPED_TRACE(std::string{to_string(strategy)} + ", " + std::to_string(tasks) + " tasks" +
                      (direction == order::ASCENDING ? ", ascending" : ", descending"));
-        auto const sorted = sort_with_tasks(batches, {tasks, strategy, orders}, root);
+        auto const sorted = sort_with_tasks(batches, {tasks, strategy, orders}, root, host);
         SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), sorted->view());
       }
     }
