@@ -21,7 +21,7 @@
 
 namespace spillway {
 
-/// Attempts to split a batch that did not fit before the sort gives up on it.
+/// Attempts to split a batch that did not fit (or to sample a run) before the sort gives up.
 constexpr std::size_t MAX_SPLIT_ATTEMPTS = 64;
 
 using detail::carried_column;
@@ -199,9 +199,23 @@ external_sorter::run_outcome external_sorter::sort_run(std::vector<spillable_tab
     return run_outcome::IN_ORDER;
   }
   if (options_.strategy != sort_strategy::MERGE) {
-    for (auto const& batch : batches) {
-      pinned_table const pinned = batch.acquire();
-      sample_batch(pinned.view());
+    // Each batch comes back onto the device to be sampled: under the protocol, each sampled once.
+    std::size_t sampled = 0;
+    for (std::size_t attempt = 0; sampled < batches.size(); ++attempt) {
+      SPILLWAY_EXPECTS(attempt < MAX_SPLIT_ATTEMPTS,
+                       "external sort: a sorted run could not be sampled in " +
+                         std::to_string(MAX_SPLIT_ATTEMPTS) +
+                         " attempts: the device never had room to hold one of its batches",
+                       out_of_memory);
+      bool const whole = run_protected([&] {
+        for (; sampled < batches.size(); ++sampled) {
+          pinned_table const pinned = batches[sampled].acquire();
+          sample_batch(pinned.view());
+        }
+      });
+      if (!whole && options_.coordinator != nullptr && options_.task != nullptr) {
+        static_cast<void>(options_.coordinator->wait_after_rollback(options_.task->id()));
+      }
     }
   }
   for (auto& chunk_rows : chunks) {
