@@ -67,8 +67,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
   std::string summary_line;
   nlohmann::ordered_json summary;
 
-  run_on_ranks(request.ranks, [&](communicator& comm) {
-    output.open(comm);
+  run_on_ranks(request.ranks, output, [&](communicator& comm) {
     rank_device rank(comm, device_memory, host_memory, request.spill_dir, backend);
     run_rank_work(comm, rank.environment().store(), [&] {
       auto& environment = rank.environment();

@@ -43,9 +43,21 @@ shared_output::shared_output(std::string path, bool overwrite)
 
 shared_output::~shared_output() {
   std::lock_guard lock(mutex_);
+  release(std::uncaught_exceptions() > unwinding_);
+}
+
+void shared_output::abandon() noexcept {
+  std::lock_guard lock(mutex_);
+  release(true);
+}
+
+void shared_output::release(bool failing) noexcept {
+  if (released_) {
+    return;
+  }
+  released_ = true;
   // A process failing under mpirun removes the staging directory too, though rank 0's owns it:
   // rank 0's process may be ended by mpirun first.
-  bool const failing = std::uncaught_exceptions() > unwinding_;
   if ((owns_staging_ || (failing && staging_cleanup_)) && !committed_) {
     std::error_code ignored;
     std::filesystem::remove_all(staging_, ignored);
@@ -212,9 +224,14 @@ bool launched_by_mpirun() noexcept {
   return false;
 }
 
-void run_on_ranks(int in_process_ranks, std::function<void(communicator&)> const& body) {
+void run_on_ranks(int in_process_ranks,
+                  shared_output& output,
+                  std::function<void(communicator&)> const& body) {
   if (!launched_by_mpirun()) {
-    run_in_process(in_process_ranks, body);
+    run_in_process(in_process_ranks, [&](communicator& comm) {
+      output.open(comm);
+      body(comm);
+    });
     return;
   }
   if (in_process_ranks != 1) {
@@ -233,9 +250,15 @@ void run_on_ranks(int in_process_ranks, std::function<void(communicator&)> const
   options.staging = &staging;
   mpi_communicator comm(environment, options);
   try {
+    output.open(comm);
     body(comm);
   } catch (std::exception const& error) {
     fail_group_with(comm, error);
+    // Before MPI's teardown, which may wait on a peer that never comes until mpirun kills this
+    // process: rank 0's process held the output's lock and staging directory, and a kill left
+    // them behind (the lock in 1 of 12 failed push shuffles of 3 processes).
+    output.abandon();
+    environment.leave_unfinalized();
     throw;
   }
 }

@@ -65,14 +65,24 @@ class shared_output {
    * @return the files' final paths
    */
   std::vector<std::string> commit(std::vector<std::string> const& written);
+  /**
+   * @brief What the destructor does on failure, now: this process's part of the job failed.
+   * Under mpirun it must come before MPI's teardown, which waits for every process (a failed peer
+   * may never come), while mpirun ends the processes of a failed job with SIGTERM and, a second
+   * later, SIGKILL, which no cleanup survives. Later calls, and the destructor, do nothing more.
+   */
+  void abandon() noexcept;
 
  private:
+  void release(bool failing) noexcept;
+
   std::string path_;
   std::string staging_;
   bool overwrite_;
   int unwinding_;  ///< exceptions in flight at construction
   bool owns_staging_ = false;
   bool committed_    = false;
+  bool released_     = false;
   std::mutex mutex_;
   std::unique_ptr<output_directory> directory_;
   /// Removes the staging directory when mpirun ends this process with SIGTERM because another
@@ -168,11 +178,16 @@ void run_rank_work(communicator& comm, spill_store const& store, Body&& body) {
 bool launched_by_mpirun() noexcept;
 
 /**
- * @brief Runs `body` on every rank: under `mpirun`, once in this process on the world
- * communicator (`in_process_ranks` must then be 1); otherwise on `in_process_ranks` threads.
+ * @brief Runs `body` on every rank, once `output` is open on it (`shared_output::open`): under
+ * `mpirun`, once in this process on the world communicator (`in_process_ranks` must then be 1);
+ * otherwise on `in_process_ranks` threads. A process that fails under mpirun tells the others,
+ * abandons `output` and leaves MPI unfinalized (`mpi_environment::leave_unfinalized`) before it
+ * rethrows.
  * @throws usage_error when ranks are asked for in both ways, or MPI support is not built in
  */
-void run_on_ranks(int in_process_ranks, std::function<void(communicator&)> const& body);
+void run_on_ranks(int in_process_ranks,
+                  shared_output& output,
+                  std::function<void(communicator&)> const& body);
 
 /** @brief A multi-rank command's input: its files (split among the ranks) and its columns. */
 struct dataset_input {

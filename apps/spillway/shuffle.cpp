@@ -277,8 +277,7 @@ int run_shuffle(shuffle_arguments const& args) {
   std::vector<std::string> written;
   shared_output output(args.output, args.overwrite);
 
-  run_on_ranks(args.ranks, [&](communicator& comm) {
-    output.open(comm);
+  run_on_ranks(args.ranks, output, [&](communicator& comm) {
     rank_device rank(comm, device_memory, host_memory, args.spill_dir, backend);
     run_rank_work(comm, rank.environment().store(), [&] {
       auto& environment = rank.environment();

@@ -359,7 +359,9 @@ TEST_F(SpillwayRanks, ARankFailingUnderMpirunEndsEveryRankWithItsErrorAndNoCrash
     EXPECT_NE(printed.find(names.back()), std::string::npos) << printed;
     EXPECT_EQ(printed.find("Signal:"), std::string::npos) << printed;
     EXPECT_EQ(printed.find("signal"), std::string::npos) << printed;
-    EXPECT_TRUE(files_in("out").empty()) << "a failed shuffle left output files";
+    auto const left = files_in("out");
+    EXPECT_TRUE(left.empty()) << "a failed shuffle left output files, " << left.size()
+                              << " of them, the first " << (left.empty() ? "" : left.front());
     EXPECT_TRUE(files_in("spill").empty()) << "spill files left behind";
   }
 }

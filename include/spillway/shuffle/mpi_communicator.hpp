@@ -76,6 +76,12 @@ class mpi_environment {
   [[nodiscard]] int world_size() const noexcept;
   /** @return the MPI library's version string */
   [[nodiscard]] std::string library_version() const;
+  /**
+   * @brief For a process whose job failed: the destructor stops the progress thread but does not
+   * call MPI_Finalize, which waits for every process (a failed peer may never come, and mpirun
+   * then ends this one with signals). The process should exit soon after, with its error.
+   */
+  void leave_unfinalized() noexcept;
 
  private:
   friend class mpi_communicator;

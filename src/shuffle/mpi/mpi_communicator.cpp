@@ -27,6 +27,7 @@ mpi_environment::~mpi_environment() = default;
 int mpi_environment::world_rank() const noexcept { return engine_->world_rank(); }
 int mpi_environment::world_size() const noexcept { return engine_->world_size(); }
 std::string mpi_environment::library_version() const { return engine_->library_version(); }
+void mpi_environment::leave_unfinalized() noexcept { engine_->leave_unfinalized(); }
 
 mpi_communicator::mpi_communicator(mpi_environment& environment)
   : mpi_communicator(environment, options{}) {}

@@ -247,6 +247,8 @@ class mpi_engine {
   [[nodiscard]] int world_rank() const noexcept { return world_rank_; }
   [[nodiscard]] int world_size() const noexcept { return world_size_; }
   [[nodiscard]] std::string const& library_version() const noexcept { return version_; }
+  /** @see mpi_environment::leave_unfinalized */
+  void leave_unfinalized() noexcept { unfinalized_.store(true, std::memory_order_relaxed); }
   std::atomic<int> communicators{0};
 
  private:
@@ -254,6 +256,7 @@ class mpi_engine {
   bool test_requests();
 
   bool finalize_  = false;
+  std::atomic<bool> unfinalized_{false};
   int world_rank_ = 0;
   int world_size_ = 1;
   std::string version_;

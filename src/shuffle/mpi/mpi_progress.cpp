@@ -84,7 +84,7 @@ mpi_engine::~mpi_engine() {
                  requests_.size());
     return;
   }
-  if (finalize_) {
+  if (finalize_ && !unfinalized_.load(std::memory_order_relaxed)) {
     MPI_Finalize();
   }
 }

@@ -27,6 +27,7 @@ mpi_environment::~mpi_environment() = default;
 int mpi_environment::world_rank() const noexcept { return 0; }
 int mpi_environment::world_size() const noexcept { return 1; }
 std::string mpi_environment::library_version() const { throw_unavailable(); }
+void mpi_environment::leave_unfinalized() noexcept {}
 
 mpi_communicator::mpi_communicator(mpi_environment&) { throw_unavailable(); }
 mpi_communicator::mpi_communicator(mpi_environment&, options) { throw_unavailable(); }
