@@ -18,6 +18,18 @@ constexpr std::size_t MAX_CUT_FRACTION = 4;
 constexpr std::size_t SMALL_BLOCK_BYTES  = std::size_t{256} << 10;
 constexpr std::size_t SMALL_BLOCKS_SHARE = 8;
 
+#if defined(__SANITIZE_THREAD__)
+constexpr bool REMAP_BLOCKS = false;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool REMAP_BLOCKS = false;
+#else
+constexpr bool REMAP_BLOCKS = true;
+#endif
+#else
+constexpr bool REMAP_BLOCKS = true;
+#endif
+
 [[nodiscard]] bool is_large(std::size_t bytes, std::size_t alignment) noexcept {
   return LARGE_BLOCKS_MAPPED && bytes >= LARGE_BLOCK_MIN_BYTES &&
          alignment <= LARGE_BLOCK_ALIGNMENT;
@@ -89,7 +101,10 @@ void* block_cache::allocate(std::size_t bytes, std::size_t alignment) {
   if (found_size < size) {
     // Grown in place or moved: the block's pages stay mapped, only the growth is fresh. A run
     // of requests in sizes the cache does not hold so clears no more pages than it must.
-    void* const grown = ::mremap(block, found_size, size, MREMAP_MAYMOVE);
+    // ThreadSanitizer does not see mremap: the addresses a moved block leaves, and those it
+    // grows into, would keep what other threads did there under an earlier mapping.
+    void* const grown =
+      REMAP_BLOCKS ? ::mremap(block, found_size, size, MREMAP_MAYMOVE) : MAP_FAILED;
     if (grown != MAP_FAILED) {
       return grown;
     }
