@@ -6,8 +6,8 @@
  * Spillway's columns have no children. A nested column is read as a BINARY column whose row is
  * the encoding of the row's value, so that sorting, merging, hashing and comparing need nothing
  * new: comparing two encodings bytewise (unsigned, a prefix first) orders the values as DuckDB's
- * ORDER BY does, ascending, and equal values have equal bytes. Writers decode the bytes into the
- * exact Arrow type the file had (kept in `column_schema::nested`).
+ * ORDER BY does, ascending, and equal values have equal bytes (floats aside: see below). Writers
+ * decode the bytes into the exact Arrow type the file had (kept in `column_schema::nested`).
  *
  * A value's encoding is a marker byte, then its body:
  * - the markers: 0x01 a value, 0x02 a NaN (float or double), 0x03 null. A null element or field
@@ -15,14 +15,19 @@
  *   the whole comparison, nulls inside included, as DuckDB does); 0x00 ends a list.
  * - bool: one byte, 0 or 1; integers, dates, times, timestamps and durations: their integer
  *   big-endian, the sign bit flipped for the signed ones; float and double: the IEEE bits
- *   big-endian, all flipped for a negative number and the sign bit flipped for a positive one
- *   (-0.0 just before 0.0, which DuckDB ties), a NaN's bits as they are after its 0x02 marker.
+ *   big-endian, all flipped for a negative number and the sign bit flipped for a positive one,
+ *   every zero as +0.0 and every NaN as its marker alone (DuckDB ties -0.0 with 0.0 and NaN
+ *   with NaN, and what follows them in a list or struct decides).
  * - string and binary (any offsets or views): the bytes with 0x00 written 0x01 0x01 and 0x01
  *   written 0x01 0x02, then 0x00, so that a prefix orders first; fixed_size_binary: its bytes.
  * - list, large_list and map (a list of key-value structs): each element's encoding, then 0x00;
  *   fixed_size_list: its elements' encodings; struct: its fields' encodings, in order.
  * - the null type: always null.
- * The row itself is a body without a marker: a null row is the column's null.
+ * The row itself is a body without a marker (a null row is the column's null). For a type with
+ * floats, the body is followed by the exact bits of its zeros and NaNs, 8 bytes each in the
+ * order of the values, and their count in 4 bytes: they break ties only, and the value comes
+ * back bit for bit. (So -0.0 and 0.0 in a list are tied in order but not equal bytes: they hash
+ * apart.)
  */
 #pragma once
 
