@@ -16,12 +16,13 @@ def test_unknown_column_names_the_columns_there_are():
 
 
 def test_unsupported_type_names_the_column_and_type():
-    table = pa.table({"a": [1, 2], "d": pa.array([[1], [2, 3]], type=pa.list_(pa.int64()))})
+    intervals = pa.array([(1, 2, 3), (4, 5, 6)], type=pa.month_day_nano_interval())
+    table = pa.table({"a": [1, 2], "d": intervals})
     with pytest.raises(spillway.NotSupportedError) as failure:
         spillway.sort(table, by="a")
     assert isinstance(failure.value, (TypeError, NotImplementedError))
     message = str(failure.value)
-    assert message.startswith("column 'd' of 'pyarrow.Table' has type list<item: int64>")
+    assert message.startswith("column 'd' of 'pyarrow.Table' has type month_day_nano_interval")
     assert "which spillway does not support" in message and "spillway failure at" not in message
 
 

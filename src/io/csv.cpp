@@ -325,7 +325,12 @@ class csv_file_writer final : public detail::format_writer {
                      std::string{"csv: the delimiter cannot be a quote or a line end"},
                      invalid_argument);
     for (auto const& column : schema_) {
-      // CSV is text: bytes that are not text have no faithful field there.
+      // CSV is text: bytes that are not text have no faithful field there, nor has a nested
+      // value (held encoded, as BINARY).
+      SPILLWAY_EXPECTS(!column.nested || column.type.id() != type_id::BINARY,
+                       "csv: column '" + column.name + "' is " + column.nested->arrow_type +
+                         ", which CSV cannot hold; write it as Parquet or Arrow IPC",
+                       not_supported);
       SPILLWAY_EXPECTS(column.type.id() != type_id::BINARY,
                        "csv: column '" + column.name +
                          "' is binary, which CSV cannot hold; write it as Parquet or Arrow IPC",

@@ -34,7 +34,8 @@ std::string to_string(table_schema const& schema) {
     if (!result.empty()) {
       result += ", ";
     }
-    result += column.name + ": " + to_string(column.type);
+    result +=
+      column.name + ": " + (column.nested ? column.nested->arrow_type : to_string(column.type));
   }
   return result;
 }

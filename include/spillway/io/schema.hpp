@@ -7,6 +7,7 @@
 #include <spillway/table/data_type.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -39,6 +40,26 @@ struct dictionary_encoding {
   bool ordered  = false;           ///< Arrow's `ordered` flag, kept as it was
 };
 
+/**
+ * @brief How a file holds a nested column (Arrow's list, large_list, fixed_size_list, struct or
+ * map, nested to any depth) or a column of Arrow's null type.
+ *
+ * Spillway's columns have no children: readers of Parquet and Arrow IPC encode each row of a
+ * nested column as bytes that order as DuckDB orders the values (a BINARY column), and a
+ * null-type column is an INT8 column of nulls; writers of those formats decode them back into
+ * the Arrow type held here. docs/cli.md ("Column types") describes the encoding and its order.
+ */
+struct nested_storage {
+  /// Arrow's text of the type, "list<item: int64>", for messages and schemas.
+  std::string arrow_type;
+  /// What decides the encoding: the type without field names, nullability, offset widths,
+  /// time zones or string layouts. Files of one dataset must agree on it.
+  std::string layout;
+  /// The Arrow type itself (an arrow::DataType, held opaque so that this header needs no
+  /// Arrow), for the writers.
+  std::shared_ptr<void const> handle;
+};
+
 /** @brief One column of a file: its name and spillway type. */
 struct column_schema {
   std::string name;  ///< the column's name in the file
@@ -63,6 +84,9 @@ struct column_schema {
   bool nullable = true;
   /// The field's Arrow metadata (Parquet's `PARQUET:field_id`, ...); kept like `storage`.
   key_value_metadata metadata = {};
+  /// The file's nested (or null) type of the column, if it has one; kept like `storage`. Files
+  /// of one dataset must agree on its `layout`.
+  std::optional<nested_storage> nested = std::nullopt;
 
   friend bool operator==(column_schema const& lhs, column_schema const& rhs) noexcept {
     return lhs.name == rhs.name && lhs.type == rhs.type;

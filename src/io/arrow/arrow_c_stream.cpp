@@ -3,6 +3,7 @@
  * @brief `arrow_stream_reader` and `export_arrow_stream`: Arrow C streams through Arrow C++'s
  * bridge (arrow/c/bridge.h), batches viewed in place where the layouts agree.
  */
+#include "io/arrow/nested_encoding.hpp"
 #include "io/arrow/type_conversion.hpp"
 
 #include <spillway/core/error.hpp>
@@ -28,6 +29,9 @@ alignas(8) constexpr char NO_CHARS[1] = {0};
 
 /** @return whether spillway can view `array` (of spillway type `type`) where Arrow holds it */
 bool viewable(arrow::Array const& array, data_type type) {
+  if (detail::is_nested_type(*array.type())) {
+    return false;  // encoded (nested_encoding.hpp)
+  }
   auto const& buffers = array.data()->buffers;
   if (type.id() == type_id::STRING) {
     return array.type_id() == arrow::Type::LARGE_STRING && buffers.size() == 3 &&

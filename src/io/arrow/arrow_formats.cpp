@@ -4,6 +4,7 @@
  */
 #include "io/arrow/arrow_memory_pool.hpp"
 #include "io/arrow/direct_output_stream.hpp"
+#include "io/arrow/nested_encoding.hpp"
 #include "io/arrow/parquet_footer.hpp"
 #include "io/arrow/type_conversion.hpp"
 #include "io/io_detail.hpp"
@@ -329,7 +330,7 @@ class arrow_batch_reader final : public batch_reader {
     if (index == 0) {
       schema_ = std::move(schema);
     } else {
-      SPILLWAY_EXPECTS(schema == schema_,
+      SPILLWAY_EXPECTS(schema == schema_ && same_nested_layouts(schema, schema_),
                        "'" + path + "' has columns (" + to_string(schema) + ") unlike those of '" +
                          files_[0] + "' (" + to_string(schema_) + ")",
                        invalid_argument);

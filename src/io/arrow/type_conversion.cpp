@@ -2,6 +2,7 @@
  * @file type_conversion.cpp
  * @brief spillway ↔ Arrow types and arrays.
  */
+#include "io/arrow/nested_encoding.hpp"
 #include "io/arrow/type_conversion.hpp"
 
 #include <spillway/core/error.hpp>
@@ -263,6 +264,9 @@ std::shared_ptr<arrow::DataType> to_arrow_type(data_type type,
 }
 
 std::shared_ptr<arrow::DataType> to_arrow_type(column_schema const& column) {
+  if (column.nested) {
+    return arrow_type_of(*column.nested);
+  }
   auto values = to_arrow_type(column.type, column.storage, column.time_zone, column.fixed_size);
   if (!column.dictionary) {
     return values;
@@ -334,10 +338,22 @@ data_type from_arrow_type(arrow::DataType const& type,
                                                                    : type_id::DECIMAL256;
       return data_type{id, decimal.precision(), decimal.scale()};
     }
+    case arrow::Type::LIST:
+    case arrow::Type::LARGE_LIST:
+    case arrow::Type::FIXED_SIZE_LIST:
+    case arrow::Type::STRUCT:
+    case arrow::Type::MAP:
+      // Each row's value encoded as bytes that order as the value (nested_encoding.hpp).
+      if (unencodable_part(type).empty()) {
+        return type_id::BINARY;
+      }
+      break;
+    case arrow::Type::NA:
+      return type_id::INT8;  // all null
     case arrow::Type::DICTIONARY: {
       // Decoded on reading: the column has its values' type, and sorts and hashes by value.
       auto const& values = *static_cast<arrow::DictionaryType const&>(type).value_type();
-      if (values.id() != arrow::Type::DICTIONARY) {
+      if (values.id() != arrow::Type::DICTIONARY && !is_nested_type(values)) {
         return from_arrow_type(values, column, file);
       }
       break;
@@ -345,11 +361,15 @@ data_type from_arrow_type(arrow::DataType const& type,
     default:
       break;
   }
+  std::string const part = is_nested_type(type) ? unencodable_part(type) : std::string{};
   SPILLWAY_FAIL("column '" + column + "' of '" + file + "' has type " + type.ToString() +
-                  ", which spillway does not support (supported: bool, int8-64, uint8-64, "
-                  "float, double, timestamp, date32, date64, time32, time64, duration, "
-                  "decimal32-256, string, large_string, string_view, binary, large_binary, "
-                  "binary_view, fixed_size_binary, and dictionaries of these)",
+                  ", which spillway does not support (" +
+                  (part.empty() ? std::string{} : part + " inside a nested type; ") +
+                  "supported: bool, int8-64, uint8-64, float, double, timestamp, date32, "
+                  "date64, time32, time64, duration, decimal32-256, string, large_string, "
+                  "string_view, binary, large_binary, binary_view, fixed_size_binary, "
+                  "dictionaries of these, null, and list, large_list, fixed_size_list, struct "
+                  "and map to any depth of these but decimals and dictionaries)",
                 not_supported);
 }
 
@@ -388,6 +408,12 @@ std::shared_ptr<arrow::Schema> to_arrow_schema(table_schema const& schema) {
 
 column_schema from_arrow_field(arrow::Field const& field, std::string const& file) {
   column_schema result{field.name(), from_arrow_type(*field.type(), field.name(), file)};
+  if (is_nested_type(*field.type())) {
+    result.nested   = make_nested_storage(field.type());
+    result.nullable = field.nullable();
+    result.metadata = from_arrow_metadata(field.metadata().get());
+    return result;
+  }
   arrow::DataType const* values = field.type().get();
   if (values->id() == arrow::Type::DICTIONARY) {
     auto const& dictionary = static_cast<arrow::DictionaryType const&>(*values);
@@ -426,6 +452,9 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
   std::shared_ptr<arrow::Buffer> validity;
   if (view.nullable() && view.null_count() > 0) {
     validity = wrap(view.null_mask(), (end + 7) / 8);
+  }
+  if (is_nested_type(*arrow_type)) {
+    return decode_nested(view, arrow_type, pool);
   }
   auto const nulls = static_cast<int64_t>(view.null_count());
   auto const to    = arrow_type->id();
@@ -604,7 +633,7 @@ std::vector<std::shared_ptr<arrow::RecordBatch>> to_arrow_batches(
       narrow.push_back(c);
     }
     SPILLWAY_EXPECTS(
-      field_type.id() == arrow::Type::DICTIONARY ||
+      field_type.id() == arrow::Type::DICTIONARY || is_nested_type(field_type) ||
         (is_string_or_binary(field_type.id()) == !is_fixed_width(input.column(c).type())),
       "column '" + schema->field(static_cast<int>(c))->name() + "' of " +
         to_string(input.column(c).type()) + " cannot be written as " + field_type.ToString(),
@@ -720,6 +749,9 @@ std::unique_ptr<column> decode_dictionary(arrow::DictionaryArray const& chunk,
 }  // namespace
 
 std::size_t spillway_size(arrow::Array const& chunk) {
+  if (is_nested_type(*chunk.type())) {
+    return nested_spillway_size(chunk);
+  }
   auto const rows        = static_cast<std::size_t>(chunk.length());
   std::size_t const mask = chunk.null_count() > 0 ? (rows + 7) / 8 : 0;
   if (chunk.type_id() == arrow::Type::DICTIONARY) {
@@ -746,6 +778,9 @@ std::unique_ptr<column> from_arrow_chunks(std::vector<std::shared_ptr<arrow::Arr
                                           data_type type,
                                           stream_view stream,
                                           resource_ref resource) {
+  if (!chunks.empty() && is_nested_type(*chunks.front()->type())) {
+    return encode_nested_chunks(chunks, stream, resource);
+  }
   if (std::any_of(chunks.begin(), chunks.end(), [](auto const& chunk) {
         return chunk->type_id() == arrow::Type::DICTIONARY;
       })) {

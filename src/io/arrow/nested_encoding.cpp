@@ -1,0 +1,869 @@
+/**
+ * @file nested_encoding.cpp
+ * @brief Nested Arrow values as order-preserving bytes, and back (see nested_encoding.hpp).
+ */
+#include "io/arrow/nested_encoding.hpp"
+#include "io/arrow/type_conversion.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/table/null_mask.hpp>
+
+#include <arrow/util/bit_util.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace spillway::detail {
+namespace {
+
+constexpr std::uint8_t END        = 0x00;  ///< no more elements of a list
+constexpr std::uint8_t VALUE      = 0x01;  ///< a value follows
+constexpr std::uint8_t NAN_VALUE  = 0x02;  ///< a NaN follows: its bits, big-endian
+constexpr std::uint8_t NULL_VALUE = 0x03;  ///< null: after every value
+constexpr std::uint8_t ESCAPE     = 0x01;  ///< in a string, 0x01 x stands for the byte x - 1
+
+bool has_list_offsets(arrow::Type::type id) noexcept {
+  return id == arrow::Type::LIST || id == arrow::Type::LARGE_LIST || id == arrow::Type::MAP;
+}
+
+bool is_string_like(arrow::Type::type id) noexcept {
+  return id == arrow::Type::STRING || id == arrow::Type::LARGE_STRING ||
+         id == arrow::Type::STRING_VIEW || id == arrow::Type::BINARY ||
+         id == arrow::Type::LARGE_BINARY || id == arrow::Type::BINARY_VIEW;
+}
+
+/// Integers stored as two's complement: the sign bit is flipped so that they order unsigned.
+bool is_flipped_integer(arrow::Type::type id) noexcept {
+  switch (id) {
+    case arrow::Type::INT8:
+    case arrow::Type::INT16:
+    case arrow::Type::INT32:
+    case arrow::Type::INT64:
+    case arrow::Type::DATE32:
+    case arrow::Type::DATE64:
+    case arrow::Type::TIME32:
+    case arrow::Type::TIME64:
+    case arrow::Type::TIMESTAMP:
+    case arrow::Type::DURATION:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_plain_integer(arrow::Type::type id) noexcept {
+  return id == arrow::Type::UINT8 || id == arrow::Type::UINT16 || id == arrow::Type::UINT32 ||
+         id == arrow::Type::UINT64;
+}
+
+bool is_float(arrow::Type::type id) noexcept {
+  return id == arrow::Type::FLOAT || id == arrow::Type::DOUBLE;
+}
+
+/// Whether values of `id` are a fixed number of bytes, written as a big-endian integer.
+bool is_number(arrow::Type::type id) noexcept {
+  return is_flipped_integer(id) || is_plain_integer(id) || is_float(id);
+}
+
+/// The most significant bit of a `width`-byte integer.
+std::uint64_t sign_bit(int width) noexcept { return std::uint64_t{1} << (8 * width - 1); }
+
+/// All the bits of a `width`-byte integer.
+std::uint64_t all_bits(int width) noexcept {
+  return width >= 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * width)) - 1;
+}
+
+void put_big_endian(std::uint64_t bits, int width, std::string& out) {
+  for (int shift = 8 * (width - 1); shift >= 0; shift -= 8) {
+    out.push_back(static_cast<char>((bits >> shift) & 0xFF));
+  }
+}
+
+/// Bytes of the count of exact float bits at the end of a row of a type with floats.
+constexpr int EXACT_COUNT_BYTES = 4;
+/// Bytes of one exact float's bits there.
+constexpr int EXACT_BYTES = 8;
+
+/// Whether `type` holds floats or doubles at some level: its rows end with their exact bits.
+bool has_floats(arrow::DataType const& type) {
+  if (is_float(type.id())) {
+    return true;
+  }
+  return std::any_of(type.fields().begin(), type.fields().end(), [](auto const& field) {
+    return has_floats(*field->type());
+  });
+}
+
+/**
+ * @brief One row's encoding as it is written: its body, and the exact bits of its floats that
+ * the body writes canonically (every zero as +0.0, every NaN alike, since DuckDB ties them),
+ * appended after the body so that they break ties only.
+ */
+struct row_writer {
+  std::string& body;
+  std::string exact         = {};
+  std::uint32_t exact_count = 0;
+
+  void push_back(char c) { body.push_back(c); }
+  void append(char const* bytes, std::size_t size) { body.append(bytes, size); }
+  void keep_exact(std::uint64_t bits) {
+    put_big_endian(bits, EXACT_BYTES, exact);
+    ++exact_count;
+  }
+  /// Ends the row: the exact bits and their count, for a type with floats.
+  void finish(bool floats) {
+    if (floats) {
+      body += exact;
+      put_big_endian(exact_count, EXACT_COUNT_BYTES, body);
+    }
+    exact.clear();
+    exact_count = 0;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+/// One level of a nested array being encoded, with its children.
+struct encoder_node {
+  arrow::Array const* array = nullptr;
+  std::shared_ptr<arrow::Array> owner;  ///< holds `array` for the children
+  arrow::Type::type id = arrow::Type::NA;
+  int width            = 0;  ///< numbers and fixed_size_binary: bytes per value
+  std::uint8_t const* values =
+    nullptr;                ///< numbers and fixed_size_binary: row 0's bytes; bool: the bits
+  std::int64_t offset = 0;  ///< bool: row 0's bit
+  std::vector<encoder_node> children;
+};
+
+encoder_node make_encoder(arrow::Array const& array, std::shared_ptr<arrow::Array> owner) {
+  encoder_node node;
+  node.array       = &array;
+  node.owner       = std::move(owner);
+  node.id          = array.type_id();
+  auto const& data = *array.data();
+  if (is_number(node.id) || node.id == arrow::Type::FIXED_SIZE_BINARY) {
+    node.width = array.type()->byte_width();
+    if (data.buffers.size() > 1 && data.buffers[1]) {
+      node.values = data.buffers[1]->data() + data.offset * node.width;
+    }
+  } else if (node.id == arrow::Type::BOOL) {
+    if (data.buffers.size() > 1 && data.buffers[1]) {
+      node.values = data.buffers[1]->data();
+    }
+    node.offset = data.offset;
+  }
+  auto const add = [&node](std::shared_ptr<arrow::Array> child) {
+    auto const* raw = child.get();
+    node.children.push_back(make_encoder(*raw, std::move(child)));
+  };
+  switch (node.id) {
+    case arrow::Type::LIST:
+    case arrow::Type::MAP:
+      add(static_cast<arrow::ListArray const&>(array).values());
+      break;
+    case arrow::Type::LARGE_LIST:
+      add(static_cast<arrow::LargeListArray const&>(array).values());
+      break;
+    case arrow::Type::FIXED_SIZE_LIST:
+      add(static_cast<arrow::FixedSizeListArray const&>(array).values());
+      break;
+    case arrow::Type::STRUCT: {
+      auto const& structs = static_cast<arrow::StructArray const&>(array);
+      for (int k = 0; k < structs.num_fields(); ++k) {
+        add(structs.field(k));
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return node;
+}
+
+std::string_view string_value(arrow::Array const& array, std::int64_t row) {
+  switch (array.type_id()) {
+    case arrow::Type::STRING:
+    case arrow::Type::BINARY:
+      return static_cast<arrow::BinaryArray const&>(array).GetView(row);
+    case arrow::Type::LARGE_STRING:
+    case arrow::Type::LARGE_BINARY:
+      return static_cast<arrow::LargeBinaryArray const&>(array).GetView(row);
+    default:
+      return static_cast<arrow::BinaryViewArray const&>(array).GetView(row);
+  }
+}
+
+void encode_value(encoder_node const& node, std::int64_t row, row_writer& out);
+
+void encode_body(encoder_node const& node, std::int64_t row, row_writer& out) {
+  auto const id = node.id;
+  if (id == arrow::Type::BOOL) {
+    out.push_back(
+      arrow::bit_util::GetBit(node.values, static_cast<std::uint64_t>(node.offset + row)) ? 1 : 0);
+    return;
+  }
+  if (is_number(id)) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, node.values + row * node.width, static_cast<std::size_t>(node.width));
+    if (is_float(id)) {
+      if ((bits & ~sign_bit(node.width)) == 0) {
+        // A zero: written as +0.0, which DuckDB ties with -0.0, its sign kept after the body.
+        out.keep_exact(bits);
+        bits = 0;
+      }
+      // Negative numbers: every bit flipped (the larger the magnitude, the smaller); positive
+      // ones: the sign bit set.
+      bits = (bits & sign_bit(node.width)) != 0 ? ~bits & all_bits(node.width)
+                                                : bits | sign_bit(node.width);
+    } else if (is_flipped_integer(id)) {
+      bits ^= sign_bit(node.width);
+    }
+    put_big_endian(bits, node.width, out.body);
+    return;
+  }
+  if (id == arrow::Type::FIXED_SIZE_BINARY) {
+    out.append(reinterpret_cast<char const*>(node.values + row * node.width),
+               static_cast<std::size_t>(node.width));
+    return;
+  }
+  if (is_string_like(id)) {
+    for (char const c : string_value(*node.array, row)) {
+      auto const byte = static_cast<std::uint8_t>(c);
+      if (byte <= ESCAPE) {
+        out.push_back(static_cast<char>(ESCAPE));
+        out.push_back(static_cast<char>(byte + 1));
+      } else {
+        out.push_back(c);
+      }
+    }
+    out.push_back(static_cast<char>(END));
+    return;
+  }
+  switch (id) {
+    case arrow::Type::LIST:
+    case arrow::Type::MAP:
+    case arrow::Type::LARGE_LIST: {
+      std::int64_t begin = 0;
+      std::int64_t end   = 0;
+      if (id == arrow::Type::LARGE_LIST) {
+        auto const& lists = static_cast<arrow::LargeListArray const&>(*node.array);
+        begin             = lists.value_offset(row);
+        end               = begin + lists.value_length(row);
+      } else {
+        auto const& lists = static_cast<arrow::ListArray const&>(*node.array);
+        begin             = lists.value_offset(row);
+        end               = begin + lists.value_length(row);
+      }
+      for (std::int64_t element = begin; element < end; ++element) {
+        encode_value(node.children[0], element, out);
+      }
+      out.push_back(static_cast<char>(END));
+      return;
+    }
+    case arrow::Type::FIXED_SIZE_LIST: {
+      auto const& lists        = static_cast<arrow::FixedSizeListArray const&>(*node.array);
+      std::int64_t const begin = lists.value_offset(row);
+      for (std::int64_t element = begin; element < begin + lists.value_length(row); ++element) {
+        encode_value(node.children[0], element, out);
+      }
+      return;
+    }
+    case arrow::Type::STRUCT:
+      for (auto const& field : node.children) {
+        encode_value(field, row, out);
+      }
+      return;
+    default:
+      break;
+  }
+  SPILLWAY_FAIL("encoding a nested value: " + node.array->type()->ToString() + " has no encoding",
+                logic_error);
+}
+
+void encode_value(encoder_node const& node, std::int64_t row, row_writer& out) {
+  if (node.id == arrow::Type::NA || node.array->IsNull(row)) {
+    out.push_back(static_cast<char>(NULL_VALUE));
+    return;
+  }
+  if (is_float(node.id)) {
+    bool const nan = node.id == arrow::Type::FLOAT
+                       ? std::isnan(static_cast<arrow::FloatArray const&>(*node.array).Value(row))
+                       : std::isnan(static_cast<arrow::DoubleArray const&>(*node.array).Value(row));
+    if (nan) {
+      // After every number, before null, every NaN alike (as DuckDB has them); its bits kept
+      // after the body, so that the NaN comes back.
+      out.push_back(static_cast<char>(NAN_VALUE));
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, node.values + row * node.width, static_cast<std::size_t>(node.width));
+      out.keep_exact(bits);
+      return;
+    }
+  }
+  out.push_back(static_cast<char>(VALUE));
+  encode_body(node, row, out);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+
+/// The bytes of one encoded row, read front to back.
+class byte_reader {
+ public:
+  explicit byte_reader(std::string_view bytes) : at_(bytes.data()), end_(at_ + bytes.size()) {}
+
+  std::uint8_t next() {
+    expect(1);
+    return static_cast<std::uint8_t>(*at_++);
+  }
+  [[nodiscard]] std::uint8_t peek() {
+    expect(1);
+    return static_cast<std::uint8_t>(*at_);
+  }
+  std::uint64_t big_endian(int width) {
+    expect(static_cast<std::size_t>(width));
+    std::uint64_t bits = 0;
+    for (int i = 0; i < width; ++i) {
+      bits = (bits << 8) | static_cast<std::uint8_t>(*at_++);
+    }
+    return bits;
+  }
+  char const* take(std::size_t bytes) {
+    expect(bytes);
+    char const* start = at_;
+    at_ += bytes;
+    return start;
+  }
+  [[nodiscard]] bool done() const noexcept { return at_ == end_; }
+
+  [[noreturn]] static void corrupt(std::string const& what) {
+    SPILLWAY_FAIL("a nested value's encoding is corrupt: " + what, corruption_error);
+  }
+
+ private:
+  void expect(std::size_t bytes) const {
+    if (static_cast<std::size_t>(end_ - at_) < bytes) {
+      corrupt("it ends early");
+    }
+  }
+
+  char const* at_;
+  char const* end_;
+};
+
+/// One row's body, and the exact bits of its canonical floats (see `row_writer`).
+class row_reader : public byte_reader {
+ public:
+  row_reader(std::string_view body, std::string_view exact) : byte_reader(body), exact_(exact) {}
+
+  /// The exact bits of the next canonical float of `width` bytes.
+  std::uint64_t exact(int width) { return exact_.big_endian(EXACT_BYTES) & all_bits(width); }
+  [[nodiscard]] bool all_done() const noexcept { return done() && exact_.done(); }
+
+ private:
+  byte_reader exact_;
+};
+
+void check_build(arrow::Status const& status, arrow::DataType const& type) {
+  if (status.IsCapacityError()) {
+    SPILLWAY_FAIL("a batch of " + type.ToString() + " values holds more than its type's offsets " +
+                    "address: " + status.ToString(),
+                  not_supported);
+  }
+  check_arrow(status, "decoding " + type.ToString() + " values");
+}
+
+template <typename ArrowType>
+arrow::Status append_number(arrow::ArrayBuilder& builder, std::uint64_t bits) {
+  typename ArrowType::c_type value;
+  std::memcpy(&value, &bits, sizeof(value));  // the low bytes: little-endian, as spillway is
+  return static_cast<arrow::NumericBuilder<ArrowType>&>(builder).Append(value);
+}
+
+arrow::Status append_number(arrow::ArrayBuilder& builder,
+                            arrow::Type::type id,
+                            std::uint64_t bits) {
+  switch (id) {
+    case arrow::Type::INT8:
+      return append_number<arrow::Int8Type>(builder, bits);
+    case arrow::Type::INT16:
+      return append_number<arrow::Int16Type>(builder, bits);
+    case arrow::Type::INT32:
+      return append_number<arrow::Int32Type>(builder, bits);
+    case arrow::Type::INT64:
+      return append_number<arrow::Int64Type>(builder, bits);
+    case arrow::Type::UINT8:
+      return append_number<arrow::UInt8Type>(builder, bits);
+    case arrow::Type::UINT16:
+      return append_number<arrow::UInt16Type>(builder, bits);
+    case arrow::Type::UINT32:
+      return append_number<arrow::UInt32Type>(builder, bits);
+    case arrow::Type::UINT64:
+      return append_number<arrow::UInt64Type>(builder, bits);
+    case arrow::Type::FLOAT:
+      return append_number<arrow::FloatType>(builder, bits);
+    case arrow::Type::DOUBLE:
+      return append_number<arrow::DoubleType>(builder, bits);
+    case arrow::Type::DATE32:
+      return append_number<arrow::Date32Type>(builder, bits);
+    case arrow::Type::DATE64:
+      return append_number<arrow::Date64Type>(builder, bits);
+    case arrow::Type::TIME32:
+      return append_number<arrow::Time32Type>(builder, bits);
+    case arrow::Type::TIME64:
+      return append_number<arrow::Time64Type>(builder, bits);
+    case arrow::Type::TIMESTAMP:
+      return append_number<arrow::TimestampType>(builder, bits);
+    case arrow::Type::DURATION:
+      return append_number<arrow::DurationType>(builder, bits);
+    default:
+      break;
+  }
+  return arrow::Status::Invalid("not a number type");
+}
+
+arrow::Status append_string(arrow::ArrayBuilder& builder,
+                            arrow::Type::type id,
+                            std::string_view value) {
+  switch (id) {
+    case arrow::Type::STRING:
+    case arrow::Type::BINARY:
+      return static_cast<arrow::BinaryBuilder&>(builder).Append(value);
+    case arrow::Type::LARGE_STRING:
+    case arrow::Type::LARGE_BINARY:
+      return static_cast<arrow::LargeBinaryBuilder&>(builder).Append(value);
+    default:
+      return static_cast<arrow::BinaryViewBuilder&>(builder).Append(value);
+  }
+}
+
+void decode_value(arrow::ArrayBuilder& builder, arrow::DataType const& type, row_reader& in);
+
+/// Decodes the elements of a list into `values` (of `type`) up to its end marker.
+void decode_elements(arrow::ArrayBuilder& values, arrow::DataType const& type, row_reader& in) {
+  while (in.peek() != END) {
+    decode_value(values, type, in);
+  }
+  in.next();
+}
+
+void decode_body(arrow::ArrayBuilder& builder, arrow::DataType const& type, row_reader& in) {
+  auto const id = type.id();
+  if (id == arrow::Type::BOOL) {
+    std::uint8_t const byte = in.next();
+    if (byte > 1) {
+      byte_reader::corrupt("a bool of " + std::to_string(byte));
+    }
+    check_build(static_cast<arrow::BooleanBuilder&>(builder).Append(byte != 0), type);
+    return;
+  }
+  if (is_number(id)) {
+    int const width    = type.byte_width();
+    std::uint64_t bits = in.big_endian(width);
+    if (is_float(id)) {
+      bits = (bits & sign_bit(width)) != 0 ? bits & ~sign_bit(width) : ~bits & all_bits(width);
+      if (bits == 0) {
+        bits = in.exact(width);  // a zero: which one
+        if ((bits & ~sign_bit(width)) != 0) {
+          byte_reader::corrupt("a zero whose exact bits are not a zero's");
+        }
+      }
+    } else if (is_flipped_integer(id)) {
+      bits ^= sign_bit(width);
+    }
+    check_build(append_number(builder, id, bits), type);
+    return;
+  }
+  if (id == arrow::Type::FIXED_SIZE_BINARY) {
+    char const* bytes = in.take(static_cast<std::size_t>(type.byte_width()));
+    check_build(static_cast<arrow::FixedSizeBinaryBuilder&>(builder).Append(bytes), type);
+    return;
+  }
+  if (is_string_like(id)) {
+    std::string value;
+    for (std::uint8_t byte = in.next(); byte != END; byte = in.next()) {
+      if (byte == ESCAPE) {
+        std::uint8_t const escaped = in.next();
+        if (escaped != 1 && escaped != 2) {
+          byte_reader::corrupt("an escape of " + std::to_string(escaped));
+        }
+        byte = static_cast<std::uint8_t>(escaped - 1);
+      }
+      value.push_back(static_cast<char>(byte));
+    }
+    check_build(append_string(builder, id, value), type);
+    return;
+  }
+  switch (id) {
+    case arrow::Type::LIST: {
+      auto& lists = static_cast<arrow::ListBuilder&>(builder);
+      check_build(lists.Append(), type);
+      decode_elements(
+        *lists.value_builder(), *static_cast<arrow::ListType const&>(type).value_type(), in);
+      return;
+    }
+    case arrow::Type::LARGE_LIST: {
+      auto& lists = static_cast<arrow::LargeListBuilder&>(builder);
+      check_build(lists.Append(), type);
+      decode_elements(
+        *lists.value_builder(), *static_cast<arrow::LargeListType const&>(type).value_type(), in);
+      return;
+    }
+    case arrow::Type::MAP: {
+      // Entries as structs of a key and an item; an entry is never null.
+      auto& maps = static_cast<arrow::MapBuilder&>(builder);
+      check_build(maps.Append(), type);
+      auto const& entry = *static_cast<arrow::MapType const&>(type).value_type();
+      while (in.peek() != END) {
+        if (in.next() != VALUE) {
+          byte_reader::corrupt("a map entry that is not a value");
+        }
+        decode_body(*maps.value_builder(), entry, in);
+      }
+      in.next();
+      return;
+    }
+    case arrow::Type::FIXED_SIZE_LIST: {
+      auto& lists            = static_cast<arrow::FixedSizeListBuilder&>(builder);
+      auto const& lists_type = static_cast<arrow::FixedSizeListType const&>(type);
+      check_build(lists.Append(), type);
+      for (std::int32_t element = 0; element < lists_type.list_size(); ++element) {
+        decode_value(*lists.value_builder(), *lists_type.value_type(), in);
+      }
+      return;
+    }
+    case arrow::Type::STRUCT: {
+      auto& structs = static_cast<arrow::StructBuilder&>(builder);
+      check_build(structs.Append(), type);
+      for (int k = 0; k < type.num_fields(); ++k) {
+        decode_value(*structs.field_builder(k), *type.field(k)->type(), in);
+      }
+      return;
+    }
+    default:
+      break;
+  }
+  SPILLWAY_FAIL("decoding a nested value: " + type.ToString() + " has no encoding", logic_error);
+}
+
+void decode_value(arrow::ArrayBuilder& builder, arrow::DataType const& type, row_reader& in) {
+  std::uint8_t const marker = in.next();
+  if (marker == NULL_VALUE) {
+    check_build(builder.AppendNull(), type);
+    return;
+  }
+  if (type.id() == arrow::Type::NA) {
+    byte_reader::corrupt("a null-type value that is not null");
+  }
+  if (marker == NAN_VALUE && is_float(type.id())) {
+    check_build(append_number(builder, type.id(), in.exact(type.byte_width())), type);
+    return;
+  }
+  if (marker != VALUE) {
+    byte_reader::corrupt("a marker of " + std::to_string(marker) + " before a " + type.ToString());
+  }
+  decode_body(builder, type, in);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Types
+
+/// The text of a leaf type in a layout: what its encoding depends on.
+std::string leaf_layout(arrow::DataType const& type) {
+  switch (type.id()) {
+    case arrow::Type::STRING:
+    case arrow::Type::LARGE_STRING:
+    case arrow::Type::STRING_VIEW:
+      return "string";
+    case arrow::Type::BINARY:
+    case arrow::Type::LARGE_BINARY:
+    case arrow::Type::BINARY_VIEW:
+      return "binary";
+    case arrow::Type::TIMESTAMP:
+      return arrow::timestamp(static_cast<arrow::TimestampType const&>(type).unit())->ToString();
+    default:
+      return type.ToString();
+  }
+}
+
+std::string layout_of(arrow::DataType const& type) {
+  switch (type.id()) {
+    case arrow::Type::LIST:
+    case arrow::Type::LARGE_LIST:
+      return "list<" + layout_of(*type.field(0)->type()) + ">";
+    case arrow::Type::FIXED_SIZE_LIST:
+      return "fixed_size_list<" + layout_of(*type.field(0)->type()) + ">[" +
+             std::to_string(static_cast<arrow::FixedSizeListType const&>(type).list_size()) + "]";
+    case arrow::Type::MAP: {
+      auto const& map = static_cast<arrow::MapType const&>(type);
+      return "map<" + layout_of(*map.key_type()) + ", " + layout_of(*map.item_type()) + ">";
+    }
+    case arrow::Type::STRUCT: {
+      std::string result = "struct<";
+      for (int k = 0; k < type.num_fields(); ++k) {
+        result += (k > 0 ? ", " : "") + layout_of(*type.field(k)->type());
+      }
+      return result + ">";
+    }
+    default:
+      return leaf_layout(type);
+  }
+}
+
+bool is_encodable_leaf(arrow::Type::type id) noexcept {
+  return id == arrow::Type::NA || id == arrow::Type::BOOL || is_number(id) || is_string_like(id) ||
+         id == arrow::Type::FIXED_SIZE_BINARY;
+}
+
+/** @return the part of `type` without an encoding, or "" */
+std::string unencodable(arrow::DataType const& type) {
+  auto const id = type.id();
+  if (is_encodable_leaf(id)) {
+    return {};
+  }
+  if (has_list_offsets(id) || id == arrow::Type::FIXED_SIZE_LIST || id == arrow::Type::STRUCT) {
+    for (auto const& field : type.fields()) {
+      auto part = unencodable(*field->type());
+      if (!part.empty()) {
+        return part;
+      }
+    }
+    return {};
+  }
+  return type.ToString();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sizes
+
+/// About the bytes of the encodings of rows [begin, end) of `array`.
+std::size_t encoded_bytes(arrow::Array const& array, std::int64_t begin, std::int64_t end) {
+  auto const rows = static_cast<std::size_t>(std::max<std::int64_t>(end - begin, 0));
+  if (rows == 0) {
+    return 0;
+  }
+  auto const id = array.type_id();
+  if (id == arrow::Type::NA) {
+    return rows;
+  }
+  if (id == arrow::Type::BOOL) {
+    return 2 * rows;
+  }
+  if (is_number(id) || id == arrow::Type::FIXED_SIZE_BINARY) {
+    return rows * (1 + static_cast<std::size_t>(array.type()->byte_width()));
+  }
+  if (id == arrow::Type::STRING || id == arrow::Type::BINARY) {
+    auto const& strings = static_cast<arrow::BinaryArray const&>(array);
+    return static_cast<std::size_t>(strings.value_offset(end) - strings.value_offset(begin)) +
+           2 * rows;
+  }
+  if (id == arrow::Type::LARGE_STRING || id == arrow::Type::LARGE_BINARY) {
+    auto const& strings = static_cast<arrow::LargeBinaryArray const&>(array);
+    return static_cast<std::size_t>(strings.value_offset(end) - strings.value_offset(begin)) +
+           2 * rows;
+  }
+  if (is_string_like(id)) {
+    return 16 * rows;  // views: about their inline size
+  }
+  switch (id) {
+    case arrow::Type::LIST:
+    case arrow::Type::MAP: {
+      auto const& lists = static_cast<arrow::ListArray const&>(array);
+      return 2 * rows + encoded_bytes(*lists.values(),
+                                      lists.value_offset(begin),
+                                      lists.value_offset(end - 1) + lists.value_length(end - 1));
+    }
+    case arrow::Type::LARGE_LIST: {
+      auto const& lists = static_cast<arrow::LargeListArray const&>(array);
+      return 2 * rows + encoded_bytes(*lists.values(),
+                                      lists.value_offset(begin),
+                                      lists.value_offset(end - 1) + lists.value_length(end - 1));
+    }
+    case arrow::Type::FIXED_SIZE_LIST: {
+      auto const& lists = static_cast<arrow::FixedSizeListArray const&>(array);
+      return rows + encoded_bytes(*lists.values(),
+                                  lists.value_offset(begin),
+                                  lists.value_offset(end - 1) + lists.value_length(end - 1));
+    }
+    case arrow::Type::STRUCT: {
+      auto const& structs = static_cast<arrow::StructArray const&>(array);
+      std::size_t bytes   = rows;
+      for (int k = 0; k < structs.num_fields(); ++k) {
+        bytes += encoded_bytes(*structs.field(k), begin, end);
+      }
+      return bytes;
+    }
+    default:
+      return 8 * rows;
+  }
+}
+
+}  // namespace
+
+bool is_nested_type(arrow::DataType const& type) noexcept {
+  auto const id = type.id();
+  return has_list_offsets(id) || id == arrow::Type::FIXED_SIZE_LIST || id == arrow::Type::STRUCT ||
+         id == arrow::Type::NA;
+}
+
+std::string unencodable_part(arrow::DataType const& type) { return unencodable(type); }
+
+nested_storage make_nested_storage(std::shared_ptr<arrow::DataType> const& type) {
+  return nested_storage{type->ToString(), layout_of(*type), type};
+}
+
+std::shared_ptr<arrow::DataType> arrow_type_of(nested_storage const& storage) {
+  SPILLWAY_EXPECTS(storage.handle != nullptr,
+                   "a nested column of " + storage.arrow_type + " without its Arrow type",
+                   logic_error);
+  return std::const_pointer_cast<arrow::DataType>(
+    std::static_pointer_cast<arrow::DataType const>(storage.handle));
+}
+
+bool same_nested_layouts(table_schema const& lhs, table_schema const& rhs) noexcept {
+  if (lhs.size() != rhs.size()) {
+    return false;
+  }
+  for (std::size_t c = 0; c < lhs.size(); ++c) {
+    auto const& left  = lhs[c].nested;
+    auto const& right = rhs[c].nested;
+    if (left.has_value() != right.has_value() || (left && left->layout != right->layout)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::unique_ptr<column> encode_nested_chunks(
+  std::vector<std::shared_ptr<arrow::Array>> const& chunks,
+  stream_view stream,
+  resource_ref resource) {
+  std::size_t rows  = 0;
+  std::size_t nulls = 0;
+  for (auto const& chunk : chunks) {
+    rows += static_cast<std::size_t>(chunk->length());
+    nulls += static_cast<std::size_t>(chunk->null_count());
+  }
+  if (!chunks.empty() && chunks.front()->type_id() == arrow::Type::NA) {
+    // Nothing but nulls: the cheapest column that holds them.
+    auto result = make_fixed_width_column(data_type{type_id::INT8},
+                                          rows,
+                                          rows > 0 ? mask_state::ALL_NULL : mask_state::UNALLOCATED,
+                                          stream,
+                                          resource);
+    if (rows > 0) {
+      std::memset(result->mutable_data<std::int8_t>(), 0, rows);
+    }
+    result->set_null_count(rows);
+    return result;
+  }
+  std::string bytes;
+  std::vector<std::int64_t> offsets;
+  offsets.reserve(rows + 1);
+  offsets.push_back(0);
+  row_writer out{bytes};
+  for (auto const& chunk : chunks) {
+    auto const node   = make_encoder(*chunk, nullptr);
+    bool const floats = has_floats(*chunk->type());
+    for (std::int64_t row = 0; row < chunk->length(); ++row) {
+      if (!chunk->IsNull(row)) {
+        encode_body(node, row, out);
+        out.finish(floats);
+      }
+      offsets.push_back(static_cast<std::int64_t>(bytes.size()));
+    }
+  }
+  auto const state = nulls > 0 ? mask_state::ALL_VALID : mask_state::UNALLOCATED;
+  auto result =
+    make_strings_column(rows, bytes.size(), state, stream, resource, data_type{type_id::BINARY});
+  std::memcpy(result->mutable_offsets(), offsets.data(), offsets.size() * sizeof(std::int64_t));
+  if (!bytes.empty()) {
+    std::memcpy(result->mutable_chars(), bytes.data(), bytes.size());
+  }
+  std::size_t at = 0;
+  for (auto const& chunk : chunks) {
+    auto const length = static_cast<std::size_t>(chunk->length());
+    if (nulls > 0 && chunk->null_count() > 0) {
+      copy_bits(result->mutable_null_mask(),
+                at,
+                chunk->null_bitmap_data(),
+                static_cast<std::size_t>(chunk->offset()),
+                length);
+    }
+    at += length;
+  }
+  result->set_null_count(nulls);
+  return result;
+}
+
+std::shared_ptr<arrow::Array> decode_nested(column_view const& view,
+                                            std::shared_ptr<arrow::DataType> const& type,
+                                            arrow::MemoryPool* pool) {
+  auto const rows = static_cast<std::int64_t>(view.size());
+  if (type->id() == arrow::Type::NA) {
+    SPILLWAY_EXPECTS(view.null_count() == view.size(),
+                     "a column of Arrow's null type holds values",
+                     invalid_argument);
+    return value_or_throw(arrow::MakeArrayOfNull(arrow::null(), rows, pool),
+                          "making a null-type array");
+  }
+  SPILLWAY_EXPECTS(
+    view.type().id() == type_id::BINARY,
+    "a " + to_string(view.type()) + " column cannot be written as " + type->ToString(),
+    logic_error);
+  std::unique_ptr<arrow::ArrayBuilder> builder;
+  check_arrow(arrow::MakeBuilder(pool, type, &builder),
+              "making a " + type->ToString() + " builder");
+  check_build(builder->Reserve(rows), *type);
+  bool const floats = has_floats(*type);
+  for (std::size_t row = 0; row < view.size(); ++row) {
+    if (view.is_null(row)) {
+      check_build(builder->AppendNull(), *type);
+      continue;
+    }
+    std::string_view const bytes = view.string_at(row);
+    std::size_t body             = bytes.size();
+    if (floats) {
+      // The body, then the exact bits of its zeros and NaNs, then their count.
+      if (bytes.size() < EXACT_COUNT_BYTES) {
+        byte_reader::corrupt("it ends early");
+      }
+      byte_reader count{bytes.substr(bytes.size() - EXACT_COUNT_BYTES)};
+      std::uint64_t const exact = count.big_endian(EXACT_COUNT_BYTES) * EXACT_BYTES;
+      if (exact > bytes.size() - EXACT_COUNT_BYTES) {
+        byte_reader::corrupt("more exact floats than bytes");
+      }
+      body = bytes.size() - EXACT_COUNT_BYTES - static_cast<std::size_t>(exact);
+    }
+    row_reader in{bytes.substr(0, body),
+                  bytes.substr(body, bytes.size() - body - (floats ? EXACT_COUNT_BYTES : 0))};
+    decode_body(*builder, *type, in);
+    if (!in.all_done()) {
+      byte_reader::corrupt("bytes after a " + type->ToString() + " value");
+    }
+  }
+  auto array = value_or_throw(builder->Finish(), "decoding " + type->ToString() + " values");
+  if (!array->type()->Equals(*type, /*check_metadata=*/true)) {
+    // A builder may lose what does not touch the values (a map's field metadata): the type
+    // given.
+    auto data  = array->data()->Copy();
+    data->type = type;
+    array      = arrow::MakeArray(data);
+  }
+  return array;
+}
+
+std::size_t nested_spillway_size(arrow::Array const& chunk) {
+  auto const rows        = static_cast<std::size_t>(chunk.length());
+  std::size_t const mask = chunk.null_count() > 0 ? (rows + 7) / 8 : 0;
+  if (chunk.type_id() == arrow::Type::NA) {
+    return rows + mask;
+  }
+  return encoded_bytes(chunk, 0, chunk.length()) + (rows + 1) * sizeof(std::int64_t) + mask;
+}
+
+}  // namespace spillway::detail

@@ -1,0 +1,281 @@
+/**
+ * @file nested_columns_test.cpp
+ * @brief Nested and null-type columns through the Arrow formats: read as encoded BINARY (INT8
+ * nulls for the null type), written back as the file had them, schema and values alike.
+ */
+#include "io/io_test_support.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/io/arrow_ipc.hpp>
+#include <spillway/io/batch_writer.hpp>
+#include <spillway/io/parquet.hpp>
+#include <spillway/table/table_view.hpp>
+
+#include <gtest/gtest.h>
+
+#if defined(SPILLWAY_IO_TEST_HAS_ARROW)
+#include "io/nested_arrays.hpp"
+
+#include <arrow/api.h>
+#include <arrow/array/concatenate.h>
+#include <arrow/io/file.h>
+#include <arrow/ipc/reader.h>
+#include <arrow/ipc/writer.h>
+#include <parquet/arrow/reader.h>
+#include <parquet/arrow/writer.h>
+#endif
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace spillway {
+namespace {
+
+#if defined(SPILLWAY_IO_TEST_HAS_ARROW)
+
+class NestedColumnsTest : public testing::arrow_io_test {};
+
+constexpr std::int64_t ROWS = 600;
+
+void write_parquet_file(arrow::Table const& input, std::string const& file) {
+  auto sink = *arrow::io::FileOutputStream::Open(file);
+  ASSERT_TRUE(
+    parquet::arrow::WriteTable(input,
+                               arrow::default_memory_pool(),
+                               sink,
+                               200,
+                               parquet::default_writer_properties(),
+                               parquet::ArrowWriterProperties::Builder().store_schema()->build())
+      .ok());
+  ASSERT_TRUE(sink->Close().ok());
+}
+
+void write_ipc_file(arrow::Table const& input, std::string const& file) {
+  auto sink   = *arrow::io::FileOutputStream::Open(file);
+  auto writer = *arrow::ipc::MakeFileWriter(sink, input.schema());
+  ASSERT_TRUE(writer->WriteTable(input, 200).ok());
+  ASSERT_TRUE(writer->Close().ok());
+  ASSERT_TRUE(sink->Close().ok());
+}
+
+std::shared_ptr<arrow::Table> read_arrow_file(std::string const& file, file_format format) {
+  if (format == file_format::PARQUET) {
+    auto reader =
+      *parquet::arrow::OpenFile(*arrow::io::ReadableFile::Open(file), arrow::default_memory_pool());
+    return *reader->ReadTable();
+  }
+  auto reader = *arrow::ipc::RecordBatchFileReader::Open(*arrow::io::ReadableFile::Open(file));
+  return *reader->ToTable();
+}
+
+/// Every nested shape, a null-type column, a non-nullable nested field with field metadata and
+/// a key, with schema metadata.
+std::shared_ptr<arrow::Table> input_table(std::uint64_t seed) {
+  testing::nested_generator generator{seed};
+  arrow::FieldVector fields;
+  arrow::ArrayVector columns;
+  arrow::Int64Builder ids;
+  for (std::int64_t row = 0; row < ROWS; ++row) {
+    EXPECT_TRUE(ids.Append(row).ok());
+  }
+  fields.push_back(arrow::field("id", arrow::int64(), false));
+  columns.push_back(*ids.Finish());
+  for (auto const& shape : testing::nested_shapes()) {
+    fields.push_back(arrow::field(shape.name, shape.type));
+    columns.push_back(generator.array(shape.type, ROWS));
+  }
+  fields.push_back(arrow::field("nothing", arrow::null()));
+  columns.push_back(*arrow::MakeArrayOfNull(arrow::null(), ROWS));
+  // Never null at the top, with its field's metadata.
+  auto const pairs = arrow::list(arrow::field(
+    "pair",
+    arrow::struct_({arrow::field("k", arrow::utf8(), false), arrow::field("v", arrow::int8())}),
+    false));
+  auto all_there   = generator.array(pairs, ROWS * 2);
+  arrow::Int64Builder valid;
+  for (std::int64_t row = 0; row < all_there->length() && valid.length() < ROWS; ++row) {
+    if (all_there->IsValid(row)) {
+      EXPECT_TRUE(valid.Append(row).ok());
+    }
+  }
+  auto const rows = std::static_pointer_cast<arrow::Int64Array>(*valid.Finish());
+  EXPECT_EQ(rows->length(), ROWS);
+  arrow::ArrayVector picked;
+  for (std::int64_t row = 0; row < rows->length(); ++row) {
+    picked.push_back(all_there->Slice(rows->Value(row), 1));
+  }
+  auto dense = *arrow::Concatenate(picked);
+  dense      = arrow::MakeArray(dense->data()->Copy());
+  EXPECT_EQ(dense->null_count(), 0);
+  fields.push_back(
+    arrow::field("pairs", pairs, false, arrow::key_value_metadata({"PARQUET:field_id"}, {"9"})));
+  columns.push_back(dense);
+  return arrow::Table::Make(
+    arrow::schema(fields, arrow::key_value_metadata({"origin"}, {"nested_columns_test"})),
+    columns,
+    ROWS);
+}
+
+arrow::EqualOptions const EXACT =
+  arrow::EqualOptions::Defaults().nans_equal(true).signed_zeros_equal(false);
+
+std::unique_ptr<batch_reader> open(std::string const& source,
+                                   file_format format,
+                                   resource_ref host) {
+  return format == file_format::PARQUET
+           ? open_parquet(source, {}, default_stream(), host)
+           : open_arrow_ipc(source, format, {}, default_stream(), host);
+}
+
+TEST_F(NestedColumnsTest, ReadEncodedAndWrittenBackAsTheFileHadThem) {
+  auto const input = input_table(5);
+  write_parquet_file(*input, path("in.parquet"));
+  write_ipc_file(*input, path("in.arrow"));
+  for (auto format : {file_format::PARQUET, file_format::ARROW_IPC_FILE}) {
+    SCOPED_TRACE(std::string{extension(format)});
+    auto const source  = path("in." + std::string{extension(format)});
+    auto const as_read = read_arrow_file(source, format);
+    auto reader        = open(source, format, host_);
+    auto const schema  = reader->schema();
+    ASSERT_EQ(schema.size(), static_cast<std::size_t>(input->num_columns()));
+    for (int c = 1; c < input->num_columns(); ++c) {
+      auto const& column = schema[static_cast<std::size_t>(c)];
+      ASSERT_TRUE(column.nested.has_value()) << column.name;
+      bool const nothing = column.name == "nothing";
+      EXPECT_EQ(column.type.id(), nothing ? type_id::INT8 : type_id::BINARY) << column.name;
+      EXPECT_EQ(column.nested->arrow_type, as_read->schema()->field(c)->type()->ToString());
+    }
+    EXPECT_FALSE(schema[0].nested.has_value());
+    EXPECT_FALSE(schema.back().nullable);
+    EXPECT_EQ(schema.back().metadata, (key_value_metadata{{"PARQUET:field_id", "9"}}));
+    // Parquet names a list's items "element": the file's type, whatever it is.
+    EXPECT_NE(to_string(schema).find(
+                "list_of_struct: " +
+                as_read->schema()->GetFieldByName("list_of_struct")->type()->ToString()),
+              std::string::npos)
+      << to_string(schema);
+
+    auto const data = read_all(*reader, default_stream(), host_);
+    ASSERT_EQ(data->num_rows(), static_cast<std::size_t>(ROWS));
+    EXPECT_EQ(data->get_column(static_cast<std::size_t>(input->num_columns() - 2)).null_count(),
+              static_cast<std::size_t>(ROWS));
+
+    batch_writer_options options;
+    options.directory = path("out-" + std::string{extension(format)});
+    options.format    = format;
+    options.schema    = schema;
+    std::vector<std::string> names;
+    for (auto const& column : schema) {
+      names.push_back(column.name);
+    }
+    batch_writer writer{options, names, default_stream(), host_};
+    writer.write(slice(data->view(), 0, 250));
+    writer.write(slice(data->view(), 250, static_cast<std::size_t>(ROWS)));
+    auto const files = writer.close();
+    ASSERT_EQ(files.size(), 1U);
+    auto const written = read_arrow_file(files[0], format);
+    EXPECT_TRUE(written->schema()->Equals(*as_read->schema(), true))
+      << written->schema()->ToString(true) << "\nand not\n"
+      << as_read->schema()->ToString(true);
+    ASSERT_EQ(written->num_rows(), ROWS);
+    for (int c = 0; c < input->num_columns(); ++c) {
+      auto const want = *arrow::Concatenate(as_read->column(c)->chunks());
+      auto const got  = *arrow::Concatenate(written->column(c)->chunks());
+      EXPECT_TRUE(got->Equals(*want, EXACT)) << as_read->schema()->field(c)->name();
+    }
+  }
+}
+
+TEST_F(NestedColumnsTest, FilesOfADatasetMustShareTheNestedLayout) {
+  auto const ints =
+    arrow::Table::Make(arrow::schema({arrow::field("x", arrow::list(arrow::int64()))}),
+                       {*arrow::MakeArrayOfNull(arrow::list(arrow::int64()), 3)});
+  // Other names and offsets, the same values: one dataset, written as the first file.
+  auto const large = arrow::Table::Make(
+    arrow::schema({arrow::field("x", arrow::large_list(arrow::field("element", arrow::int64())))}),
+    {*arrow::MakeArrayOfNull(arrow::large_list(arrow::field("element", arrow::int64())), 2)});
+  auto const strings =
+    arrow::Table::Make(arrow::schema({arrow::field("x", arrow::list(arrow::utf8()))}),
+                       {*arrow::MakeArrayOfNull(arrow::list(arrow::utf8()), 2)});
+  auto const plain = arrow::Table::Make(arrow::schema({arrow::field("x", arrow::binary())}),
+                                        {*arrow::MakeArrayOfNull(arrow::binary(), 2)});
+  std::filesystem::create_directories(path("alike"));
+  write_ipc_file(*ints, path("alike/a.arrow"));
+  write_ipc_file(*large, path("alike/b.arrow"));
+  auto const alike =
+    read_arrow_ipc(path("alike"), file_format::ARROW_IPC_FILE, {}, default_stream(), host_);
+  EXPECT_EQ(alike->num_rows(), 5U);
+  for (auto const& other : {strings, plain}) {
+    std::filesystem::remove_all(path("unlike"));
+    std::filesystem::create_directories(path("unlike"));
+    write_ipc_file(*ints, path("unlike/a.arrow"));
+    write_ipc_file(*other, path("unlike/b.arrow"));
+    try {
+      (void)read_arrow_ipc(
+        path("unlike"), file_format::ARROW_IPC_FILE, {}, default_stream(), host_);
+      ADD_FAILURE() << "a dataset of list<int64> and "
+                    << other->schema()->field(0)->type()->ToString();
+    } catch (invalid_argument const& error) {
+      EXPECT_NE(std::string{error.what()}.find("unlike those of"), std::string::npos)
+        << error.what();
+      EXPECT_NE(std::string{error.what()}.find("x: list<item: int64>"), std::string::npos)
+        << error.what();
+    }
+  }
+}
+
+TEST_F(NestedColumnsTest, CsvRefusesANestedColumnWithoutWritingAFile) {
+  auto const input =
+    arrow::Table::Make(arrow::schema({arrow::field("x", arrow::list(arrow::int64()))}),
+                       {*arrow::MakeArrayOfNull(arrow::list(arrow::int64()), 3)});
+  write_ipc_file(*input, path("in.arrow"));
+  auto reader     = open(path("in.arrow"), file_format::ARROW_IPC_FILE, host_);
+  auto const data = read_all(*reader, default_stream(), host_);
+  batch_writer_options options;
+  options.directory = path("out");
+  options.format    = file_format::CSV;
+  options.schema    = reader->schema();
+  try {
+    batch_writer writer{options, {"x"}, default_stream(), host_};
+    writer.write(data->view());
+    (void)writer.close();
+    ADD_FAILURE() << "CSV took a list column";
+  } catch (not_supported const& error) {
+    EXPECT_NE(
+      std::string{error.what()}.find("column 'x' is list<item: int64>, which CSV cannot hold"),
+      std::string::npos)
+      << error.what();
+  }
+  std::size_t files = 0;
+  if (std::filesystem::exists(path("out"))) {
+    for ([[maybe_unused]] auto const& entry :
+         std::filesystem::recursive_directory_iterator(path("out"))) {
+      ++files;
+    }
+  }
+  EXPECT_EQ(files, 0U);
+}
+
+TEST_F(NestedColumnsTest, TypesWithoutAnEncodingInsideAreRefusedByName) {
+  auto const type  = arrow::list(arrow::decimal128(5, 2));
+  auto const input = arrow::Table::Make(arrow::schema({arrow::field("d", type)}),
+                                        {*arrow::MakeArrayOfNull(type, 2)});
+  write_ipc_file(*input, path("in.arrow"));
+  try {
+    (void)open(path("in.arrow"), file_format::ARROW_IPC_FILE, host_);
+    ADD_FAILURE() << "list<decimal128> read";
+  } catch (not_supported const& error) {
+    EXPECT_NE(std::string{error.what()}.find(
+                "column 'd' of '" + path("in.arrow") +
+                "' has type list<item: decimal128(5, 2)>, which spillway does not support "
+                "(decimal128(5, 2) inside a nested type;"),
+              std::string::npos)
+      << error.what();
+  }
+}
+
+#endif
+
+}  // namespace
+}  // namespace spillway
