@@ -5,6 +5,10 @@ anonymous memory (RssAnon of the process, sampled every 10 ms from /proc).
 
   python3 bench/compare/threads_vs_duckdb.py --rows 20000000 --threads 1,2 \
       --device-memory 256MiB --host-memory 256MiB [--runs 2] [--spillway build/release/apps/spillway]
+      [--baseline path/to/an/earlier/spillway]
+
+With --baseline, an earlier build of spillway (one that may predate --threads and --tasks, run
+with its defaults) sorts the same file in the same rounds, as "baseline".
 
 The input is one int64 key (a multiplicative hash of the row number: every value distinct, no
 order) and one int64 payload, written once by DuckDB's COPY (untimed). Each engine sorts it by
@@ -95,6 +99,7 @@ def main():
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--spillway", default="build/release/apps/spillway")
     parser.add_argument("--temp-root", default=tempfile.gettempdir())
+    parser.add_argument("--baseline", default=None, help="an earlier spillway, run with its defaults")
     args = parser.parse_args()
     memory = parse_size(args.device_memory) + parse_size(args.host_memory)
     work = tempfile.mkdtemp(prefix="spillway-threads-", dir=args.temp_root)
@@ -112,9 +117,10 @@ def main():
         print("| threads | engine | first run | best run | peak RssAnon |")
         print("|---|---|---|---|---|")
         for threads in [int(t) for t in args.threads.split(",")]:
-            results = {"spillway": [], "duckdb": []}
+            engines = ("spillway", "duckdb") + (("baseline",) if args.baseline else ())
+            results = {engine: [] for engine in engines}
             for _ in range(args.runs):
-                for engine in ("spillway", "duckdb"):
+                for engine in engines:
                     target = os.path.join(work, "out")
                     shutil.rmtree(target, ignore_errors=True)
                     temp = os.path.join(work, "temp")
@@ -125,13 +131,18 @@ def main():
                                    "--device-memory", args.device_memory,
                                    "--host-memory", args.host_memory, "--spill-dir", temp]
                         written = target
+                    elif engine == "baseline":
+                        command = [args.baseline, "sort", source, "-o", target, "--by", "key",
+                                   "--device-memory", args.device_memory,
+                                   "--host-memory", args.host_memory, "--spill-dir", temp]
+                        written = target
                     else:
                         os.makedirs(target)
                         written = os.path.join(target, "sorted.parquet")
                         command = [sys.executable, "-c", DUCKDB_SORT, source, written, str(threads),
                                    str(memory), temp]
                     results[engine].append(timed(command))
-                    check(os.path.join(written, "*.parquet") if engine == "spillway" else written, args.rows)
+                    check(os.path.join(written, "*.parquet") if engine != "duckdb" else written, args.rows)
                     shutil.rmtree(temp, ignore_errors=True)
             for engine, runs in results.items():
                 best = min(seconds for seconds, _ in runs)
