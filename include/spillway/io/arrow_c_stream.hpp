@@ -29,9 +29,11 @@ namespace spillway {
 /**
  * @brief Reads the record batches of an Arrow C stream as spillway table views.
  *
- * A column whose Arrow layout is spillway's (every fixed-width type but bool, and large_string)
- * is viewed where Arrow holds it: no copy. A bool column (bits, where spillway has bytes) and a
- * string column (32-bit offsets) are converted into memory from the `scratch` resource.
+ * A column whose Arrow layout is spillway's (every fixed-width type but bool and
+ * fixed_size_binary, and large_string and large_binary) is viewed where Arrow holds it: no copy.
+ * The others are converted into memory from the `scratch` resource: bool (bits, where spillway
+ * has bytes), string and binary (32-bit offsets), fixed_size_binary (no offsets), views,
+ * dictionaries (decoded to their values) and nested columns (encoded).
  * @note Not thread-safe: one consumer at a time. Needs a build with Arrow.
  */
 class arrow_stream_reader {

@@ -27,18 +27,28 @@ namespace {
 /// The characters of a large_string array without a value buffer (no characters at all).
 alignas(8) constexpr char NO_CHARS[1] = {0};
 
-/** @return whether spillway can view `array` (of spillway type `type`) where Arrow holds it */
+/**
+ * @return whether spillway can view `array` (of spillway type `type`) where Arrow holds it: only
+ * when Arrow's layout is spillway's (large strings and binaries: 64-bit offsets; fixed-width
+ * values of the same width). Dictionaries (indices), fixed_size_binary (no offsets), views,
+ * booleans (bits) and nested columns are converted.
+ */
 bool viewable(arrow::Array const& array, data_type type) {
-  if (detail::is_nested_type(*array.type())) {
-    return false;  // encoded (nested_encoding.hpp)
+  auto const arrow_id = array.type_id();
+  if (detail::is_nested_type(*array.type()) || arrow_id == arrow::Type::DICTIONARY) {
+    return false;  // encoded (nested_encoding.hpp), or decoded to its values
   }
   auto const& buffers = array.data()->buffers;
-  if (type.id() == type_id::STRING) {
-    return array.type_id() == arrow::Type::LARGE_STRING && buffers.size() == 3 &&
-           buffers[1] != nullptr;
+  if (!is_fixed_width(type)) {
+    return (arrow_id == arrow::Type::LARGE_STRING || arrow_id == arrow::Type::LARGE_BINARY) &&
+           buffers.size() == 3 && buffers[1] != nullptr;
   }
-  return type.id() != type_id::BOOL8 && buffers.size() == 2 &&
-         (buffers[1] != nullptr || array.length() == 0);
+  if (type.id() == type_id::BOOL8 || arrow_id == arrow::Type::FIXED_SIZE_BINARY) {
+    return false;
+  }
+  auto const* fixed = dynamic_cast<arrow::FixedWidthType const*>(array.type().get());
+  return fixed != nullptr && fixed->bit_width() == static_cast<int>(8 * size_of(type)) &&
+         buffers.size() == 2 && (buffers[1] != nullptr || array.length() == 0);
 }
 
 }  // namespace
@@ -83,7 +93,7 @@ class arrow_stream_reader::impl {
       auto const nulls    = static_cast<std::size_t>(array.null_count());
       auto const rows     = static_cast<std::size_t>(array.length());
       auto const offset   = static_cast<std::size_t>(array.offset());
-      if (type.id() == type_id::STRING) {
+      if (!is_fixed_width(type)) {
         void const* chars = buffers[2] != nullptr && buffers[2]->data() != nullptr
                               ? static_cast<void const*>(buffers[2]->data())
                               : NO_CHARS;
