@@ -8,7 +8,10 @@
 #include <arrow/api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -50,6 +53,12 @@ inline std::vector<nested_shape> nested_shapes() {
     {"list_time32", arrow::list(arrow::time32(arrow::TimeUnit::MILLI))},
     {"list_time64", arrow::list(arrow::time64(arrow::TimeUnit::MICRO))},
     {"list_null", arrow::list(arrow::null())},
+    {"list_decimal128", arrow::list(arrow::decimal128(38, 6))},
+    {"struct_decimal_string",
+     arrow::struct_({field("d", arrow::decimal128(12, 2)), field("s", arrow::utf8())})},
+    {"list_decimal32", arrow::list(arrow::decimal32(9, 2)), false},
+    {"list_decimal64", arrow::list(arrow::decimal64(18, 4)), false},
+    {"list_decimal256", arrow::list(arrow::decimal256(76, 10)), false},
     {"list_date64", arrow::list(arrow::date64()), false},
     {"list_duration", arrow::list(arrow::duration(arrow::TimeUnit::NANO)), false},
     {"list_timestamp_ns_utc", arrow::list(arrow::timestamp(arrow::TimeUnit::NANO, "UTC")), false},
@@ -157,6 +166,11 @@ class nested_generator {
         ok(static_cast<arrow::BinaryViewBuilder&>(builder).Append(
           (chance(0.2) ? std::string(13, 'v') : std::string{}) + bytes(4, is_text(type))));
         return;
+      case arrow::Type::DECIMAL32:
+      case arrow::Type::DECIMAL64:
+      case arrow::Type::DECIMAL128:
+      case arrow::Type::DECIMAL256:
+        return decimal(builder, static_cast<arrow::DecimalType const&>(type));
       case arrow::Type::FIXED_SIZE_BINARY: {
         std::string value;
         while (value.size() < static_cast<std::size_t>(type.byte_width())) {
@@ -232,6 +246,33 @@ class nested_generator {
   }
 
   /// Small numbers (ties, and both signs), and now and then the extremes or any.
+  /// Appends a random decimal within its precision: small values of either sign, and for 128
+  /// and 256 bits values beyond 64 bits (a random top word below 2^60, others random).
+  void decimal(arrow::ArrayBuilder& builder, arrow::DecimalType const& type) {
+    auto const width = static_cast<std::size_t>(type.byte_width());
+    std::array<std::uint64_t, 4> words{};
+    if (width >= 16 && type.precision() >= 38 && chance(0.5)) {
+      for (std::size_t word = 0; word < width / 8; ++word) {
+        words[word] = rng_();
+      }
+      auto const top = static_cast<std::int64_t>(rng_() % (std::uint64_t{1} << 60U));
+      words[width / 8 - 1] = static_cast<std::uint64_t>(chance(0.5) ? -top : top);
+    } else {
+      std::int64_t limit = 1;
+      for (int digit = 0; digit < std::min(type.precision(), 18); ++digit) {
+        limit *= 10;
+      }
+      auto const value = static_cast<std::int64_t>(rng_() % static_cast<std::uint64_t>(limit)) *
+                         (chance(0.5) ? -1 : 1);
+      std::fill(words.begin(), words.end(), value < 0 ? ~std::uint64_t{0} : 0);
+      words[0] = static_cast<std::uint64_t>(value);
+    }
+    // Little-endian two's complement bytes, as Arrow's decimal builders take them.
+    std::array<std::uint8_t, 32> bytes{};
+    std::memcpy(bytes.data(), words.data(), width);
+    ok(static_cast<arrow::FixedSizeBinaryBuilder&>(builder).Append(bytes.data()));
+  }
+
   template <typename ArrowType>
   void number(arrow::ArrayBuilder& builder, std::int64_t modulus = 0) {
     using value_type = typename ArrowType::c_type;

@@ -115,6 +115,22 @@ TEST_F(NestedEncodingTest, OrdersListsAsDuckDBDoesNullElementsLast) {
   expect_increasing(arrow::list(arrow::null()), "[[], [null], [null, null]]");
 }
 
+TEST_F(NestedEncodingTest, OrdersDecimalsByValueOfEveryWidth) {
+  expect_increasing(arrow::list(arrow::decimal32(9, 2)),
+                    R"([["-9999999.99"], ["-1.00"], ["-0.01"], ["0.00"], ["0.01"], ["12.50"]])");
+  expect_increasing(arrow::list(arrow::decimal64(18, 3)),
+                    R"([["-999999999999999.999"], ["-1.500"], ["2.000"], ["2.000", "1.000"]])");
+  // Beyond 64 bits: the upper words decide first.
+  expect_increasing(
+    arrow::list(arrow::decimal128(38, 0)),
+    R"([["-99999999999999999999999999999999999999"], ["-18446744073709551616"],
+        ["-1"], ["0"], ["18446744073709551615"], ["18446744073709551616"], [null]])");
+  expect_increasing(arrow::struct_({arrow::field("d", arrow::decimal256(76, 4))}),
+                    R"([{"d": "-123456789012345678901234567890.0000"}, {"d": "-0.0001"},
+                        {"d": "0.0000"}, {"d": "99999999999999999999999999999999999.9999"},
+                        {"d": null}])");
+}
+
 TEST_F(NestedEncodingTest, OrdersFloatsAsDuckDBDoesNaNAfterInfinityZerosTied) {
   expect_increasing(
     arrow::list(arrow::float64()),
@@ -199,7 +215,9 @@ TEST_F(NestedEncodingTest, BytesThatAreNoEncodingAreCorruption) {
 }
 
 TEST_F(NestedEncodingTest, TypesWithoutAnEncodingAreNamed) {
-  EXPECT_EQ(detail::unencodable_part(*arrow::list(arrow::decimal128(5, 2))), "decimal128(5, 2)");
+  EXPECT_EQ(detail::unencodable_part(*arrow::list(arrow::decimal128(5, 2))), "");
+  EXPECT_EQ(detail::unencodable_part(*arrow::list(arrow::month_day_nano_interval())),
+            "month_day_nano_interval");
   EXPECT_EQ(detail::unencodable_part(*arrow::struct_(
               {arrow::field("a", arrow::int8()),
                arrow::field("d", arrow::dictionary(arrow::int32(), arrow::utf8()))})),

@@ -11,6 +11,7 @@
 #include <arrow/util/bit_util.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -53,6 +54,13 @@ bool is_flipped_integer(arrow::Type::type id) noexcept {
     default:
       return false;
   }
+}
+
+/// Decimals: two's complement integers of 4, 8, 16 or 32 bytes (little-endian), their scale
+/// fixed by the type, so that they order as their unscaled values.
+bool is_decimal_type(arrow::Type::type id) noexcept {
+  return id == arrow::Type::DECIMAL32 || id == arrow::Type::DECIMAL64 ||
+         id == arrow::Type::DECIMAL128 || id == arrow::Type::DECIMAL256;
 }
 
 bool is_plain_integer(arrow::Type::type id) noexcept {
@@ -146,7 +154,8 @@ encoder_node make_encoder(arrow::Array const& array, std::shared_ptr<arrow::Arra
   node.owner       = std::move(owner);
   node.id          = array.type_id();
   auto const& data = *array.data();
-  if (is_number(node.id) || node.id == arrow::Type::FIXED_SIZE_BINARY) {
+  if (is_number(node.id) || is_decimal_type(node.id) ||
+      node.id == arrow::Type::FIXED_SIZE_BINARY) {
     node.width = array.type()->byte_width();
     if (data.buffers.size() > 1 && data.buffers[1]) {
       node.values = data.buffers[1]->data() + data.offset * node.width;
@@ -224,6 +233,15 @@ void encode_body(encoder_node const& node, std::int64_t row, row_writer& out) {
       bits ^= sign_bit(node.width);
     }
     put_big_endian(bits, node.width, out.body);
+    return;
+  }
+  if (is_decimal_type(id)) {
+    // Big-endian, the sign bit flipped: bytewise order is the order of the unscaled values.
+    auto const* value = node.values + row * node.width;
+    for (int byte = node.width - 1; byte >= 0; --byte) {
+      auto const bits = static_cast<std::uint8_t>(value[byte] ^ (byte == node.width - 1 ? 0x80 : 0));
+      out.body.push_back(static_cast<char>(bits));
+    }
     return;
   }
   if (id == arrow::Type::FIXED_SIZE_BINARY) {
@@ -478,6 +496,18 @@ void decode_body(arrow::ArrayBuilder& builder, arrow::DataType const& type, row_
     check_build(append_number(builder, id, bits), type);
     return;
   }
+  if (is_decimal_type(id)) {
+    auto const width  = static_cast<std::size_t>(type.byte_width());
+    char const* bytes = in.take(width);
+    std::array<std::uint8_t, 32> value{};
+    for (std::size_t byte = 0; byte < width; ++byte) {
+      value[width - 1 - byte] = static_cast<std::uint8_t>(bytes[byte]);
+    }
+    value[width - 1] ^= 0x80;
+    // Arrow's decimal builders take a value's little-endian bytes as fixed-size binaries do.
+    check_build(static_cast<arrow::FixedSizeBinaryBuilder&>(builder).Append(value.data()), type);
+    return;
+  }
   if (id == arrow::Type::FIXED_SIZE_BINARY) {
     char const* bytes = in.take(static_cast<std::size_t>(type.byte_width()));
     check_build(static_cast<arrow::FixedSizeBinaryBuilder&>(builder).Append(bytes), type);
@@ -615,8 +645,8 @@ std::string layout_of(arrow::DataType const& type) {
 }
 
 bool is_encodable_leaf(arrow::Type::type id) noexcept {
-  return id == arrow::Type::NA || id == arrow::Type::BOOL || is_number(id) || is_string_like(id) ||
-         id == arrow::Type::FIXED_SIZE_BINARY;
+  return id == arrow::Type::NA || id == arrow::Type::BOOL || is_number(id) ||
+         is_decimal_type(id) || is_string_like(id) || id == arrow::Type::FIXED_SIZE_BINARY;
 }
 
 /** @return the part of `type` without an encoding, or "" */
@@ -653,7 +683,7 @@ std::size_t encoded_bytes(arrow::Array const& array, std::int64_t begin, std::in
   if (id == arrow::Type::BOOL) {
     return 2 * rows;
   }
-  if (is_number(id) || id == arrow::Type::FIXED_SIZE_BINARY) {
+  if (is_number(id) || is_decimal_type(id) || id == arrow::Type::FIXED_SIZE_BINARY) {
     return rows * (1 + static_cast<std::size_t>(array.type()->byte_width()));
   }
   if (id == arrow::Type::STRING || id == arrow::Type::BINARY) {

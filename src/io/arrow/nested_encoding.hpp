@@ -54,8 +54,8 @@ namespace spillway::detail {
 bool is_nested_type(arrow::DataType const& type) noexcept;
 
 /**
- * @return the text of the first type inside the nested `type` that has no encoding (a decimal, a
- * dictionary, a union, a list view, ...), or "" when every part of it has one
+ * @return the text of the first type inside the nested `type` that has no encoding (a
+ * dictionary, a union, a list view, an interval, ...), or "" when every part of it has one
  */
 std::string unencodable_part(arrow::DataType const& type);
 

@@ -369,7 +369,7 @@ data_type from_arrow_type(arrow::DataType const& type,
                   "date64, time32, time64, duration, decimal32-256, string, large_string, "
                   "string_view, binary, large_binary, binary_view, fixed_size_binary, "
                   "dictionaries of these, null, and list, large_list, fixed_size_list, struct "
-                  "and map to any depth of these but decimals and dictionaries)",
+                  "and map to any depth of these but dictionaries)",
                 not_supported);
 }
 
