@@ -60,13 +60,13 @@ TEST_F(ArrowCStreamTest, ColumnsWhoseLayoutIsNotSpillwaysAreConvertedWithTheirVa
   // Each of these once was viewed as if its buffers were spillway's: fixed_size_binary and
   // binary_view (inline values only: two buffers) as a binary column without offsets,
   // a dictionary of int64 as int64 values over its int32 indices.
-  auto const fixed      = from_json(arrow::fixed_size_binary(3), R"(["abc", null, "aab", "zzz"])");
-  auto const view       = from_json(arrow::binary_view(), R"(["b", "", null, "abcdef"])");
-  auto const dictionary = arrow::DictionaryArray::FromArrays(
-                            arrow::dictionary(arrow::int32(), arrow::int64()),
-                            from_json(arrow::int32(), "[1, 0, null, 1]"),
-                            from_json(arrow::int64(), "[-5, 1099511627776]"))
-                            .ValueOrDie();
+  auto const fixed = from_json(arrow::fixed_size_binary(3), R"(["abc", null, "aab", "zzz"])");
+  auto const view  = from_json(arrow::binary_view(), R"(["b", "", null, "abcdef"])");
+  auto const dictionary =
+    arrow::DictionaryArray::FromArrays(arrow::dictionary(arrow::int32(), arrow::int64()),
+                                       from_json(arrow::int32(), "[1, 0, null, 1]"),
+                                       from_json(arrow::int64(), "[-5, 1099511627776]"))
+      .ValueOrDie();
   auto const wide    = from_json(arrow::int64(), "[7, null, -1, 3]");
   auto const large   = from_json(arrow::large_binary(), R"(["x", "yy", null, ""])");
   auto const decimal = from_json(arrow::decimal128(20, 2), R"(["1.25", null, "-3.00", "0.01"])");
@@ -76,7 +76,7 @@ TEST_F(ArrowCStreamTest, ColumnsWhoseLayoutIsNotSpillwaysAreConvertedWithTheirVa
                                      arrow::field("wide", wide->type()),
                                      arrow::field("large", large->type()),
                                      arrow::field("decimal", decimal->type())},
-                                    {fixed, view, dictionary, wide, large, decimal});
+                             {fixed, view, dictionary, wide, large, decimal});
   host_memory_resource scratch;
   arrow_stream_reader reader(&stream, "the test stream", scratch);
   auto const batch = reader.next();

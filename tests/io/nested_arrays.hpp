@@ -255,7 +255,7 @@ class nested_generator {
       for (std::size_t word = 0; word < width / 8; ++word) {
         words[word] = rng_();
       }
-      auto const top = static_cast<std::int64_t>(rng_() % (std::uint64_t{1} << 60U));
+      auto const top       = static_cast<std::int64_t>(rng_() % (std::uint64_t{1} << 60U));
       words[width / 8 - 1] = static_cast<std::uint64_t>(chance(0.5) ? -top : top);
     } else {
       std::int64_t limit = 1;

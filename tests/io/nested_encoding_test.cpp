@@ -121,9 +121,8 @@ TEST_F(NestedEncodingTest, OrdersDecimalsByValueOfEveryWidth) {
   expect_increasing(arrow::list(arrow::decimal64(18, 3)),
                     R"([["-999999999999999.999"], ["-1.500"], ["2.000"], ["2.000", "1.000"]])");
   // Beyond 64 bits: the upper words decide first.
-  expect_increasing(
-    arrow::list(arrow::decimal128(38, 0)),
-    R"([["-99999999999999999999999999999999999999"], ["-18446744073709551616"],
+  expect_increasing(arrow::list(arrow::decimal128(38, 0)),
+                    R"([["-99999999999999999999999999999999999999"], ["-18446744073709551616"],
         ["-1"], ["0"], ["18446744073709551615"], ["18446744073709551616"], [null]])");
   expect_increasing(arrow::struct_({arrow::field("d", arrow::decimal256(76, 4))}),
                     R"([{"d": "-123456789012345678901234567890.0000"}, {"d": "-0.0001"},

@@ -154,8 +154,7 @@ encoder_node make_encoder(arrow::Array const& array, std::shared_ptr<arrow::Arra
   node.owner       = std::move(owner);
   node.id          = array.type_id();
   auto const& data = *array.data();
-  if (is_number(node.id) || is_decimal_type(node.id) ||
-      node.id == arrow::Type::FIXED_SIZE_BINARY) {
+  if (is_number(node.id) || is_decimal_type(node.id) || node.id == arrow::Type::FIXED_SIZE_BINARY) {
     node.width = array.type()->byte_width();
     if (data.buffers.size() > 1 && data.buffers[1]) {
       node.values = data.buffers[1]->data() + data.offset * node.width;
@@ -239,7 +238,8 @@ void encode_body(encoder_node const& node, std::int64_t row, row_writer& out) {
     // Big-endian, the sign bit flipped: bytewise order is the order of the unscaled values.
     auto const* value = node.values + row * node.width;
     for (int byte = node.width - 1; byte >= 0; --byte) {
-      auto const bits = static_cast<std::uint8_t>(value[byte] ^ (byte == node.width - 1 ? 0x80 : 0));
+      auto const bits =
+        static_cast<std::uint8_t>(value[byte] ^ (byte == node.width - 1 ? 0x80 : 0));
       out.body.push_back(static_cast<char>(bits));
     }
     return;
@@ -645,8 +645,8 @@ std::string layout_of(arrow::DataType const& type) {
 }
 
 bool is_encodable_leaf(arrow::Type::type id) noexcept {
-  return id == arrow::Type::NA || id == arrow::Type::BOOL || is_number(id) ||
-         is_decimal_type(id) || is_string_like(id) || id == arrow::Type::FIXED_SIZE_BINARY;
+  return id == arrow::Type::NA || id == arrow::Type::BOOL || is_number(id) || is_decimal_type(id) ||
+         is_string_like(id) || id == arrow::Type::FIXED_SIZE_BINARY;
 }
 
 /** @return the part of `type` without an encoding, or "" */
