@@ -255,7 +255,7 @@ class mpi_engine {
   void loop();
   bool test_requests();
 
-  bool finalize_  = false;
+  bool finalize_ = false;
   std::atomic<bool> unfinalized_{false};
   int world_rank_ = 0;
   int world_size_ = 1;
