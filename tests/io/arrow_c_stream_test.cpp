@@ -2,12 +2,14 @@
  * @file arrow_c_stream_test.cpp
  * @brief Batches read from an Arrow C stream: columns whose Arrow layout is spillway's are viewed
  * in Arrow's memory, the others (dictionaries, fixed_size_binary, views, bools) converted, and
- * every one holds the stream's values.
+ * every one holds the stream's values; and string and binary columns written back as views.
  */
 #include "io/io_test_support.hpp"
+#include "testing/table_generators.hpp"
 
 #include <spillway/io/arrow_c_stream.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/table/column_view.hpp>
 
 #include <gtest/gtest.h>
 
@@ -105,6 +107,52 @@ TEST_F(ArrowCStreamTest, ColumnsWhoseLayoutIsNotSpillwaysAreConvertedWithTheirVa
     }
   }
   EXPECT_FALSE(reader.next().has_value());
+}
+
+TEST_F(ArrowCStreamTest, StringColumnsWriteAsViewsOfTheirBytesSlicedNullAndLong) {
+  // Inline values (up to 12 bytes), long ones that point into the column's bytes, nulls, empty
+  // values; whole and sliced (the array's offset is the slice's), and a column of nothing but
+  // nulls and empties.
+  std::vector<std::optional<std::string>> values;
+  for (int row = 0; row < 300; ++row) {
+    if (row % 7 == 3) {
+      values.emplace_back(std::nullopt);
+    } else {
+      values.emplace_back(
+        std::string(static_cast<std::size_t>(row % 29), static_cast<char>('a' + row % 26)) +
+        (row % 5 == 0 ? std::string(1, '\0') + "z" : ""));
+    }
+  }
+  host_memory_resource host;
+  auto const strings = testing::make_string_column(values, host);
+  auto const bytes   = testing::make_binary_column(values, host);
+  auto const empties =
+    testing::make_string_column({std::string{}, std::nullopt, std::string{}}, host);
+  struct piece {
+    column_view view;
+    std::shared_ptr<arrow::DataType> type;
+    std::size_t first;
+  };
+  std::vector<piece> const pieces{{strings->view(), arrow::utf8_view(), 0},
+                                  {slice(strings->view(), 17, 250), arrow::utf8_view(), 17},
+                                  {slice(bytes->view(), 5, 6), arrow::binary_view(), 5},
+                                  {slice(bytes->view(), 40, 300), arrow::binary_view(), 40},
+                                  {empties->view(), arrow::utf8_view(), 0}};
+  for (auto const& [view, type, first] : pieces) {
+    SCOPED_TRACE(type->ToString() + " from row " + std::to_string(first));
+    auto const array = detail::to_arrow_array(view, arrow::default_memory_pool(), type);
+    ASSERT_TRUE(array->ValidateFull().ok()) << array->ValidateFull().ToString();
+    ASSERT_EQ(static_cast<std::size_t>(array->length()), view.size());
+    EXPECT_EQ(static_cast<std::size_t>(array->null_count()), view.null_count());
+    auto const& views = static_cast<arrow::BinaryViewArray const&>(*array);
+    for (std::size_t row = 0; row < view.size(); ++row) {
+      auto const index = static_cast<std::int64_t>(row);
+      ASSERT_EQ(views.IsNull(index), view.is_null(row)) << row;
+      if (!view.is_null(row)) {
+        EXPECT_EQ(views.GetView(index), view.string_at(row)) << row;
+      }
+    }
+  }
 }
 
 #endif

@@ -3,6 +3,7 @@
  * @brief spillway ↔ Arrow types and arrays.
  */
 #include "io/arrow/nested_encoding.hpp"
+#include "io/arrow/string_arrays.hpp"
 #include "io/arrow/type_conversion.hpp"
 
 #include <spillway/core/error.hpp>
@@ -47,66 +48,6 @@ time_unit from_arrow_unit(arrow::TimeUnit::type unit) noexcept {
       return time_unit::NANOSECOND;
   }
   return time_unit::NANOSECOND;
-}
-
-/** @brief Wraps memory that Arrow must not free. */
-std::shared_ptr<arrow::Buffer> wrap(void const* data, std::size_t bytes) {
-  return std::make_shared<arrow::Buffer>(static_cast<uint8_t const*>(data),
-                                         static_cast<int64_t>(bytes));
-}
-
-/// The offsets of an empty STRING column that has no offsets buffer.
-alignas(8) constexpr std::int64_t EMPTY_OFFSETS[1] = {0};
-/// The characters of a STRING column without any (all null or empty): an allocation of no bytes
-/// has no address, but Arrow requires a value buffer, of no bytes, with one.
-alignas(8) constexpr char NO_CHARS[1] = {0};
-
-/**
- * @return an Arrow string (utf8) array of `view`, or a binary one for `type` binary: its
- * characters shared, its offsets rebased to 0 and narrowed to int32, and its mask when `masked`,
- * copied into memory from `pool`
- */
-std::shared_ptr<arrow::Array> to_string_array(column_view const& view,
-                                              bool masked,
-                                              arrow::MemoryPool* pool,
-                                              std::shared_ptr<arrow::DataType> type) {
-  auto const rows = static_cast<int64_t>(view.size());
-  auto offsets    = value_or_throw(
-    arrow::AllocateBuffer(static_cast<int64_t>((view.size() + 1) * sizeof(std::int32_t)), pool),
-    "narrowing the offsets of a string column");
-  auto* narrow             = reinterpret_cast<std::int32_t*>(offsets->mutable_data());
-  char const* chars        = NO_CHARS;
-  std::int64_t first       = 0;
-  std::int64_t const* wide = view.offsets();
-  if (wide != nullptr) {
-    wide += view.offset();
-    first = wide[0];
-    SPILLWAY_EXPECTS(wide[view.size()] - first <= MAX_STRING_ARRAY_CHARS,
-                     "to_string_array: " + std::to_string(wide[view.size()] - first) +
-                       " characters do not fit int32 offsets",
-                     logic_error);
-    if (view.chars() != nullptr) {
-      chars = view.chars() + first;
-    }
-  }
-  narrow[0] = 0;
-  for (std::size_t row = 0; row < view.size(); ++row) {
-    narrow[row + 1] = static_cast<std::int32_t>(wide[row + 1] - first);
-  }
-  auto const bytes = static_cast<std::size_t>(narrow[view.size()]);
-  // The array starts at row 0 of its offsets, so the mask is copied to start at bit 0 too.
-  std::shared_ptr<arrow::Buffer> mask;
-  if (masked) {
-    auto packed = value_or_throw(arrow::AllocateBitmap(rows, pool), "copying a string mask");
-    copy_bits(packed->mutable_data(), 0, view.null_mask(), view.offset(), view.size());
-    mask = std::move(packed);
-  }
-  return arrow::MakeArray(arrow::ArrayData::Make(
-    std::move(type),
-    rows,
-    {std::move(mask), std::shared_ptr<arrow::Buffer>(std::move(offsets)), wrap(chars, bytes)},
-    static_cast<int64_t>(view.null_count()),
-    0));
 }
 
 /// The Arrow type of a dictionary's indices of spillway type `index`.
@@ -461,42 +402,14 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
   if (!is_fixed_width(type) && (to == arrow::Type::STRING || to == arrow::Type::BINARY)) {
     return to_string_array(view, validity != nullptr, pool, arrow_type);
   }
+  if (!is_fixed_width(type) && (to == arrow::Type::STRING_VIEW || to == arrow::Type::BINARY_VIEW)) {
+    if (auto views = to_view_array(view, validity, arrow_type, pool)) {
+      return views;
+    }
+  }
   if (!is_fixed_width(type) && (to == arrow::Type::STRING_VIEW || to == arrow::Type::BINARY_VIEW ||
                                 to == arrow::Type::FIXED_SIZE_BINARY)) {
-    std::unique_ptr<arrow::ArrayBuilder> builder;
-    check_arrow(arrow::MakeBuilder(pool, arrow_type, &builder),
-                "making a " + arrow_type->ToString() + " builder");
-    int32_t const width =
-      to == arrow::Type::FIXED_SIZE_BINARY
-        ? static_cast<arrow::FixedSizeBinaryType const&>(*arrow_type).byte_width()
-        : -1;
-    check_arrow(builder->Reserve(rows), "building a " + arrow_type->ToString() + " array");
-    for (std::size_t row = 0; row < view.size(); ++row) {
-      if (view.is_null(row)) {
-        check_arrow(builder->AppendNull(), "building a " + arrow_type->ToString() + " array");
-        continue;
-      }
-      // An empty value of a column without characters points nowhere; Arrow's builders copy it
-      // with memcpy, which must not be given a null pointer even for no bytes.
-      std::string_view value = view.string_at(row);
-      if (value.data() == nullptr) {
-        value = std::string_view{NO_CHARS, 0};
-      }
-      arrow::Status status;
-      if (width >= 0) {
-        SPILLWAY_EXPECTS(value.size() == static_cast<std::size_t>(width),
-                         "a value of " + std::to_string(value.size()) +
-                           " bytes cannot be written "
-                           "as " +
-                           arrow_type->ToString(),
-                         invalid_argument);
-        status = static_cast<arrow::FixedSizeBinaryBuilder&>(*builder).Append(value);
-      } else {
-        status = static_cast<arrow::BinaryViewBuilder&>(*builder).Append(value);
-      }
-      check_arrow(status, "building a " + arrow_type->ToString() + " array");
-    }
-    return value_or_throw(builder->Finish(), "building a " + arrow_type->ToString() + " array");
+    return to_built_binary_array(view, pool, arrow_type);
   }
   if (!is_fixed_width(type)) {
     std::int64_t const* offsets = view.offsets() != nullptr ? view.offsets() : EMPTY_OFFSETS;

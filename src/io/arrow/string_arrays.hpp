@@ -1,0 +1,61 @@
+/**
+ * @file string_arrays.hpp
+ * @brief Arrow arrays of spillway's STRING and BINARY columns (characters and 64-bit offsets):
+ * string and binary arrays with 32-bit offsets, views built in bulk, and fixed-size binaries.
+ */
+#pragma once
+
+#include <spillway/table/column_view.hpp>
+
+#include <arrow/api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace spillway::detail {
+
+/** @brief Wraps memory that Arrow must not free. */
+inline std::shared_ptr<arrow::Buffer> wrap(void const* data, std::size_t bytes) {
+  return std::make_shared<arrow::Buffer>(static_cast<uint8_t const*>(data),
+                                         static_cast<int64_t>(bytes));
+}
+
+/// The offsets of an empty STRING column that has no offsets buffer.
+alignas(8) inline constexpr std::int64_t EMPTY_OFFSETS[1] = {0};
+/// The characters of a STRING column without any (all null or empty): an allocation of no bytes
+/// has no address, but Arrow requires a value buffer, of no bytes, with one.
+alignas(8) inline constexpr char NO_CHARS[1] = {0};
+
+/**
+ * @return an Arrow string (utf8) array of `view`, or a binary one for `type` binary: its
+ * characters shared, its offsets rebased to 0 and narrowed to int32, and its mask when `masked`,
+ * copied into memory from `pool`
+ */
+std::shared_ptr<arrow::Array> to_string_array(column_view const& view,
+                                              bool masked,
+                                              arrow::MemoryPool* pool,
+                                              std::shared_ptr<arrow::DataType> type);
+
+/**
+ * @return a string_view or binary_view array (`type`) of `view`: its views built in one pass
+ * into memory from `pool` (values of up to 12 bytes inline), the longer ones pointing into the
+ * column's characters, shared as the array's one data buffer; `validity` is the column's mask
+ * (bit 0 at row 0 of its storage, as `view.offset()` counts), or null. Null when the characters
+ * are more than a view's int32 offset reaches (build them with `to_built_binary_array`).
+ */
+std::shared_ptr<arrow::Array> to_view_array(column_view const& view,
+                                            std::shared_ptr<arrow::Buffer> const& validity,
+                                            std::shared_ptr<arrow::DataType> const& type,
+                                            arrow::MemoryPool* pool);
+
+/**
+ * @return an array of `type` (fixed_size_binary, string_view or binary_view) built value by
+ * value from `view` by Arrow's builder
+ * @throws invalid_argument when a value's size is not a fixed_size_binary's width
+ */
+std::shared_ptr<arrow::Array> to_built_binary_array(column_view const& view,
+                                                    arrow::MemoryPool* pool,
+                                                    std::shared_ptr<arrow::DataType> const& type);
+
+}  // namespace spillway::detail
