@@ -59,16 +59,20 @@ ArrowArrayStream export_batch(std::vector<std::shared_ptr<arrow::Field>> fields,
 }
 
 TEST_F(ArrowCStreamTest, ColumnsWhoseLayoutIsNotSpillwaysAreConvertedWithTheirValues) {
-  // Each of these once was viewed as if its buffers were spillway's: fixed_size_binary and
-  // binary_view (inline values only: two buffers) as a binary column without offsets,
+  // Each of these once was viewed as if its buffers were spillway's: fixed_size_binary and a
+  // binary_view of inline values only (two buffers) as a binary column without offsets,
   // a dictionary of int64 as int64 values over its int32 indices.
   auto const fixed = from_json(arrow::fixed_size_binary(3), R"(["abc", null, "aab", "zzz"])");
-  auto const view  = from_json(arrow::binary_view(), R"(["b", "", null, "abcdef"])");
+  // A slice, with a value longer than a view's inline bytes (three buffers).
+  auto const view =
+    from_json(arrow::binary_view(), R"(["skipped", "b", "", null, "a value past twelve bytes"])")
+      ->Slice(1);
   auto const dictionary =
     arrow::DictionaryArray::FromArrays(arrow::dictionary(arrow::int32(), arrow::int64()),
                                        from_json(arrow::int32(), "[1, 0, null, 1]"),
                                        from_json(arrow::int64(), "[-5, 1099511627776]"))
       .ValueOrDie();
+  auto const inlined = from_json(arrow::binary_view(), R"(["b", "", null, "abcdef"])");
   auto const wide    = from_json(arrow::int64(), "[7, null, -1, 3]");
   auto const large   = from_json(arrow::large_binary(), R"(["x", "yy", null, ""])");
   auto const decimal = from_json(arrow::decimal128(20, 2), R"(["1.25", null, "-3.00", "0.01"])");
@@ -77,8 +81,9 @@ TEST_F(ArrowCStreamTest, ColumnsWhoseLayoutIsNotSpillwaysAreConvertedWithTheirVa
                                      arrow::field("dictionary", dictionary->type()),
                                      arrow::field("wide", wide->type()),
                                      arrow::field("large", large->type()),
-                                     arrow::field("decimal", decimal->type())},
-                             {fixed, view, dictionary, wide, large, decimal});
+                                     arrow::field("decimal", decimal->type()),
+                                     arrow::field("inlined", inlined->type())},
+                             {fixed, view, dictionary, wide, large, decimal, inlined});
   host_memory_resource scratch;
   arrow_stream_reader reader(&stream, "the test stream", scratch);
   auto const batch = reader.next();
@@ -96,8 +101,8 @@ TEST_F(ArrowCStreamTest, ColumnsWhoseLayoutIsNotSpillwaysAreConvertedWithTheirVa
     *batch, detail::to_arrow_schema(reader.schema()), arrow::default_memory_pool());
   ASSERT_EQ(back.size(), 1U);
   std::vector<std::shared_ptr<arrow::Array>> const expected{
-    fixed, view, dictionary, wide, large, decimal};
-  for (int c = 0; c < 6; ++c) {
+    fixed, view, dictionary, wide, large, decimal, inlined};
+  for (int c = 0; c < 7; ++c) {
     auto const& got = back.front()->column(c);
     ASSERT_TRUE(got->type()->Equals(*expected[static_cast<std::size_t>(c)]->type()))
       << got->type()->ToString();

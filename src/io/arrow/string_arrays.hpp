@@ -8,10 +8,12 @@
 #include <spillway/table/column_view.hpp>
 
 #include <arrow/api.h>
+#include <arrow/util/bit_util.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 namespace spillway::detail {
 
@@ -57,5 +59,31 @@ std::shared_ptr<arrow::Array> to_view_array(column_view const& view,
 std::shared_ptr<arrow::Array> to_built_binary_array(column_view const& view,
                                                     arrow::MemoryPool* pool,
                                                     std::shared_ptr<arrow::DataType> const& type);
+
+/**
+ * @brief Calls `visit(row, value)` for every row of a string_view or binary_view `chunk`, in
+ * order, straight from its views (a null row's value is empty): the bulk path of reading views
+ * (Parquet decodes strings into views when the file's Arrow schema says so).
+ */
+template <typename Visit>
+void for_each_view_value(arrow::Array const& chunk, Visit&& visit) {
+  auto const& data        = *chunk.data();
+  auto const* views       = data.GetValues<arrow::BinaryViewType::c_type>(1);
+  std::uint8_t const* set = data.buffers[0] != nullptr ? data.buffers[0]->data() : nullptr;
+  for (std::int64_t row = 0; row < data.length; ++row) {
+    if (set != nullptr &&
+        !arrow::bit_util::GetBit(set, static_cast<std::uint64_t>(data.offset + row))) {
+      visit(row, std::string_view{});
+      continue;
+    }
+    auto const& view = views[row];
+    auto const size  = static_cast<std::size_t>(view.size());
+    std::uint8_t const* at =
+      view.is_inline() ? view.inline_data()
+                       : data.buffers[static_cast<std::size_t>(2 + view.ref.buffer_index)]->data() +
+                           view.ref.offset;
+    visit(row, std::string_view{reinterpret_cast<char const*>(at), size});
+  }
+}
 
 }  // namespace spillway::detail

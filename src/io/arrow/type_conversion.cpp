@@ -626,6 +626,10 @@ std::size_t chars_of(arrow::Array const& chunk) {
     return static_cast<std::size_t>(string_offset(chunk, chunk.length()) - string_offset(chunk, 0));
   }
   std::size_t chars = 0;
+  if (chunk.type_id() == arrow::Type::STRING_VIEW || chunk.type_id() == arrow::Type::BINARY_VIEW) {
+    for_each_view_value(chunk, [&](int64_t, std::string_view value) { chars += value.size(); });
+    return chars;
+  }
   for (int64_t row = 0; row < chunk.length(); ++row) {
     chars += binary_value(chunk, row).size();
   }
@@ -752,8 +756,20 @@ std::unique_ptr<column> from_arrow_chunks(std::vector<std::shared_ptr<arrow::Arr
     if (nulls > 0 && chunk->null_count() > 0) {
       copy_bits(result->mutable_null_mask(), at, chunk->null_bitmap_data(), offset, length);
     }
-    if (variable && !has_offsets(chunk->type_id())) {
-      // Views and fixed-size values: copied one by one.
+    if (variable && (chunk->type_id() == arrow::Type::STRING_VIEW ||
+                     chunk->type_id() == arrow::Type::BINARY_VIEW)) {
+      // Views: copied one by one, straight from the views.
+      auto* offsets = result->mutable_offsets();
+      auto* bytes   = result->mutable_chars();
+      for_each_view_value(*chunk, [&](int64_t row, std::string_view value) {
+        if (!value.empty()) {
+          std::memcpy(bytes + char_at, value.data(), value.size());
+        }
+        char_at += static_cast<std::int64_t>(value.size());
+        offsets[at + static_cast<std::size_t>(row) + 1] = char_at;
+      });
+    } else if (variable && !has_offsets(chunk->type_id())) {
+      // Fixed-size values: copied one by one.
       auto* offsets = result->mutable_offsets();
       for (std::size_t row = 0; row < length; ++row) {
         std::string_view const value = binary_value(*chunk, static_cast<int64_t>(row));
