@@ -469,6 +469,7 @@ void spill_store::wait_for_io() { impl_->wait_for_io(); }
 spill_statistics spill_store::statistics() const { return impl_->statistics(); }
 
 std::size_t spill_store::bytes_on(spill_tier tier) const { return impl_->bytes_on(tier); }
+std::size_t spill_store::io_threads() const noexcept { return impl_->io_threads(); }
 
 std::string const& spill_store::directory() const noexcept { return impl_->directory(); }
 

@@ -152,6 +152,7 @@ class spill_store_impl {
   std::string const& directory() const noexcept { return directory_; }
   resource_ref host_resource() const noexcept { return options_.host; }
   stream_view stream() const noexcept { return options_.stream; }
+  std::size_t io_threads() const noexcept { return options_.io_threads; }
 
  private:
   using garbage = std::vector<std::unique_ptr<spill_entry>>;

@@ -8,6 +8,7 @@
 #include "testing/parameter_printers.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/runtime/device_environment.hpp>
 
@@ -110,6 +111,24 @@ INSTANTIATE_TEST_SUITE_P(Backends,
                          [](auto const& test_info) {
                            return std::string{to_string(test_info.param)};
                          });
+
+TEST(DeviceEnvironmentIo, TheStoreHasASpillIoThreadPerWorkerThreadThatItsHostBudgetHolds) {
+  // More worker threads than this machine has cores: the count follows the pool, not the machine.
+  auto const before = worker_threads();
+  set_worker_threads(12);
+  EXPECT_EQ(spill_io_threads(2_GiB, 4_MiB), 12U);   // the pool
+  EXPECT_EQ(spill_io_threads(256_MiB, 4_MiB), 4U);  // the budget: 16 pieces a thread
+  EXPECT_EQ(spill_io_threads(4_MiB, 4_MiB), 2U);    // never below a write and a read
+  device_environment_options options = small_options(device_backend::EMULATED);
+  options.host_memory                = 1_GiB;
+  {
+    device_environment environment{options};
+    EXPECT_EQ(environment.store().io_threads(), 12U);
+  }
+  set_worker_threads(1);
+  EXPECT_EQ(spill_io_threads(2_GiB, 4_MiB), 2U);
+  set_worker_threads(before);
+}
 
 TEST(DeviceBackend, NamesResolveAndAutoFollowsTheMachine) {
   EXPECT_EQ(resolve_device_backend("cpu"), device_backend::EMULATED);

@@ -183,6 +183,8 @@ class spill_store {
   [[nodiscard]] std::size_t bytes_on(spill_tier tier) const;
   /** @return the directory spill files are written to */
   [[nodiscard]] std::string const& directory() const noexcept;
+  /** @return the threads that read and write its spill files (`spill_store_options::io_threads`) */
+  [[nodiscard]] std::size_t io_threads() const noexcept;
 
   /** @return a lease-arbiter hook that spills `task`'s unpinned device buffers */
   [[nodiscard]] spill_hook make_spill_hook(task_id task);
