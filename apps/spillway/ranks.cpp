@@ -294,8 +294,8 @@ dataset_input describe_input(std::string const& source,
   return input;
 }
 
-resource_ref io_scratch_host(device_environment& environment, host_memory_resource& own) {
-  return environment.backend() == device_backend::EMULATED ? environment.host() : resource_ref{own};
+resource_ref io_scratch_host(device_environment& environment) {
+  return environment.budgeted_host();
 }
 
 std::string input_piece::describe() const {

@@ -103,12 +103,13 @@ class shared_output {
 device_backend resolve_rank_backend(std::string const& name, int ranks, std::size_t device_memory);
 
 /**
- * @return where a command's I/O scratch goes: on the emulated device, the environment's host,
- * whose cache the device shares (the blocks a decode frees serve the next shards or sorted runs
- * on the device without fresh pages, and the other way round); on a GPU, which shares nothing
- * with it, `own`, which caches less (IO_SCRATCH_CACHE_BYTES) than the environment's host would
+ * @return where a command's I/O scratch goes: the environment's host, counted in the host budget
+ * with the spill store's host tier (`device_environment::budgeted_host`), so that `--host-memory`
+ * covers decoded input, Arrow's buffers and encoded output too. On the emulated device that host
+ * shares its cache with the device: the blocks a decode frees serve the next shards or sorted
+ * runs on the device without fresh pages, and the other way round.
  */
-resource_ref io_scratch_host(device_environment& environment, host_memory_resource& own);
+resource_ref io_scratch_host(device_environment& environment);
 
 /**
  * @brief One rank's device (emulated or CUDA; its OOM protocol, lease arbiter and spill store)
@@ -141,7 +142,7 @@ class rank_device {
   device_task task_;
   task_context::thread_binding bind_;
   host_memory_resource host_{IO_SCRATCH_CACHE_BYTES};
-  statistics_resource_adaptor io_scratch_{io_scratch_host(environment_, host_)};
+  statistics_resource_adaptor io_scratch_{io_scratch_host(environment_)};
 };
 
 /**

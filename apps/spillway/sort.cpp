@@ -310,9 +310,8 @@ int run_sort(sort_arguments const& args) {
   output_directory directory{args.output, args.overwrite};
 
   // The device, its OOM protocol and lease arbiter, and the spill store (host budget, disk under
-  // --spill-dir) come from one `device_environment`; a plain host serves the keys (and the I/O
-  // scratch on a GPU), the environment's host the I/O scratch on the emulated device (below).
-  host_memory_resource host{IO_SCRATCH_CACHE_BYTES};
+  // --spill-dir) come from one `device_environment`; the I/O scratch and the keys kept on the
+  // host are counted in the same host budget as the store's host tier (below).
   sort_progress progress;
   // The report's recorder: made before the environment, whose store records into it, and stopped
   // before the environment goes (its gauges read the store).
@@ -348,7 +347,7 @@ int run_sort(sort_arguments const& args) {
     throw usage_error("--device-memory " + args.device_memory + ": " +
                       user_message(failure.what()));
   }
-  statistics_resource_adaptor io_scratch{io_scratch_host(*environment, host)};
+  statistics_resource_adaptor io_scratch{io_scratch_host(*environment)};
   auto& store            = environment->store();
   auto& coordinator      = environment->coordinator();
   auto& arbiter          = environment->arbiter();
@@ -405,7 +404,7 @@ int run_sort(sort_arguments const& args) {
                    num_tasks,
                    args.device_tasks,
                    batch_bytes,
-                   host,
+                   environment->budgeted_host(),
                    recorder ? &recorder->events() : nullptr};
   std::size_t input_batches = 0;
   explaining_spill_failures(store, [&] {
@@ -524,6 +523,7 @@ int run_sort(sort_arguments const& args) {
       {"host_memory", host_memory},
       {"host_peak", host_tier.statistics().peak_bytes},
       {"io_scratch_peak", io_scratch.statistics().peak_bytes},
+      {"host_over_budget_peak", spilled.caller_over_budget_peak},
       {"spilled", tiers},
       {"disk_compression", spilled.disk_compression_ratio()},
       {"retries", stats.retries},

@@ -18,6 +18,12 @@ std::size_t host_memory_resource::cached_bytes() const {
   return cache_ ? cache_->cached_bytes() : 0;
 }
 
+void host_memory_resource::set_mapped_ceiling(std::size_t bytes) {
+  if (cache_) {
+    cache_->set_mapped_ceiling(bytes);
+  }
+}
+
 void* host_memory_resource::do_allocate(std::size_t bytes, std::size_t alignment, stream_view) {
   SPILLWAY_EXPECTS(is_power_of_two(alignment),
                    "alignment must be a power of two: " + std::to_string(alignment),

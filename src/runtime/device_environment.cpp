@@ -111,7 +111,12 @@ device_environment::device_environment(device_environment_options const& options
     coordinator_(options.events),
     device_with_spill_(device_, coordinator_, options.device_memory, options.events),
     arbiter_(options.device_memory, options.events),
-    store_(store_options(device_with_spill_, host_tier_, stream_, options)) {
+    store_(store_options(device_with_spill_, host_tier_, stream_, options)),
+    budgeted_host_(store_, host_) {
+  // The cache of freed blocks takes no memory beyond the budgets: the device's bytes (on the
+  // emulated device, host memory sharing the cache) and the host's, live and cached together.
+  host_.set_mapped_ceiling(cuda_ ? options.host_memory
+                                 : options.device_memory + options.host_memory);
   coordinator_.set_spill_function(
     [this](std::size_t bytes) -> std::size_t { return store_.spill(bytes, spill_tier::DEVICE); });
 }

@@ -374,8 +374,13 @@ std::vector<disk_block> spill_store_impl::write_device_to_disk(
     return disk_codec == codec::NONE ? std::size_t{0} : compress_bound(disk_codec, size);
   };
   // The source: the packed table on the host when it fits, else device bytes through a window.
-  bool const pack_on_host =
-    entry.device_table != nullptr && raw + scratch_for(std::min(piece, raw)) <= general_limit_;
+  // (What callers hold on the host beside the store is not there for it.)
+  bool pack_on_host = false;
+  if (entry.device_table != nullptr) {
+    scoped_lock lock(mutex_);
+    std::size_t const callers = caller_host_ - caller_over_;
+    pack_on_host              = raw + scratch_for(std::min(piece, raw)) + callers <= general_limit_;
+  }
   // A table too large for the host is packed on the device first, before any host room is
   // held: that allocation may spill other buffers, which may wait for host room.
   buffer packed;  // on the device

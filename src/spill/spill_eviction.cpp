@@ -7,6 +7,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/spill/spill_store.hpp>
 
+#include <algorithm>
 #include <vector>
 
 namespace spillway::detail {
@@ -14,12 +15,24 @@ namespace spillway::detail {
 // ---- host budget ---------------------------------------------------------------------------
 
 bool spill_store_impl::reserve_host(scoped_lock& lock, std::size_t bytes, bool wait) {
-  if (bytes > general_limit_) {
+  if (!make_room(lock, bytes, wait, general_limit_)) {
+    return false;
+  }
+  host_used_ += bytes;
+  host_in_flight_ += bytes;
+  return true;
+}
+
+bool spill_store_impl::make_room(scoped_lock& lock,
+                                 std::size_t bytes,
+                                 bool wait,
+                                 std::size_t limit) {
+  if (bytes > limit) {
     return false;
   }
   std::size_t const failures = statistics_.write_errors;
-  while (host_used_ + bytes > general_limit_) {
-    std::size_t const short_by = host_used_ + bytes - general_limit_;
+  while (host_used_ + bytes > limit) {
+    std::size_t const short_by = host_used_ + bytes - limit;
     if (host_writing_ < short_by) {
       schedule_evictions(short_by - host_writing_);
     }
@@ -32,8 +45,6 @@ bool spill_store_impl::reserve_host(scoped_lock& lock, std::size_t bytes, bool w
     std::uint64_t const seen = room_epoch_;
     lock.wait(room_, [&]() SPILLWAY_REQUIRES(mutex_) { return room_epoch_ != seen; });
   }
-  host_used_ += bytes;
-  host_in_flight_ += bytes;
   return true;
 }
 
@@ -44,6 +55,30 @@ void spill_store_impl::release_host(std::size_t bytes, bool in_flight) {
   }
   ++room_epoch_;
   room_.notify_all();
+}
+
+bool spill_store_impl::reserve_caller_host(std::size_t bytes) {
+  scoped_lock lock(mutex_);
+  // Callers' bytes leave room for one device spill's staging, so that the store can always move
+  // device buffers to disk however much the callers hold.
+  std::size_t const limit   = general_limit_ - std::min(general_limit_, staging_reserve_);
+  bool const within         = make_room(lock, bytes, true, limit);
+  std::size_t const room    = limit > host_used_ ? limit - host_used_ : 0;
+  std::size_t const counted = within ? bytes : std::min(bytes, room);
+  host_used_ += counted;
+  caller_over_ += bytes - counted;
+  caller_host_ += bytes;
+  statistics_.caller_host_peak        = std::max(statistics_.caller_host_peak, caller_host_);
+  statistics_.caller_over_budget_peak = std::max(statistics_.caller_over_budget_peak, caller_over_);
+  return within;
+}
+
+void spill_store_impl::release_caller_host(std::size_t bytes) {
+  scoped_lock lock(mutex_);
+  std::size_t const over = std::min(bytes, caller_over_);
+  caller_over_ -= over;
+  caller_host_ -= bytes;
+  release_host(bytes - over, false);
 }
 
 void spill_store_impl::settle_in_flight(std::size_t bytes) {

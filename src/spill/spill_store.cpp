@@ -66,6 +66,7 @@ spill_store_impl::spill_store_impl(spill_store_options options)
                                        compress_bound(options_.disk_codec, piece_size_))),
     codec_advisor_(options_.min_compression_ratio, options_.compress_only_when_faster),
     general_limit_(options_.host_budget - options_.io_threads * io_scratch_),
+    staging_reserve_(2 * piece_size_ + compress_bound(options_.disk_codec, piece_size_)),
     high_water_(general_limit_ / 4 * 3),
     low_water_(general_limit_ / 2),
     io_(options_.io_threads) {
@@ -467,6 +468,12 @@ void spill_store::prefetch(spillable_buffer const& handle) {
 void spill_store::wait_for_io() { impl_->wait_for_io(); }
 
 spill_statistics spill_store::statistics() const { return impl_->statistics(); }
+
+bool spill_store::reserve_caller_host(std::size_t bytes) {
+  return impl_->reserve_caller_host(bytes);
+}
+
+void spill_store::release_caller_host(std::size_t bytes) { impl_->release_caller_host(bytes); }
 
 std::size_t spill_store::bytes_on(spill_tier tier) const { return impl_->bytes_on(tier); }
 std::size_t spill_store::io_threads() const noexcept { return impl_->io_threads(); }

@@ -144,6 +144,9 @@ class spill_store_impl {
   std::pair<int, task_id> priority_and_owner(std::uint64_t id);
 
   std::size_t spill(std::size_t bytes, spill_tier from, std::optional<task_id> owner);
+  /// Counts `bytes` of a caller's host memory in the budget (see spill_store::reserve_caller_host).
+  bool reserve_caller_host(std::size_t bytes);
+  void release_caller_host(std::size_t bytes);
   void prefetch(std::uint64_t id);
   void wait_for_io();
 
@@ -175,6 +178,10 @@ class spill_store_impl {
   void drop_blocks(std::vector<disk_block>& blocks, std::vector<std::string>& dead_files)
     SPILLWAY_REQUIRES(mutex_);
   bool reserve_host(scoped_lock& lock, std::size_t bytes, bool wait) SPILLWAY_REQUIRES(mutex_);
+  /// Whether `bytes` more host bytes fit under `limit`, after scheduling host entries for disk
+  /// and (with `wait`) waiting while writes in progress may free enough; reserves nothing.
+  bool make_room(scoped_lock& lock, std::size_t bytes, bool wait, std::size_t limit)
+    SPILLWAY_REQUIRES(mutex_);
   void release_host(std::size_t bytes, bool in_flight) SPILLWAY_REQUIRES(mutex_);
   /// In-flight host bytes that became resident: no room, but waiters re-check (`reserve_host`
   /// waits only while something in flight or being written may free room).
@@ -230,8 +237,11 @@ class spill_store_impl {
   /// Whether the disk codec is tried on a block and its result kept (see encode_block).
   codec_advisor codec_advisor_;
   std::size_t general_limit_;  ///< host_budget minus io_threads * io_scratch_
-  std::size_t high_water_;     ///< above it, host entries start going to disk
-  std::size_t low_water_;      ///< ... until what is not being written is below this
+  /// What one device-to-disk spill stages through (two pieces and compression scratch): the
+  /// part of general_limit_ callers' bytes never take.
+  std::size_t staging_reserve_;
+  std::size_t high_water_;  ///< above it, host entries start going to disk
+  std::size_t low_water_;   ///< ... until what is not being written is below this
 
   mutable mutex mutex_;
   std::condition_variable changed_;
@@ -251,6 +261,10 @@ class spill_store_impl {
   std::size_t host_used_ SPILLWAY_GUARDED_BY(mutex_) = 0;
   /// The part of host_used_ whose holders release it without waiting for host room.
   std::size_t host_in_flight_ SPILLWAY_GUARDED_BY(mutex_) = 0;
+  /// Host bytes callers hold outside the store (reserve_caller_host): those in host_used_,
+  /// and caller_over_ of them beyond it (past the room callers may take).
+  std::size_t caller_host_ SPILLWAY_GUARDED_BY(mutex_) = 0;
+  std::size_t caller_over_ SPILLWAY_GUARDED_BY(mutex_) = 0;
   /// Host bytes of entries queued for or being written to disk.
   std::size_t host_writing_ SPILLWAY_GUARDED_BY(mutex_) = 0;
   /// Bumped whenever room may have appeared (or a write failed); what waiters for room wait on.

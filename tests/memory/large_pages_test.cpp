@@ -142,6 +142,55 @@ TEST(BlockCache, TheLimitHoldsLargestBlocksGoFirst) {
   EXPECT_EQ(cache.cached_bytes(), 10_MiB);
 }
 
+TEST(BlockCache, TheMappedCeilingBoundsLiveAndCachedBlocksTogether) {
+  SKIP_UNLESS_MAPPED();
+  block_cache cache{64_MiB};
+  cache.set_mapped_ceiling(16_MiB);
+  void* a = cache.allocate(6_MiB, 64);
+  void* b = cache.allocate(6_MiB, 64);
+  EXPECT_EQ(cache.live_bytes(), 12_MiB);
+  cache.deallocate(a, 6_MiB, 64);
+  EXPECT_EQ(cache.cached_bytes(), 6_MiB);  // 6 live + 6 cached: within 16
+  // 8 MiB more live leaves room for only 2 cached: the cached block is given back, not cut.
+  void* c = cache.allocate(8_MiB, 64);
+  fill_and_check(c, 8_MiB, 3);
+  EXPECT_EQ(cache.live_bytes(), 14_MiB);
+  EXPECT_LE(cache.live_bytes() + cache.cached_bytes(), 16_MiB);
+  // Freed while 8 MiB stay live: the 6 MiB block fits under the ceiling and is kept.
+  cache.deallocate(b, 6_MiB, 64);
+  EXPECT_EQ(cache.cached_bytes(), 6_MiB);
+  EXPECT_LE(cache.live_bytes() + cache.cached_bytes(), 16_MiB);
+  // Live bytes past the ceiling (their owners' budgets allow it, not the cache's) keep nothing.
+  void* d = cache.allocate(12_MiB, 64);
+  fill_and_check(d, 12_MiB, 4);
+  EXPECT_EQ(cache.live_bytes(), 20_MiB);
+  EXPECT_EQ(cache.cached_bytes(), 0U);
+  cache.deallocate(c, 8_MiB, 64);
+  EXPECT_EQ(cache.cached_bytes(), 0U);  // 12 live + 8 would pass 16
+  cache.deallocate(d, 12_MiB, 64);
+  EXPECT_EQ(cache.live_bytes(), 0U);
+  EXPECT_EQ(cache.cached_bytes(), 12_MiB);
+  // Lowering the ceiling gives cached blocks back at once.
+  cache.set_mapped_ceiling(4_MiB);
+  EXPECT_EQ(cache.cached_bytes(), 0U);
+}
+
+TEST(BlockCache, AnEmulatedDeviceAndItsHostKeepToTheHostsMappedCeiling) {
+  SKIP_UNLESS_MAPPED();
+  host_memory_resource host{64_MiB};
+  emulated_device_memory_resource device{32_MiB, host};
+  host.set_mapped_ceiling(40_MiB);
+  void* on_device = device.allocate(24_MiB);
+  void* on_host   = host.allocate(12_MiB);
+  device.deallocate(on_device, 24_MiB);
+  EXPECT_EQ(host.cached_bytes(), 24_MiB);  // 12 live + 24 cached
+  void* more = host.allocate(16_MiB);      // cut from the cached block
+  EXPECT_LE(host.cached_bytes() + 28_MiB, 40_MiB);
+  host.deallocate(more, 16_MiB);
+  host.deallocate(on_host, 12_MiB);
+  EXPECT_LE(host.cached_bytes(), 40_MiB);
+}
+
 TEST(BlockCache, SmallBlocksAndLargeAlignmentsAreNotCached) {
   block_cache cache{64_MiB};
   std::size_t const below = detail::LARGE_BLOCK_MIN_BYTES - 1;

@@ -11,6 +11,7 @@
 #include <spillway/memory/emulated_device_memory_resource.hpp>
 #include <spillway/memory/failure_callback_resource_adaptor.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/spill/host_budget_resource.hpp>
 #include <spillway/spill/spill_store.hpp>
 
 #include <gtest/gtest.h>
@@ -143,6 +144,86 @@ TEST_F(SpillStoreBudgetTest, BufferLargerThanTheHostBudgetStreamsThroughStaging)
     EXPECT_EQ(store.statistics().write_errors + store.statistics().read_errors, 0U);
     EXPECT_LE(host_peak(), budget) << to_string(disk_codec);
   }
+}
+
+TEST_F(SpillStoreBudgetTest, CallersHostBytesShareTheBudgetHostEntriesMoveToDiskForThem) {
+  // Of 4 MiB, the I/O threads' scratch areas take about 1.4 MiB; the general part is the rest.
+  constexpr std::size_t budget = 4_MiB;
+  spill_store store(counted_options(budget));
+  std::vector<spillable_table> handles;
+  std::vector<std::unique_ptr<table>> expected;
+  for (std::uint64_t index = 0; index < 40; ++index) {  // ~40 KiB each, to the host
+    auto [device_table, copy] = make_table(600, 300 + index);
+    handles.push_back(store.make_spillable(std::move(device_table), 0));
+    expected.push_back(std::move(copy));
+    EXPECT_GT(store.spill(1, spill_tier::DEVICE), 0U);
+  }
+  store.wait_for_io();
+  std::size_t const on_host = store.bytes_on(spill_tier::HOST);
+  ASSERT_GT(on_host, 1_MiB);
+  // A caller's scratch that fits the general part only without most host entries: they go to
+  // disk to make room, before the allocation returns.
+  host_budget_resource scratch{store, host_};
+  std::size_t const wanted = 1536_KiB;
+  void* bytes              = scratch.allocate(wanted);
+  std::memset(bytes, 7, wanted);
+  EXPECT_LT(store.bytes_on(spill_tier::HOST), on_host);
+  EXPECT_GT(store.bytes_on(spill_tier::DISK), 0U);
+  EXPECT_LE(store.bytes_on(spill_tier::HOST) + wanted, budget);
+  auto const statistics = store.statistics();
+  EXPECT_EQ(statistics.caller_host_peak, wanted);
+  EXPECT_EQ(statistics.caller_over_budget_peak, 0U);
+  // While the caller holds it, a spill too large for what is left goes past the host.
+  auto [device_table, copy] = make_table(20000, 400);
+  handles.push_back(store.make_spillable(std::move(device_table), 0));
+  expected.push_back(std::move(copy));
+  EXPECT_GT(store.spill(1, spill_tier::DEVICE), 0U);
+  EXPECT_EQ(handles.back().tier(), spill_tier::DISK);
+  scratch.deallocate(bytes, wanted);
+  for (std::size_t index = 0; index < handles.size(); ++index) {
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected[index]->view(), handles[index].acquire().view());
+  }
+  EXPECT_EQ(store.statistics().write_errors + store.statistics().read_errors, 0U);
+}
+
+TEST_F(SpillStoreBudgetTest,
+       ACallerAllocationNothingCanMakeRoomForIsServedAndCountedPastTheBudget) {
+  constexpr std::size_t budget = 4_MiB;
+  spill_store store(counted_options(budget));
+  host_budget_resource scratch{store, host_};
+  // Two callers of 1.5 MiB each: the store holds nothing to move, so the second goes past the
+  // general part at once instead of waiting for room that cannot come.
+  void* first = scratch.allocate(1536_KiB);
+  EXPECT_EQ(store.statistics().caller_over_budget_peak, 0U);
+  void* second = scratch.allocate(1536_KiB);
+  std::memset(second, 2, 1536_KiB);
+  auto const statistics = store.statistics();
+  EXPECT_EQ(statistics.caller_host_peak, 3_MiB);
+  EXPECT_GT(statistics.caller_over_budget_peak, 0U);
+  EXPECT_LT(statistics.caller_over_budget_peak, 1536_KiB);
+  // Meanwhile the store still spills device buffers: callers never take the room of one
+  // spill's staging.
+  auto [device_table, expected] = make_table(600, 11);
+  auto handle                   = store.make_spillable(std::move(device_table), 0);
+  EXPECT_GT(store.spill(1, spill_tier::DEVICE), 0U);
+  EXPECT_NE(handle.tier(), spill_tier::DEVICE);
+  auto [larger_table, larger_expected] = make_table(20000, 12);
+  auto larger                          = store.make_spillable(std::move(larger_table), 0);
+  EXPECT_GT(store.spill(1, spill_tier::DEVICE), 0U);
+  EXPECT_EQ(larger.tier(), spill_tier::DISK);
+  scratch.deallocate(second, 1536_KiB);
+  scratch.deallocate(first, 1536_KiB);
+  // More than the whole budget: served, never waited for.
+  void* large = scratch.allocate(2 * budget);
+  std::memset(large, 1, 2 * budget);
+  scratch.deallocate(large, 2 * budget);
+  EXPECT_GT(store.statistics().caller_over_budget_peak, budget);
+  // All given back: a small reservation fits again.
+  EXPECT_TRUE(store.reserve_caller_host(64_KiB));
+  store.release_caller_host(64_KiB);
+  SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), handle.acquire().view());
+  SPILLWAY_EXPECT_TABLES_EQUAL(larger_expected->view(), larger.acquire().view());
+  EXPECT_EQ(store.statistics().write_errors, 0U);
 }
 
 TEST_F(SpillStoreBudgetTest, SplitHalvesStayWithinTheBudget) {

@@ -34,6 +34,13 @@ class host_memory_resource final : public memory_resource {
 
   /** @return bytes of freed blocks kept for reuse */
   [[nodiscard]] std::size_t cached_bytes() const;
+  /**
+   * @brief Bounds what the cache keeps by a memory budget: from now on, the large blocks handed
+   * out (by this resource and any emulated device sharing its cache) and the freed blocks kept
+   * together stay within `bytes` as long as the blocks handed out do; the cache unmaps blocks
+   * first. Without a cache, nothing changes.
+   */
+  void set_mapped_ceiling(std::size_t bytes);
 
  private:
   friend class emulated_device_memory_resource;  // shares the cache

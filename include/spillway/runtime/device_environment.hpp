@@ -21,6 +21,7 @@
 #include <spillway/retry/oom_coordinator.hpp>
 #include <spillway/retry/retry_resource_adaptor.hpp>
 #include <spillway/spill/codec.hpp>
+#include <spillway/spill/host_budget_resource.hpp>
 #include <spillway/spill/spill_store.hpp>
 
 #include <cstddef>
@@ -102,6 +103,12 @@ class device_environment {
   [[nodiscard]] std::size_t device_peak_bytes() const noexcept;
   /** @return a plain host resource, not counted against the host budget */
   [[nodiscard]] resource_ref host() noexcept { return host_; }
+  /**
+   * @return host memory for what the caller keeps beside the store (I/O scratch: decoded input,
+   * Arrow's buffers, encoded output), counted in the host budget with the store's host tier: the
+   * store moves host entries to disk to make room (`spill_store::reserve_caller_host`)
+   */
+  [[nodiscard]] resource_ref budgeted_host() noexcept { return budgeted_host_; }
   /** @return the host resource of the spill store's tier, counted (peak bytes) */
   [[nodiscard]] statistics_resource_adaptor const& host_tier() const noexcept { return host_tier_; }
   [[nodiscard]] spill_store& store() noexcept { return store_; }
@@ -134,6 +141,7 @@ class device_environment {
   retry_resource_adaptor device_with_spill_;
   lease_arbiter arbiter_;
   spill_store store_;
+  host_budget_resource budgeted_host_;
 };
 
 /**

@@ -168,6 +168,24 @@ class spill_store {
   std::size_t spill_task(task_id task, std::size_t bytes);
 
   /**
+   * @brief Counts `bytes` of host memory that a caller allocates outside the store (a reader's
+   * decoded batches, Arrow's buffers, a writer's encoded pages) in the host budget, so that the
+   * store's host bytes and its callers' together stay within it.
+   *
+   * Room is made as for the store's own host bytes: host entries are scheduled for disk, and
+   * the call waits while writes in progress may free enough. When they cannot (everything left
+   * on the host is pinned, or `bytes` exceeds the budget), the bytes are counted anyway, past
+   * the budget, and `spill_statistics::caller_over_budget_peak` says by how much; the store's
+   * own spills then go to disk until the caller releases them. Callers never wait for each
+   * other or for the store's other users, only for disk writes, which never wait for room.
+   * @return whether the bytes fit within the budget
+   * @see host_budget_resource, which calls it around each allocation
+   */
+  bool reserve_caller_host(std::size_t bytes);
+  /** @brief Gives back bytes counted by `reserve_caller_host` (after they are freed). */
+  void release_caller_host(std::size_t bytes);
+
+  /**
    * @brief Starts reading `handle`'s data from disk to host so that `acquire` finds it there;
    * does nothing when the host has no room for it now (its `acquire` then streams it).
    */

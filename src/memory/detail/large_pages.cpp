@@ -52,6 +52,30 @@ void* map_block(std::size_t size) {
 
 void unmap_block(void* block, std::size_t size) noexcept { ::munmap(block, size); }
 
+/// A block of `size` bytes from what the cache found (`block`, of `found_size` bytes; null: none).
+void* take_block(void* block, std::size_t found_size, std::size_t size) {
+  if (block == nullptr) {
+    return map_block(size);
+  }
+  if (found_size < size) {
+    // Grown in place or moved: the block's pages stay mapped, only the growth is fresh. A run
+    // of requests in sizes the cache does not hold so clears no more pages than it must.
+    // ThreadSanitizer does not see mremap: the addresses a moved block leaves, and those it
+    // grows into, would keep what other threads did there under an earlier mapping.
+    void* const grown =
+      REMAP_BLOCKS ? ::mremap(block, found_size, size, MREMAP_MAYMOVE) : MAP_FAILED;
+    if (grown != MAP_FAILED) {
+      return grown;
+    }
+    unmap_block(block, found_size);
+    return map_block(size);
+  }
+  if (found_size > size) {  // a close fit: its short tail goes back to the kernel
+    unmap_block(static_cast<std::byte*>(block) + size, found_size - size);
+  }
+  return block;
+}
+
 }  // namespace
 
 block_cache::~block_cache() {
@@ -89,32 +113,21 @@ void* block_cache::allocate(std::size_t bytes, std::size_t alignment) {
       found_size = found->first;
       block      = found->second;
       forget(found);
-      if (found_size > size && !fits_close) {
-        keep(static_cast<std::byte*>(block) + size, found_size - size);  // split
-        found_size = size;
-      }
     }
-  }
-  if (block == nullptr) {
-    return map_block(size);
-  }
-  if (found_size < size) {
-    // Grown in place or moved: the block's pages stay mapped, only the growth is fresh. A run
-    // of requests in sizes the cache does not hold so clears no more pages than it must.
-    // ThreadSanitizer does not see mremap: the addresses a moved block leaves, and those it
-    // grows into, would keep what other threads did there under an earlier mapping.
-    void* const grown =
-      REMAP_BLOCKS ? ::mremap(block, found_size, size, MREMAP_MAYMOVE) : MAP_FAILED;
-    if (grown != MAP_FAILED) {
-      return grown;
+    live_ += size;
+    if (found_size > size && !fits_close) {
+      keep(static_cast<std::byte*>(block) + size, found_size - size);  // split
+      found_size = size;
     }
-    unmap_block(block, found_size);
-    return map_block(size);
+    trim();  // the block's new pages come out of the cache's room
   }
-  if (found_size > size) {  // a close fit: its short tail goes back to the kernel
-    unmap_block(static_cast<std::byte*>(block) + size, found_size - size);
+  try {
+    return take_block(block, found_size, size);
+  } catch (...) {  // no memory for fresh pages: the block was never handed out
+    std::scoped_lock const lock(mutex_);
+    live_ -= size;
+    throw;
   }
-  return block;
 }
 
 void block_cache::deallocate(void* pointer, std::size_t bytes, std::size_t alignment) noexcept {
@@ -122,8 +135,10 @@ void block_cache::deallocate(void* pointer, std::size_t bytes, std::size_t align
     ::operator delete (pointer, bytes, std::align_val_t{alignment});
     return;
   }
+  std::size_t const size = mapped_bytes(bytes);
   std::scoped_lock const lock(mutex_);
-  keep(pointer, mapped_bytes(bytes));
+  live_ -= size;
+  keep(pointer, size);
 }
 
 void block_cache::forget(std::multimap<std::size_t, void*>::iterator block) noexcept {
@@ -134,8 +149,22 @@ void block_cache::forget(std::multimap<std::size_t, void*>::iterator block) noex
   blocks_.erase(block);
 }
 
+std::size_t block_cache::room() const noexcept {
+  return std::min(limit_, ceiling_ > live_ ? ceiling_ - live_ : 0);
+}
+
+void block_cache::trim() noexcept {
+  std::size_t const most = room();
+  while (cached_ > most) {
+    auto const largest = std::prev(blocks_.end());
+    unmap_block(largest->second, largest->first);
+    forget(largest);
+  }
+}
+
 void block_cache::keep(void* pointer, std::size_t size) noexcept {
-  if (size > limit_) {
+  std::size_t const most = room();
+  if (size > most) {
     unmap_block(pointer, size);
     return;
   }
@@ -145,7 +174,7 @@ void block_cache::keep(void* pointer, std::size_t size) noexcept {
     unmap_block(pointer, size);
     return;
   }
-  while (cached_ + size > limit_) {
+  while (cached_ + size > most) {
     auto const largest = std::prev(blocks_.end());
     unmap_block(largest->second, largest->first);
     forget(largest);
@@ -171,6 +200,17 @@ void block_cache::raise_limit(std::size_t bytes, std::size_t cap) {
   if (limit_ < cap) {
     limit_ += std::min(bytes, cap - limit_);
   }
+}
+
+void block_cache::set_mapped_ceiling(std::size_t bytes) {
+  std::scoped_lock const lock(mutex_);
+  ceiling_ = bytes;
+  trim();
+}
+
+std::size_t block_cache::live_bytes() const {
+  std::scoped_lock const lock(mutex_);
+  return live_;
 }
 
 std::size_t block_cache::cached_bytes() const {

@@ -64,15 +64,31 @@ class block_cache {
   [[nodiscard]] std::size_t limit() const;
   /** @brief Keeps `bytes` more from now on, up to `cap` (a limit already above it stays). */
   void raise_limit(std::size_t bytes, std::size_t cap);
+  /**
+   * @brief From now on, large blocks handed out and cached blocks together stay within `bytes`
+   * as long as the blocks handed out do: cached blocks are unmapped first, so that the cache
+   * never takes memory beyond what its users' budgets allow.
+   */
+  void set_mapped_ceiling(std::size_t bytes);
+  /** @return bytes of large blocks handed out now */
+  [[nodiscard]] std::size_t live_bytes() const;
 
  private:
   /// Drops a cached block from the books (the caller holds the lock; the block stays mapped).
   void forget(std::multimap<std::size_t, void*>::iterator block) noexcept;
   /// Caches a mapped block, or unmaps it (the caller holds the lock).
   void keep(void* pointer, std::size_t size) noexcept;
+  /// The most bytes the cache may hold now: its limit, less what the ceiling leaves (the
+  /// caller holds the lock).
+  [[nodiscard]] std::size_t room() const noexcept;
+  /// Unmaps the largest cached blocks until the cache holds no more than room() (the caller
+  /// holds the lock).
+  void trim() noexcept;
 
   mutable std::mutex mutex_;
-  std::size_t limit_;                         ///< guarded by mutex_
+  std::size_t limit_;                                   ///< guarded by mutex_
+  std::size_t ceiling_ = static_cast<std::size_t>(-1);  ///< live plus cached; guarded by mutex_
+  std::size_t live_    = 0;  ///< large blocks handed out (mapped sizes); guarded by mutex_
   std::multimap<std::size_t, void*> blocks_;  ///< mapped size -> block
   std::size_t cached_       = 0;
   std::size_t cached_small_ = 0;  ///< of cached_, in blocks under SMALL_BLOCK_BYTES
