@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`spillway sort --threads T --tasks T` beside DuckDB at `threads=T`, file to file, on the same
 Parquet files written by DuckDB, with the same memory: time (first run and best run) and peak
-anonymous memory (RssAnon of the process, sampled every 10 ms from /proc).
+anonymous memory (RssAnon of the process, sampled every 10 ms from /proc by measure.py).
 
   python3 bench/compare/threads_vs_duckdb.py --rows 20000000 --threads 1,2 \
       --device-memory 256MiB --host-memory 256MiB [--runs 2] [--spillway build/release/apps/spillway]
@@ -25,8 +25,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
+
+from measure import timed
 
 
 def parse_size(text):
@@ -35,38 +35,6 @@ def parse_size(text):
         if text.endswith(unit):
             return int(float(text[: -len(unit)]) * factor)
     return int(text)
-
-
-def rss_anon_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def timed(command, env=None):
-    """Runs `command`; returns (seconds, peak RssAnon in MiB)."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    peak = [0]
-
-    def sample():
-        while process.poll() is None:
-            peak[0] = max(peak[0], rss_anon_kib(process.pid))
-            time.sleep(0.01)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    _, err = process.communicate()
-    seconds = time.perf_counter() - start
-    sampler.join()
-    if process.returncode != 0:
-        raise SystemExit(f"{command[0]} failed: {err.decode()[-2000:]}")
-    return seconds, peak[0] / 1024
 
 
 DUCKDB_SORT = """
