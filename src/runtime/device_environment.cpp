@@ -1,5 +1,4 @@
 #include <spillway/core/error.hpp>
-#include <spillway/core/worker_pool.hpp>
 #include <spillway/memory/cuda_memory_resource.hpp>
 #include <spillway/memory/limiting_resource_adaptor.hpp>
 #include <spillway/memory/pool_memory_resource.hpp>
@@ -25,27 +24,12 @@ struct device_environment::cuda_parts {
 
 namespace {
 
-/// A spill I/O thread's share of the host budget, in staging pieces of full size (its scratch
-/// area is about two of them): at most 1/8 of the budget goes to the threads' scratch.
-constexpr std::size_t HOST_PIECES_PER_IO_THREAD = 16;
-
-}  // namespace
-
-std::size_t spill_io_threads(std::size_t host_budget, std::size_t staging_size) {
-  std::size_t const by_memory =
-    host_budget / (HOST_PIECES_PER_IO_THREAD * std::max<std::size_t>(staging_size, 1));
-  return std::max<std::size_t>(2, std::min(worker_threads(), by_memory));
-}
-
-namespace {
-
 spill_store_options store_options(resource_ref device,
                                   resource_ref host_tier,
                                   stream_view stream,
                                   device_environment_options const& options) {
   spill_store_options out{device, host_tier};
   out.host_budget = options.host_memory;
-  out.io_threads  = spill_io_threads(out.host_budget, out.staging_size);
   out.spill_root  = options.spill_root;
   out.disk_codec  = options.disk_codec;
   out.events      = options.events;

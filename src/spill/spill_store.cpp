@@ -7,6 +7,7 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/logging.hpp>
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/spill/spill_directory.hpp>
 #include <spillway/spill/spill_store.hpp>
 
@@ -56,8 +57,20 @@ std::size_t piece_size_for(spill_store_options const& options) {
 
 }  // namespace
 
+namespace {
+
+/// `options` with its I/O threads chosen when left at 0.
+spill_store_options with_io_threads(spill_store_options options) {
+  if (options.io_threads == 0) {
+    options.io_threads = spill_io_threads(options.host_budget, options.staging_size);
+  }
+  return options;
+}
+
+}  // namespace
+
 spill_store_impl::spill_store_impl(spill_store_options options)
-  : options_(std::move(options)),
+  : options_(with_io_threads(std::move(options))),
     files_(options_.files != nullptr ? *options_.files : default_file_system()),
     directory_(directory_for(options_.spill_root)),
     directory_slot_(register_spill_directory(directory_)),
@@ -476,6 +489,15 @@ bool spill_store::reserve_caller_host(std::size_t bytes) {
 void spill_store::release_caller_host(std::size_t bytes) { impl_->release_caller_host(bytes); }
 
 std::size_t spill_store::bytes_on(spill_tier tier) const { return impl_->bytes_on(tier); }
+/// A spill I/O thread's share of the host budget, in staging pieces of full size.
+constexpr std::size_t HOST_PIECES_PER_IO_THREAD = 16;
+
+std::size_t spill_io_threads(std::size_t host_budget, std::size_t staging_size) {
+  std::size_t const by_memory =
+    host_budget / (HOST_PIECES_PER_IO_THREAD * std::max<std::size_t>(staging_size, 1));
+  return std::max<std::size_t>(2, std::min(worker_threads(), by_memory));
+}
+
 std::size_t spill_store::io_threads() const noexcept { return impl_->io_threads(); }
 
 std::string const& spill_store::directory() const noexcept { return impl_->directory(); }

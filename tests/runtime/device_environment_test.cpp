@@ -11,6 +11,7 @@
 #include <spillway/core/worker_pool.hpp>
 #include <spillway/memory/buffer.hpp>
 #include <spillway/runtime/device_environment.hpp>
+#include <spillway/spill/spill_store.hpp>
 
 #include <gtest/gtest.h>
 

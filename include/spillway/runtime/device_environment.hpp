@@ -145,14 +145,6 @@ class device_environment {
 };
 
 /**
- * @return the spill I/O threads of an environment's store: one per worker thread
- * (`worker_threads()`), as many as a host budget of `host_budget` bytes holds staging pieces of
- * `staging_size` for (each thread's scratch area is about two pieces, and the threads take at most
- * an eighth of the budget), and at least 2 (a write and a read beside it)
- */
-[[nodiscard]] std::size_t spill_io_threads(std::size_t host_budget, std::size_t staging_size);
-
-/**
  * @brief One task of a `device_environment`: it leases from the environment's arbiter, takes
  * part in its OOM protocol, and the arbiter may spill its unpinned buffers from the store.
  *

@@ -106,7 +106,9 @@ struct spill_store_options {
   /// this machine LZ4 made the sort of presorted keys (2.0x compression) 42% slower than raw
   /// blocks.
   bool compress_only_when_faster = true;
-  std::size_t io_threads         = 2;  ///< threads that read and write spill files
+  /// Threads that read and write spill files; 0 (the default): `spill_io_threads(host_budget,
+  /// staging_size)`, which follows the worker pool.
+  std::size_t io_threads = 0;
   /// A spill file is closed to new blocks once it reaches this size.
   std::size_t file_target_size = 256_MiB;
   file_system* files           = nullptr;  ///< the disk seam; null means `default_file_system()`
@@ -119,6 +121,14 @@ struct spill_store_options {
 };
 
 /**
+ * @return the spill I/O threads a store of `host_budget` bytes gets by default: one per worker
+ * thread (`worker_threads()`), as many as the budget holds 16 staging pieces of `staging_size` for
+ * (each thread's scratch area is about two pieces, so the threads take at most an eighth of the
+ * budget), and at least 2 (a write and a read beside it)
+ */
+[[nodiscard]] std::size_t spill_io_threads(std::size_t host_budget, std::size_t staging_size);
+
+/**
  * @brief Catalog of spillable buffers across the device, host and disk tiers.
  * @note Thread-safe. One mutex guards the catalog and is never held while copying, compressing or
  * doing disk I/O; a buffer being moved is in a transitional state that concurrent `acquire`s wait
@@ -128,7 +138,7 @@ class spill_store {
  public:
   /**
    * @brief Builds a store; removes spill directories left by dead processes under its root.
-   * @throws spillway::invalid_argument for zero I/O threads, file target size or staging size,
+   * @throws spillway::invalid_argument for a zero file target size or staging size,
    * or a host budget under 64 KiB
    * @note The spill directory is created at the first disk write, so a store whose directory
    * cannot be created still works on the device and host tiers (writes then fail and are counted).
