@@ -79,7 +79,7 @@ spill_store_impl::spill_store_impl(spill_store_options options)
                                        compress_bound(options_.disk_codec, piece_size_))),
     codec_advisor_(options_.min_compression_ratio, options_.compress_only_when_faster),
     general_limit_(options_.host_budget - options_.io_threads * io_scratch_),
-    staging_reserve_(2 * piece_size_ + compress_bound(options_.disk_codec, piece_size_)),
+    staging_reserve_(2 * (piece_size_ + compress_bound(options_.disk_codec, piece_size_))),
     high_water_(general_limit_ / 4 * 3),
     low_water_(general_limit_ / 2),
     io_(options_.io_threads) {

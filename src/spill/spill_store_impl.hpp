@@ -237,8 +237,9 @@ class spill_store_impl {
   /// Whether the disk codec is tried on a block and its result kept (see encode_block).
   codec_advisor codec_advisor_;
   std::size_t general_limit_;  ///< host_budget minus io_threads * io_scratch_
-  /// What one device-to-disk spill stages through (two pieces and compression scratch): the
-  /// part of general_limit_ callers' bytes never take.
+  /// What one device-to-disk spill stages through (two pieces and compression scratch) or one
+  /// disk-to-device read streams through (two blocks as read and decoded): the part of
+  /// general_limit_ callers' bytes never take.
   std::size_t staging_reserve_;
   std::size_t high_water_;  ///< above it, host entries start going to disk
   std::size_t low_water_;   ///< ... until what is not being written is below this
