@@ -1,0 +1,63 @@
+/**
+ * @file arrow_batch_reader.hpp
+ * @brief Internal: what the Parquet and Arrow IPC readers share: files opened memory-mapped, one
+ * file's stream of record batches, and the reader that cuts a dataset's batches into tables.
+ */
+#pragma once
+
+#include <spillway/core/stream_view.hpp>
+#include <spillway/io/batch_reader.hpp>
+#include <spillway/memory/memory_resources.hpp>
+
+#include <arrow/io/file.h>
+#include <arrow/memory_pool.h>
+#include <arrow/record_batch.h>
+#include <arrow/result.h>
+#include <arrow/type_fwd.h>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spillway::detail {
+
+/**
+ * @brief Opens `path` memory-mapped. Its reads are synchronous, even `ReadAsync`: with a plain
+ * `ReadableFile`, Arrow's I/O threads can still be reading into our pool after a reader that
+ * failed to open (or was dropped) is gone, freeing into a destroyed pool. Mapped pages are
+ * page cache, not allocations; what Arrow decodes still comes from our pool.
+ */
+arrow::Result<std::shared_ptr<arrow::io::MemoryMappedFile>> open_mapped(std::string const& path);
+
+/** @brief One file's stream of record batches. */
+class file_batches {
+ public:
+  file_batches()                                                      = default;
+  virtual ~file_batches()                                             = default;
+  file_batches(file_batches const&)                                   = delete;
+  file_batches& operator=(file_batches const&)                        = delete;
+  file_batches(file_batches&&)                                        = delete;
+  file_batches& operator=(file_batches&&)                             = delete;
+  [[nodiscard]] virtual std::shared_ptr<arrow::Schema> schema() const = 0;
+  /** @return the next batch, or null at the end of the file */
+  virtual std::shared_ptr<arrow::RecordBatch> next() = 0;
+};
+
+/**
+ * @return a reader that streams `files` through per-file record batch readers (`open` opens file
+ * `index` of `files` with the pool), cutting and joining Arrow's batches into spillway tables of
+ * about `target_bytes`, of the `columns` named (none: every column)
+ * @throws spillway::invalid_argument when `target_bytes` is 0, a column is unknown, or a file's
+ * columns differ from the first file's
+ */
+std::unique_ptr<batch_reader> make_arrow_batch_reader(
+  std::vector<std::string> files,
+  std::vector<std::string> columns,
+  std::size_t target_bytes,
+  std::function<std::unique_ptr<file_batches>(std::size_t, arrow::MemoryPool*)> open,
+  stream_view stream,
+  memory_resources mrs);
+
+}  // namespace spillway::detail

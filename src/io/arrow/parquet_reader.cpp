@@ -1,0 +1,166 @@
+/**
+ * @file parquet_reader.cpp
+ * @brief Reading Parquet files through Arrow C++: their footers, and their record batches by
+ * row group.
+ */
+#include "io/arrow/arrow_batch_reader.hpp"
+#include "io/arrow/type_conversion.hpp"
+#include "io/io_detail.hpp"
+
+#include <spillway/core/error.hpp>
+#include <spillway/io/parquet.hpp>
+
+#include <parquet/arrow/reader.h>
+#include <parquet/exception.h>
+#include <parquet/file_reader.h>
+#include <parquet/metadata.h>
+#include <parquet/properties.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace spillway::detail {
+namespace {
+
+/// Most rows Arrow decodes into one record batch before we cut it to the target size.
+constexpr int64_t MAX_DECODE_ROWS = 64 * 1024;
+
+/// @return the footer of the Parquet file `path`
+std::shared_ptr<parquet::FileMetaData> read_parquet_footer(std::string const& path) {
+  try {
+    auto input = value_or_throw(open_mapped(path), "cannot open Parquet file '" + path + "'");
+    return parquet::ReadMetaData(input);
+  } catch (parquet::ParquetException const& error) {
+    SPILLWAY_FAIL("'" + path + "' is not a valid Parquet file: " + error.what(), corruption_error);
+  }
+}
+
+class parquet_batches final : public file_batches {
+ public:
+  /// `row_groups` of `path` (checked by `open_parquet_files`); none: every row group.
+  parquet_batches(std::string const& path,
+                  std::optional<std::pair<std::size_t, std::size_t>> row_groups,
+                  std::size_t target_bytes,
+                  bool parallel_columns,
+                  arrow::MemoryPool* pool)
+    : path_(path) {
+    try {
+      auto input = value_or_throw(open_mapped(path), "cannot open Parquet file '" + path + "'");
+      parquet::ReaderProperties properties(pool);
+      parquet::ArrowReaderProperties arrow_properties;
+      // Columns decoded at once: `next()` returns when every column's task has ended (Arrow's
+      // ParallelFor waits for each one it submitted).
+      arrow_properties.set_use_threads(parallel_columns);
+      // No background reads: an asynchronous read still in flight when the reader goes would free
+      // into a pool that is gone.
+      arrow_properties.set_pre_buffer(false);
+      parquet::arrow::FileReaderBuilder builder;
+      check_arrow(builder.Open(std::move(input), properties),
+                  "'" + path + "' is not a valid Parquet file");
+      // Rows per decoded batch: about the target, from the file's own size per row.
+      auto const metadata    = builder.raw_reader()->metadata();
+      int64_t rows_per_batch = MAX_DECODE_ROWS;
+      if (metadata->num_row_groups() > 0 && metadata->num_rows() > 0) {
+        int64_t bytes = 0;
+        for (int group = 0; group < metadata->num_row_groups(); ++group) {
+          bytes += metadata->RowGroup(group)->total_byte_size();
+        }
+        int64_t const row_bytes = std::max<int64_t>(1, bytes / metadata->num_rows());
+        rows_per_batch =
+          std::clamp<int64_t>(static_cast<int64_t>(target_bytes) / row_bytes, 1, MAX_DECODE_ROWS);
+      }
+      arrow_properties.set_batch_size(rows_per_batch);
+      builder.memory_pool(pool)->properties(arrow_properties);
+      reader_ = value_or_throw(builder.Build(), "cannot read Parquet file '" + path + "'");
+      if (!row_groups) {
+        batches_ = value_or_throw(reader_->GetRecordBatchReader(),
+                                  "cannot read Parquet file '" + path + "'");
+      } else {
+        std::vector<int> indices;
+        for (std::size_t group = row_groups->first; group < row_groups->second; ++group) {
+          indices.push_back(static_cast<int>(group));
+        }
+        batches_ = value_or_throw(reader_->GetRecordBatchReader(indices),
+                                  "cannot read Parquet file '" + path + "'");
+      }
+    } catch (parquet::ParquetException const& error) {
+      SPILLWAY_FAIL("'" + path + "' is not a valid Parquet file: " + error.what(),
+                    corruption_error);
+    }
+  }
+
+  [[nodiscard]] std::shared_ptr<arrow::Schema> schema() const override {
+    return batches_->schema();
+  }
+
+  std::shared_ptr<arrow::RecordBatch> next() override {
+    try {
+      return value_or_throw(batches_->Next(), "cannot read Parquet file '" + path_ + "'");
+    } catch (parquet::ParquetException const& error) {
+      SPILLWAY_FAIL("Parquet file '" + path_ + "' is corrupt: " + error.what(), corruption_error);
+    }
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<parquet::arrow::FileReader> reader_;
+  std::unique_ptr<arrow::RecordBatchReader> batches_;
+};
+
+}  // namespace
+
+std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
+  std::vector<std::string> const& files) {
+  std::vector<std::vector<std::uint64_t>> rows;
+  for (auto const& file : files) {
+    auto const metadata = read_parquet_footer(file);
+    auto& counts        = rows.emplace_back();
+    for (int g = 0; g < metadata->num_row_groups(); ++g) {
+      counts.push_back(
+        static_cast<std::uint64_t>(std::max<int64_t>(0, metadata->RowGroup(g)->num_rows())));
+    }
+  }
+  return rows;
+}
+
+std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_piece> pieces,
+                                                 parquet_read_options const& options,
+                                                 stream_view stream,
+                                                 memory_resources mrs) {
+  std::size_t const target = options.target_batch_bytes;
+  bool const parallel      = options.parallel_columns;
+  std::vector<std::string> files;
+  for (auto const& piece : pieces) {
+    files.push_back(piece.path);
+    if (piece.row_groups) {
+      // Every run checked before any row is read: later files open only as the reader reaches
+      // them.
+      auto const groups =
+        static_cast<std::size_t>(read_parquet_footer(piece.path)->num_row_groups());
+      auto const [first, end] = *piece.row_groups;
+      SPILLWAY_EXPECTS(first < end && end <= groups,
+                       "'" + piece.path + "' has " + std::to_string(groups) +
+                         " row groups, not row groups [" + std::to_string(first) + ", " +
+                         std::to_string(end) + ")",
+                       invalid_argument);
+    }
+  }
+  return make_arrow_batch_reader(
+    std::move(files),
+    options.columns,
+    target,
+    [pieces = std::move(pieces), target, parallel](std::size_t index, arrow::MemoryPool* pool) {
+      auto const& piece = pieces[index];
+      return std::make_unique<parquet_batches>(
+        piece.path, piece.row_groups, target, parallel, pool);
+    },
+    stream,
+    mrs);
+}
+
+}  // namespace spillway::detail
