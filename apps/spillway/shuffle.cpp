@@ -481,7 +481,9 @@ command add_shuffle_command(CLI::App& parent) {
                  "(the GPU when there is one)")
     ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
     ->capture_default_str();
-  app->add_option("--host-memory", args->host_memory, "Host spill budget per rank (2GiB)");
+  app->add_option("--host-memory",
+                  args->host_memory,
+                  "Host budget per rank: spilled shards and I/O buffers together (2GiB)");
   app->add_option("--spill-dir", args->spill_dir, "Where spill files go (default $TMPDIR)");
   app->add_option("--batch-size", args->batch_size, "Target bytes of a read batch (64MiB)");
   app->add_option("--file-size", args->file_size, "Target bytes of an output file (256MiB)");

@@ -593,7 +593,10 @@ command add_sort_command(CLI::App& parent) {
                  "when there is one)")
     ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
     ->capture_default_str();
-  app->add_option("--host-memory", args->host_memory, "Host budget of the spill store")
+  app
+    ->add_option("--host-memory",
+                 args->host_memory,
+                 "Host budget: the spill store's host tier and the I/O buffers together")
     ->capture_default_str();
   app->add_option(
     "--spill-dir", args->spill_dir, "Where spill files go (default: $TMPDIR or /tmp)");

@@ -372,6 +372,9 @@ sort_job::sort_job(std::shared_ptr<environment> env,
 
 sort_job::~sort_job() {
   sorter_.reset();
+  // A buffer released while its disk write was in flight goes when the write ends: the sort's
+  // bytes are all gone from a shared environment once the job is.
+  env_->device().store().wait_for_io();
   base_lease_.reset();
   task_.reset();
 }

@@ -147,8 +147,9 @@ TEST_F(SpillStoreBudgetTest, BufferLargerThanTheHostBudgetStreamsThroughStaging)
 }
 
 TEST_F(SpillStoreBudgetTest, CallersHostBytesShareTheBudgetHostEntriesMoveToDiskForThem) {
-  // Of 4 MiB, the I/O threads' scratch areas take about 1.4 MiB; the general part is the rest.
-  constexpr std::size_t budget = 4_MiB;
+  // Of 16 MiB, the two I/O threads' scratch areas take about 5.3 MiB, and callers leave another
+  // 5.3 MiB of the rest for the store's own staging: they may hold about 5.3 MiB.
+  constexpr std::size_t budget = 16_MiB;
   spill_store store(counted_options(budget));
   std::vector<spillable_table> handles;
   std::vector<std::unique_ptr<table>> expected;
@@ -164,7 +165,7 @@ TEST_F(SpillStoreBudgetTest, CallersHostBytesShareTheBudgetHostEntriesMoveToDisk
   // A caller's scratch that fits the general part only without most host entries: they go to
   // disk to make room, before the allocation returns.
   host_budget_resource scratch{store, host_};
-  std::size_t const wanted = 1536_KiB;
+  std::size_t const wanted = 4608_KiB;
   void* bytes              = scratch.allocate(wanted);
   std::memset(bytes, 7, wanted);
   EXPECT_LT(store.bytes_on(spill_tier::HOST), on_host);
@@ -174,7 +175,7 @@ TEST_F(SpillStoreBudgetTest, CallersHostBytesShareTheBudgetHostEntriesMoveToDisk
   EXPECT_EQ(statistics.caller_host_peak, wanted);
   EXPECT_EQ(statistics.caller_over_budget_peak, 0U);
   // While the caller holds it, a spill too large for what is left goes past the host.
-  auto [device_table, copy] = make_table(20000, 400);
+  auto [device_table, copy] = make_table(40000, 400);
   handles.push_back(store.make_spillable(std::move(device_table), 0));
   expected.push_back(std::move(copy));
   EXPECT_GT(store.spill(1, spill_tier::DEVICE), 0U);
@@ -183,36 +184,37 @@ TEST_F(SpillStoreBudgetTest, CallersHostBytesShareTheBudgetHostEntriesMoveToDisk
   for (std::size_t index = 0; index < handles.size(); ++index) {
     SPILLWAY_EXPECT_TABLES_EQUAL(expected[index]->view(), handles[index].acquire().view());
   }
-  EXPECT_EQ(store.statistics().write_errors + store.statistics().read_errors, 0U);
+  EXPECT_EQ(store.statistics().write_errors + store.statistics().read_errors, 0U)
+    << store.statistics().last_error;
 }
 
 TEST_F(SpillStoreBudgetTest,
        ACallerAllocationNothingCanMakeRoomForIsServedAndCountedPastTheBudget) {
-  constexpr std::size_t budget = 4_MiB;
+  constexpr std::size_t budget = 16_MiB;  // callers may hold about 5.3 MiB (see above)
   spill_store store(counted_options(budget));
   host_budget_resource scratch{store, host_};
-  // Two callers of 1.5 MiB each: the store holds nothing to move, so the second goes past the
-  // general part at once instead of waiting for room that cannot come.
-  void* first = scratch.allocate(1536_KiB);
+  // Two callers of 3 MiB each: the store holds nothing to move, so the second goes past what
+  // callers may hold at once instead of waiting for room that cannot come.
+  void* first = scratch.allocate(3_MiB);
   EXPECT_EQ(store.statistics().caller_over_budget_peak, 0U);
-  void* second = scratch.allocate(1536_KiB);
-  std::memset(second, 2, 1536_KiB);
+  void* second = scratch.allocate(3_MiB);
+  std::memset(second, 2, 3_MiB);
   auto const statistics = store.statistics();
-  EXPECT_EQ(statistics.caller_host_peak, 3_MiB);
+  EXPECT_EQ(statistics.caller_host_peak, 6_MiB);
   EXPECT_GT(statistics.caller_over_budget_peak, 0U);
-  EXPECT_LT(statistics.caller_over_budget_peak, 1536_KiB);
+  EXPECT_LT(statistics.caller_over_budget_peak, 3_MiB);
   // Meanwhile the store still spills device buffers: callers never take the room of one
   // spill's staging.
   auto [device_table, expected] = make_table(600, 11);
   auto handle                   = store.make_spillable(std::move(device_table), 0);
   EXPECT_GT(store.spill(1, spill_tier::DEVICE), 0U);
   EXPECT_NE(handle.tier(), spill_tier::DEVICE);
-  auto [larger_table, larger_expected] = make_table(20000, 12);
+  auto [larger_table, larger_expected] = make_table(40000, 12);  // past the room left
   auto larger                          = store.make_spillable(std::move(larger_table), 0);
   EXPECT_GT(store.spill(1, spill_tier::DEVICE), 0U);
   EXPECT_EQ(larger.tier(), spill_tier::DISK);
-  scratch.deallocate(second, 1536_KiB);
-  scratch.deallocate(first, 1536_KiB);
+  scratch.deallocate(second, 3_MiB);
+  scratch.deallocate(first, 3_MiB);
   // More than the whole budget: served, never waited for.
   void* large = scratch.allocate(2 * budget);
   std::memset(large, 1, 2 * budget);
