@@ -523,7 +523,7 @@ int run_sort(sort_arguments const& args) {
       {"host_memory", host_memory},
       {"host_peak", host_tier.statistics().peak_bytes},
       {"io_scratch_peak", io_scratch.statistics().peak_bytes},
-      {"host_over_budget_peak", spilled.caller_over_budget_peak},
+      {"host_over_budget_peak", spilled.host_over_budget_peak},
       {"spilled", tiers},
       {"disk_compression", spilled.disk_compression_ratio()},
       {"retries", stats.retries},

@@ -94,6 +94,12 @@ task_context::thread_binding::thread_binding(task_context& task) noexcept
 
 task_context::thread_binding::~thread_binding() { current_task = previous_; }
 
+task_context::detached_scope::detached_scope() noexcept : previous_(current_task) {
+  current_task = nullptr;
+}
+
+task_context::detached_scope::~detached_scope() { current_task = previous_; }
+
 task_context* task_context::current() noexcept { return current_task; }
 
 }  // namespace spillway

@@ -6,6 +6,7 @@
 #include "spill/spill_store_util.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/lease/task_context.hpp>
 #include <spillway/memory/copy.hpp>
 #include <spillway/spill/spill_store.hpp>
 
@@ -257,10 +258,9 @@ void spill_store_impl::stream_disk_to_device(spill_entry& entry, scoped_lock& lo
     {
       scoped_lock relock(mutex_);
       if (!reserve_host(relock, scratch, true)) {
-        throw out_of_memory("spill store: no host room within the budget of " +
-                              std::to_string(options_.host_budget) +
-                              " bytes to read spill buffer " + std::to_string(id),
-                            scratch);
+        // Two blocks past the budget (counted) rather than a failed read: the buffer is needed,
+        // and nothing on the host could make room for them.
+        reserve_host_past_budget(scratch);
       }
     }
     reservation_guard guard([this](std::size_t bytes) { release_host_now(bytes); }, scratch);
@@ -374,20 +374,26 @@ std::vector<disk_block> spill_store_impl::write_device_to_disk(
     return disk_codec == codec::NONE ? std::size_t{0} : compress_bound(disk_codec, size);
   };
   // The source: the packed table on the host when it fits, else device bytes through a window.
-  // (What callers hold on the host beside the store is not there for it.)
-  bool pack_on_host = false;
-  if (entry.device_table != nullptr) {
-    scoped_lock lock(mutex_);
-    std::size_t const callers = caller_host_ - caller_over_;
-    pack_on_host              = raw + scratch_for(std::min(piece, raw)) + callers <= general_limit_;
-  }
+  bool pack_on_host =
+    entry.device_table != nullptr && raw + scratch_for(std::min(piece, raw)) <= general_limit_;
   // A table too large for the host is packed on the device first, before any host room is
-  // held: that allocation may spill other buffers, which may wait for host room.
+  // held: that allocation may spill other buffers, which may wait for host room. It is the
+  // store's work, not the task's whose allocation may have called this spill: it fails rather
+  // than block in the OOM protocol, where the task may wait for a buffer this spill holds.
+  // Then, with no device room for it either, it is packed on the host past the budget (counted
+  // in host_over_budget_peak) rather than left on a full device.
+  bool past_budget = false;
   buffer packed;  // on the device
   if (entry.device_table != nullptr && !pack_on_host) {
-    auto table_bytes = detail::pack(entry.device_table->view(), options_.stream, options_.device);
-    metadata         = std::move(table_bytes.metadata);
-    packed           = std::move(table_bytes.data);
+    try {
+      task_context::detached_scope const detached;
+      auto table_bytes = detail::pack(entry.device_table->view(), options_.stream, options_.device);
+      metadata         = std::move(table_bytes.metadata);
+      packed           = std::move(table_bytes.data);
+    } catch (out_of_memory const&) {
+      pack_on_host = true;
+      past_budget  = true;
+    }
   }
   std::size_t windows = pack_on_host ? 0 : staging_windows(raw, piece);
   std::size_t reserve =
@@ -395,7 +401,9 @@ std::vector<disk_block> spill_store_impl::write_device_to_disk(
   {
     scoped_lock lock(mutex_);
     std::size_t const failures = statistics_.write_errors;
-    if (!reserve_host(lock, reserve, true)) {
+    if (past_budget) {
+      reserve_host_past_budget(reserve);
+    } else if (!reserve_host(lock, reserve, true)) {
       // Nothing can make room for two windows of a full piece (the host tier may be held by the
       // very entry whose move to the device made this spill): one window of the largest piece
       // the room left holds. Disk blocks are then smaller; reads take blocks of any size. Not

@@ -16,11 +16,33 @@ namespace spillway::detail {
 
 bool spill_store_impl::reserve_host(scoped_lock& lock, std::size_t bytes, bool wait) {
   if (!make_room(lock, bytes, wait, general_limit_)) {
-    return false;
+    // What callers hold beside the store never stops the store's own work (a spill, a read
+    // back): bytes that the store's own would leave room for are taken past the budget, and
+    // counted. Not for what may go elsewhere instead (`wait` false: a device spill then goes to
+    // disk).
+    std::size_t const callers = caller_host_ - caller_over_;
+    if (!wait || bytes > general_limit_ || host_used_ - callers + bytes > general_limit_) {
+      return false;
+    }
   }
   host_used_ += bytes;
   host_in_flight_ += bytes;
+  note_over_budget();
   return true;
+}
+
+void spill_store_impl::reserve_host_past_budget(std::size_t bytes) {
+  host_used_ += bytes;
+  host_in_flight_ += bytes;
+  note_over_budget();
+}
+
+void spill_store_impl::note_over_budget() {
+  std::size_t const held = host_used_ + caller_over_;
+  if (held > general_limit_) {
+    statistics_.host_over_budget_peak =
+      std::max(statistics_.host_over_budget_peak, held - general_limit_);
+  }
 }
 
 bool spill_store_impl::make_room(scoped_lock& lock,
@@ -68,8 +90,8 @@ bool spill_store_impl::reserve_caller_host(std::size_t bytes) {
   host_used_ += counted;
   caller_over_ += bytes - counted;
   caller_host_ += bytes;
-  statistics_.caller_host_peak        = std::max(statistics_.caller_host_peak, caller_host_);
-  statistics_.caller_over_budget_peak = std::max(statistics_.caller_over_budget_peak, caller_over_);
+  statistics_.caller_host_peak = std::max(statistics_.caller_host_peak, caller_host_);
+  note_over_budget();
   return within;
 }
 

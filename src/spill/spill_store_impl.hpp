@@ -183,6 +183,12 @@ class spill_store_impl {
   bool make_room(scoped_lock& lock, std::size_t bytes, bool wait, std::size_t limit)
     SPILLWAY_REQUIRES(mutex_);
   void release_host(std::size_t bytes, bool in_flight) SPILLWAY_REQUIRES(mutex_);
+  /// Reserves `bytes` (in flight) whether or not they fit: for the store's own work that would
+  /// otherwise fail a job while nothing can make room (counted in host_over_budget_peak).
+  void reserve_host_past_budget(std::size_t bytes) SPILLWAY_REQUIRES(mutex_);
+  /// Raises statistics_.host_over_budget_peak to what the store and its callers hold past the
+  /// general part now.
+  void note_over_budget() SPILLWAY_REQUIRES(mutex_);
   /// In-flight host bytes that became resident: no room, but waiters re-check (`reserve_host`
   /// waits only while something in flight or being written may free room).
   void settle_in_flight(std::size_t bytes) SPILLWAY_REQUIRES(mutex_);

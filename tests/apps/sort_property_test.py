@@ -5,7 +5,8 @@ a random table (one to three key columns of every type spillway reads, nulls, Na
 strings sharing long prefixes, presorted and reverse-sorted inputs; zero to three payload
 columns) written as Parquet (one or several files, various row group sizes), then sorted by
 `spillway sort` with random key orders and null placements, device sizes from 2 MiB to ample,
-small read batches, strategies merge, sample and auto, one or two ranks, and the host tier on or
+small read batches, strategies merge, sample and auto, one or two ranks, 1-16 threads with 1-16
+tasks of which 1-4 hold the device at once, and the host tier on or
 off. The CLI has no switch that removes the host tier: "off" is the least host budget it accepts
 (1 MiB), so that spills go to disk.
 
@@ -449,6 +450,10 @@ class Case:
             flags += ["--file-size", size_text(rng.choice([64, 256, 1024, 4096]) * 1024)]
         if rng.random() < 0.3:
             flags += ["--compression", rng.choice(["none", "snappy", "zstd"])]
+        if rng.random() < 0.5:  # many tasks on the device, more threads than cores
+            flags += ["--threads", str(rng.choice([1, 2, 3, 8, 16])),
+                      "--tasks", str(rng.choice([1, 2, 4, 16])),
+                      "--device-tasks", str(rng.choice([1, 2, 4]))]
         self.flags = flags
 
     def describe(self):

@@ -107,6 +107,25 @@ class task_context {
     task_context* previous_;
   };
 
+  /**
+   * @brief Makes the calling thread belong to no task while alive (nests): what it allocates
+   * meanwhile is the caller's own work, such as a spill store moving a buffer, whose failure
+   * must fail that work rather than block the task in the OOM protocol (the task may be what
+   * another task waits on).
+   */
+  class detached_scope {
+   public:
+    detached_scope() noexcept;
+    ~detached_scope();
+    detached_scope(detached_scope const&)            = delete;
+    detached_scope& operator=(detached_scope const&) = delete;
+    detached_scope(detached_scope&&)                 = delete;
+    detached_scope& operator=(detached_scope&&)      = delete;
+
+   private:
+    task_context* previous_;
+  };
+
   /** @return the task bound to the calling thread, or null */
   [[nodiscard]] static task_context* current() noexcept;
 

@@ -34,10 +34,12 @@ struct spill_statistics {
   /// no room for the usual two (held by buffers that could not move at the time).
   std::size_t small_staging_spills = 0;
   /// Host memory the store's callers counted in its budget (`spill_store::reserve_caller_host`):
-  /// the most they held at once, and the most the store's host bytes and theirs together ever
-  /// went past the budget (a caller's allocation that no eviction could make room for).
-  std::size_t caller_host_peak        = 0;
-  std::size_t caller_over_budget_peak = 0;
+  /// the most they held at once.
+  std::size_t caller_host_peak = 0;
+  /// The most the store's host bytes and its callers' together ever went past the budget: a
+  /// caller's allocation that no eviction could make room for, or a spill or read the store's own
+  /// bytes left room for but its callers' did not. 0: the budget held.
+  std::size_t host_over_budget_peak = 0;
   std::string last_error;  ///< the message of the last write or read error
   /// The message of the last error of the disk itself (full, failing, a corrupt block). Once the
   /// disk fails, later errors are often the host running out of room for what could not go to

@@ -78,8 +78,12 @@ struct spill_store_options {
    *   tier may be held by the very buffer whose move to the device made the spill), the spill
    *   stages through one window of the largest smaller piece that fits (at least 4 KiB; counted
    *   in `spill_statistics::small_staging_spills`). Only when not even that fits does the spill
-   *   fail (the buffer stays on the device, counted as a write error) or `acquire` throw
-   *   `out_of_memory`; the store never exceeds the budget instead.
+   *   fail (the buffer stays on the device, counted as a write error).
+   * - The store goes past the budget only where the alternative is a failed job, and counts it
+   *   (`spill_statistics::host_over_budget_peak`): a table too large for the host whose packed
+   *   copy the full device has no room for either is packed on the host; a read from disk with
+   *   no room for its two blocks takes them anyway; and the store's own work proceeds where its
+   *   own bytes leave room but its callers' (`reserve_caller_host`) do not.
    */
   std::size_t host_budget = 1_GiB;
   /// Upper bound on one staging piece (see `host_budget`); disk blocks hold at most this much.
@@ -185,9 +189,12 @@ class spill_store {
    * Room is made as for the store's own host bytes: host entries are scheduled for disk, and
    * the call waits while writes in progress may free enough. When they cannot (everything left
    * on the host is pinned, or `bytes` exceeds the budget), the bytes are counted anyway, past
-   * the budget, and `spill_statistics::caller_over_budget_peak` says by how much; the store's
-   * own spills then go to disk until the caller releases them. Callers never wait for each
-   * other or for the store's other users, only for disk writes, which never wait for room.
+   * the budget, and `spill_statistics::host_over_budget_peak` says by how much; the store's
+   * own spills then go to disk until the caller releases them. Callers never take the room of
+   * one device spill's staging or one disk read's blocks, and never stop the store's own work:
+   * a spill or read that the store's own bytes leave room for proceeds past the budget rather
+   * than fail (counted the same way). Callers never wait for each other or for the store's
+   * other users, only for disk writes, which never wait for room.
    * @return whether the bytes fit within the budget
    * @see host_budget_resource, which calls it around each allocation
    */
