@@ -7,12 +7,14 @@
  * (`UseRealTime`), so rows/s count the second thread's work once.
  *
  * merge_order of the 10M random INT64 keys cut into 16, 128 or 1024 sorted runs: the merge
- * rounds of the out-of-core sort (a run per sorted batch, a few chunks of each loaded).
+ * rounds of the out-of-core sort (a run per sorted batch, a few chunks of each loaded); also on
+ * pools of 1, 2, 4 and 8 threads.
  *
  * upper_bound of the 10M rows of the two INT64 keys in K splitters (1, 63 or 1023 rows of them,
  * evenly spaced in their order): a range partitioning's partition ids, as the distributed sort's
  * shuffle makes them for K + 1 ranks.
  */
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/ops/bounds.hpp>
 #include <spillway/ops/merge.hpp>
@@ -190,6 +192,15 @@ void merge_order_int64(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(values.size()));
 }
 
+/// merge_order_int64 on a worker pool of `state.range(1)` threads (restored after): more than two
+/// cut the merge into one part per thread.
+void merge_order_int64_on_pool(benchmark::State& state) {
+  std::size_t const before = worker_threads();
+  set_worker_threads(static_cast<std::size_t>(state.range(1)));
+  merge_order_int64(state);
+  set_worker_threads(before);
+}
+
 /// The merge of the 10-30 letter strings cut into `runs` sorted runs (the output phase of an
 /// out-of-core sort of string keys).
 void merge_order_strings(benchmark::State& state) {
@@ -247,6 +258,11 @@ BENCHMARK(merge_order_int64)
   ->Arg(16)
   ->Arg(128)
   ->Arg(1024)
+  ->Unit(benchmark::kMillisecond)
+  ->UseRealTime();
+BENCHMARK(merge_order_int64_on_pool)
+  ->ArgsProduct({{16, 128}, {1, 2, 4, 8}})
+  ->ArgNames({"runs", "threads"})
   ->Unit(benchmark::kMillisecond)
   ->UseRealTime();
 

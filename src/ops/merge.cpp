@@ -1,4 +1,5 @@
 #include "ops/cuda/device_ops.hpp"
+#include "ops/merge_cuts.hpp"
 #include "ops/normalized_key.hpp"
 #include "ops/parallel_gather.hpp"
 #include "ops/row_comparator.hpp"
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -74,16 +76,29 @@ bool single_encodable_key(std::span<table_view const> keys) {
     keys.begin(), keys.end(), [](table_view const& key) { return key.column(0).has_nulls(); });
 }
 
-/// Below this many output rows a merge runs on one thread.
-constexpr std::size_t PARALLEL_MERGE_MIN_ROWS = std::size_t{1} << 15;
 /// Normalized keys encoded at a time per input.
 constexpr std::size_t PREFIX_BLOCK_ROWS = 64;
+
+/// The rows of one input's block of encoded prefixes: PREFIX_BLOCK_ROWS, or all of a shorter input.
+std::size_t prefix_block_rows(table_view const& keys) noexcept {
+  return std::min(PREFIX_BLOCK_ROWS, keys.num_rows());
+}
+
+/// The encoded prefixes one tree over `keys` keeps: a block per input.
+std::size_t prefix_block_records(std::span<table_view const> keys) noexcept {
+  std::size_t records = 0;
+  for (auto const& input : keys) {
+    records += prefix_block_rows(input);
+  }
+  return records;
+}
 
 /// Heads of any other keys: normalized-key prefixes, encoded a block of rows at a time, and the
 /// full row comparator only when two prefixes tie and the prefix is not the whole key.
 template <std::size_t Words>
 class prefix_heads {
  public:
+  /// @param blocks `prefix_block_records(keys)` records, one block per input one after the other
   prefix_heads(std::span<table_view const> keys,
                normalized_key_layout const& layout,
                row_comparator const& comparator,
@@ -93,29 +108,32 @@ class prefix_heads {
       layout_(layout),
       comparator_(comparator),
       reverse_(reverse),
-      blocks_(blocks),
+      blocks_(keys.size()),
       begin_(keys.size(), 0),
       end_(keys.size(), 0),
       heads_(keys.size()),
       ends_in_string_(!layout.segments.empty() && !keys.empty() &&
-                      !is_fixed_width(keys.front().column(layout.segments.back().column).type())) {}
+                      !is_fixed_width(keys.front().column(layout.segments.back().column).type())) {
+    for (std::size_t input = 0; input < keys.size(); ++input) {
+      blocks_[input] = blocks;
+      blocks += prefix_block_rows(keys[input]);
+    }
+  }
 
   void load(std::size_t input, std::size_t row) noexcept {
     if (row < begin_[input] || row >= end_[input]) {
-      std::size_t const rows = keys_[input].num_rows();
-      std::size_t const begin =
-        reverse_ ? (row + 1 > PREFIX_BLOCK_ROWS ? row + 1 - PREFIX_BLOCK_ROWS : 0) : row;
-      std::size_t const end = reverse_ ? row + 1 : std::min(rows, row + PREFIX_BLOCK_ROWS);
-      encode_normalized_keys<Words>(
-        layout_, keys_[input], begin, end, blocks_ + input * PREFIX_BLOCK_ROWS);
+      std::size_t const rows  = keys_[input].num_rows();
+      std::size_t const block = prefix_block_rows(keys_[input]);
+      std::size_t const begin = reverse_ ? (row + 1 > block ? row + 1 - block : 0) : row;
+      std::size_t const end   = reverse_ ? row + 1 : std::min(rows, row + block);
+      encode_normalized_keys<Words>(layout_, keys_[input], begin, end, blocks_[input]);
       begin_[input] = begin;
       end_[input]   = end;
       prefetch_next_block(input, begin, end);
     }
     // The head's words are copied beside the others: comparisons read them without going
     // through the block.
-    std::copy_n(
-      blocks_[input * PREFIX_BLOCK_ROWS + (row - begin_[input])].key, Words, heads_[input].begin());
+    std::copy_n(blocks_[input][row - begin_[input]].key, Words, heads_[input].begin());
   }
   /// The first word of `input`'s head (loaded).
   [[nodiscard]] std::uint64_t first_word(std::size_t input) const noexcept {
@@ -168,7 +186,7 @@ class prefix_heads {
   normalized_key_layout const& layout_;
   row_comparator const& comparator_;
   bool reverse_;
-  key_record<Words>* blocks_;
+  std::vector<key_record<Words>*> blocks_;  ///< each input's block
   std::vector<std::size_t> begin_;
   std::vector<std::size_t> end_;
   std::vector<std::array<std::uint64_t, Words>> heads_;
@@ -351,15 +369,19 @@ std::vector<std::size_t> merge_part(std::span<table_view const> keys,
 
 /**
  * Fills `sources` (one entry per output row) for `keys`: the front half and the back half in two
- * parts on the worker pool when the merge is large (one after the other on a pool of one thread).
+ * parts on the worker pool when `halves` (`plan_merge`: a large merge on a pool of at most two
+ * threads; one after the other on a pool of one), else on one tree.
  * `part(reverse, front)` writes `sources[0, front)` forward or `sources[front, rows)` in reverse
  * and returns the rows it took from each input. Sorted inputs make the halves meet exactly: the
  * front takes a prefix of each input and the back the rest. Unsorted inputs may make them overlap;
  * then the merge runs again on one thread, which still gives a permutation of the rows.
  */
 template <typename Part>
-void merge_halves(std::span<table_view const> keys, std::size_t rows, Part const& part) {
-  if (rows >= PARALLEL_MERGE_MIN_ROWS) {
+void merge_halves(std::span<table_view const> keys,
+                  std::size_t rows,
+                  bool halves,
+                  Part const& part) {
+  if (halves) {
     std::size_t const front = rows / 2;
     std::array<std::vector<std::size_t>, 2> taken;
     parallel_for(2, [&](std::size_t half) { taken[half] = part(half == 1, front); });
@@ -374,14 +396,81 @@ void merge_halves(std::span<table_view const> keys, std::size_t rows, Part const
   (void)part(false, rows);
 }
 
-/// `merge_halves` with loser trees over the heads that `make_heads(reverse)` makes.
+/**
+ * Runs the parts of `cuts` on the pool: `part(slices, starts, output, rows, index)` merges the
+ * `rows` rows of `slices` (the part's slice of every input, which starts at row `starts[input]`)
+ * into `output[0, rows)`.
+ */
+template <typename Part>
+void merge_cut_parts(std::span<table_view const> keys,
+                     merge_cuts const& cuts,
+                     merge_source* sources,
+                     Part const& part) {
+  parallel_for(cuts.parts(), [&](std::size_t index) {
+    std::vector<table_view> slices;
+    std::vector<std::size_t> starts;
+    slices.reserve(keys.size());
+    starts.reserve(keys.size());
+    std::size_t rows = 0;
+    for (std::size_t input = 0; input < keys.size(); ++input) {
+      std::size_t const begin = cuts.begin(index, input);
+      std::size_t const end   = cuts.end(index, input);
+      slices.push_back(slice(keys[input], begin, end));
+      starts.push_back(begin);
+      rows += end - begin;
+    }
+    if (rows > 0) {
+      part(std::span<table_view const>{slices},
+           std::span<std::size_t const>{starts},
+           sources + cuts.output_begin(index),
+           rows,
+           index);
+    }
+  });
+}
+
+/// Writes the first `rows` rows of a forward `tree` over slices that start at `starts` to
+/// `output`, as source ids of the whole inputs.
+template <typename Tree>
+void write_forward(Tree& tree,
+                   std::span<std::size_t const> starts,
+                   merge_source* output,
+                   std::size_t rows) {
+  for (std::size_t position = 0; position < rows; ++position) {
+    std::size_t const input = tree.winner();
+    output[position]        = source_of(input, starts[input] + tree.row_of(input));
+    tree.advance();
+  }
+}
+
+/**
+ * `merge_halves`, or the parts of `plan.cuts`, with loser trees over the heads that
+ * `make_heads(keys, reverse, tree)` makes for tree number `tree` (0 and 1 the halves, or the
+ * part) over `keys` (the inputs, or a part's slices of them).
+ */
 template <typename MakeHeads>
 void merge_sources(std::span<table_view const> keys,
                    merge_source* sources,
                    std::size_t rows,
+                   merge_plan const& plan,
                    MakeHeads const& make_heads) {
-  merge_halves(keys, rows, [&](bool reverse, std::size_t front) {
-    auto heads = make_heads(reverse);
+  if (plan.cuts.has_value()) {
+    merge_cut_parts(keys,
+                    *plan.cuts,
+                    sources,
+                    [&](std::span<table_view const> slices,
+                        std::span<std::size_t const> starts,
+                        merge_source* output,
+                        std::size_t part_rows,
+                        std::size_t part) {
+                      auto heads = make_heads(slices, false, part);
+                      loser_tree<false, decltype(heads)> tree{slices, heads};
+                      write_forward(tree, starts, output, part_rows);
+                    });
+    return;
+  }
+  merge_halves(keys, rows, plan.halves, [&](bool reverse, std::size_t front) {
+    auto heads = make_heads(keys, reverse, reverse ? 1 : 0);
     return reverse ? merge_part<true>(keys, heads, sources, front, rows)
                    : merge_part<false>(keys, heads, sources, front, rows);
   });
@@ -467,9 +556,27 @@ class encoded_loser_tree {
   std::vector<uint128> nodes_;        ///< [0]: the winner; [1, leaves): the loser at each node
 };
 
-/// `merge_halves` with encoded loser trees, for a single null-free fixed-width key.
+/// `merge_halves`, or the parts of `plan.cuts`, with encoded loser trees, for a single null-free
+/// fixed-width key.
 template <typename T, bool Descending>
-void merge_encoded(std::span<table_view const> keys, merge_source* sources, std::size_t rows) {
+void merge_encoded(std::span<table_view const> keys,
+                   merge_source* sources,
+                   std::size_t rows,
+                   merge_plan const& plan) {
+  if (plan.cuts.has_value()) {
+    merge_cut_parts(keys,
+                    *plan.cuts,
+                    sources,
+                    [&](std::span<table_view const> slices,
+                        std::span<std::size_t const> starts,
+                        merge_source* output,
+                        std::size_t part_rows,
+                        std::size_t) {
+                      encoded_loser_tree<T, Descending, false> tree{slices};
+                      write_forward(tree, starts, output, part_rows);
+                    });
+    return;
+  }
   auto const part = [&]<bool Reverse>(std::size_t begin, std::size_t end) {
     encoded_loser_tree<T, Descending, Reverse> tree{keys};
     std::vector<std::size_t> taken(keys.size(), 0);
@@ -482,7 +589,7 @@ void merge_encoded(std::span<table_view const> keys, merge_source* sources, std:
     }
     return taken;
   };
-  merge_halves(keys, rows, [&](bool reverse, std::size_t front) {
+  merge_halves(keys, rows, plan.halves, [&](bool reverse, std::size_t front) {
     return reverse ? part.template operator()<true>(front, rows)
                    : part.template operator()<false>(0, front);
   });
@@ -495,16 +602,35 @@ void merge_by_prefix(std::span<table_view const> keys,
                      row_comparator const& comparator,
                      merge_source* sources,
                      std::size_t rows,
+                     merge_plan const& plan,
                      stream_view stream,
                      resource_ref temporary) {
-  // One block of encoded rows per input, for each of the two trees.
-  std::size_t const block_bytes = keys.size() * PREFIX_BLOCK_ROWS * sizeof(key_record<Words>);
-  buffer blocks{2 * block_bytes, stream, temporary};
+  // One block of encoded rows per input for each tree, the trees' blocks one after the other.
+  std::vector<std::size_t> firsts{0};
+  if (plan.cuts.has_value()) {
+    merge_cuts const& cuts = *plan.cuts;
+    for (std::size_t part = 0; part < cuts.parts(); ++part) {
+      std::size_t records = 0;
+      for (std::size_t input = 0; input < keys.size(); ++input) {
+        records += std::min(PREFIX_BLOCK_ROWS, cuts.end(part, input) - cuts.begin(part, input));
+      }
+      firsts.push_back(firsts.back() + records);
+    }
+  } else {
+    std::size_t const records = prefix_block_records(keys);
+    firsts.push_back(records);
+    firsts.push_back(2 * records);
+  }
+  buffer blocks{firsts.back() * sizeof(key_record<Words>), stream, temporary};
   auto* base = static_cast<key_record<Words>*>(blocks.data());
-  merge_sources(keys, sources, rows, [&](bool reverse) {
-    return prefix_heads<Words>{
-      keys, layout, comparator, reverse, base + (reverse ? keys.size() * PREFIX_BLOCK_ROWS : 0)};
-  });
+  merge_sources(
+    keys,
+    sources,
+    rows,
+    plan,
+    [&](std::span<table_view const> tree_keys, bool reverse, std::size_t tree) {
+      return prefix_heads<Words>{tree_keys, layout, comparator, reverse, base + firsts[tree]};
+    });
 }
 
 /// Checks what every merge needs of its inputs: matching columns and key columns in range.
@@ -545,6 +671,17 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
                                     sort_order const& orders,
                                     stream_view stream,
                                     memory_resources mrs) {
+  return merge_order(inputs, key_columns, orders, stream, mrs, PARALLEL_MERGE_MIN_ROWS);
+}
+
+std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
+                                    std::vector<std::size_t> const& key_columns,
+                                    sort_order const& orders,
+                                    stream_view stream,
+                                    memory_resources mrs,
+                                    std::size_t min_rows_per_part) {
+  SPILLWAY_EXPECTS(
+    min_rows_per_part > 0, "merge_order: min_rows_per_part must be positive", invalid_argument);
   sort_order const resolved = resolve_orders(orders, key_columns.size());
   if (inputs.empty()) {
     return make_fixed_width_column(
@@ -574,14 +711,15 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
     make_fixed_width_column(type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.output());
   auto* sources = order->mutable_data<merge_source>();
   row_comparator const comparator{keys.front(), resolved};
+  merge_plan const plan = plan_merge(keys, rows, comparator, min_rows_per_part);
   if (single_encodable_key(keys)) {
     bool const descending = resolved.front().direction == order::DESCENDING;
     visit_fixed_width(keys.front().column(0).type(), [&]<typename T>() {
       if constexpr (sizeof(T) <= sizeof(std::uint64_t)) {  // as single_encodable_key says
         if (descending) {
-          merge_encoded<T, true>(keys, sources, rows);
+          merge_encoded<T, true>(keys, sources, rows, plan);
         } else {
-          merge_encoded<T, false>(keys, sources, rows);
+          merge_encoded<T, false>(keys, sources, rows, plan);
         }
       }
     });
@@ -589,10 +727,14 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
     normalized_key_layout layout = plan_normalized_keys(keys, resolved);
     narrow_string_prefix(layout, keys);
     if (layout.words() == 0) {
-      merge_sources(keys, sources, rows, [&](bool) { return row_heads{keys, comparator}; });
+      merge_sources(
+        keys, sources, rows, plan, [&](std::span<table_view const> tree_keys, bool, std::size_t) {
+          return row_heads{tree_keys, comparator};
+        });
     } else {
       with_prefix_words(layout.words(), [&]<std::size_t Words>() {
-        merge_by_prefix<Words>(keys, layout, comparator, sources, rows, stream, mrs.temporary());
+        merge_by_prefix<Words>(
+          keys, layout, comparator, sources, rows, plan, stream, mrs.temporary());
       });
     }
   }

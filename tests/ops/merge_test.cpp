@@ -1,4 +1,6 @@
+#include "ops/merge_cuts.hpp"
 #include "ops/reference_order.hpp"
+#include "ops/row_comparator.hpp"
 #include "testing/expect_tables_equal.hpp"
 #include "testing/table_generators.hpp"
 #include "testing/worker_threads_guard.hpp"
@@ -10,10 +12,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -345,6 +351,337 @@ TEST_F(ConcurrentMerge, SameRowsForEveryPoolSize) {
       one_thread = concatenate(copied, default_stream(), input_);
     } else {
       SPILLWAY_EXPECT_TABLES_EQUAL(one_thread->view(), merged->view());
+    }
+  }
+}
+
+/// How the inputs of a merge cut for the pool are keyed: column 0 a number, column 1 a string,
+/// column 2 a payload; which of them are keys, under which orders, and how the values repeat.
+struct split_case {
+  char const* name;
+  data_type number_type;
+  double number_nulls;
+  std::uint64_t distinct;  ///< numbers modulo this (1: all equal); FLOAT64 picks specials
+  double text_nulls;
+  bool stems;  ///< long strings, a third sharing a 12-byte stem; else 0 to 2 letters
+  std::vector<std::size_t> key_columns;
+  sort_order orders;
+};
+
+/// Merges cut into parts for pools of every size: the order must be the one an independent
+/// stable sort gives, and the same on every pool.
+class SplitMerge : public Merge {
+ protected:
+  /// `sizes[i]` rows for input `i`, each sorted stably by the case's keys.
+  std::vector<std::unique_ptr<table>> sorted_inputs(split_case const& keyed,
+                                                    std::vector<std::size_t> const& sizes,
+                                                    std::uint64_t seed) {
+    std::vector<std::unique_ptr<table>> inputs;
+    for (std::size_t input = 0; input < sizes.size(); ++input) {
+      std::size_t const rows = sizes[input];
+      std::uint64_t const at = seed * 1000 + input * 3;
+      auto number = random_column(keyed.number_type, rows, at, keyed.number_nulls, input_);
+      visit_fixed_width(keyed.number_type, [&]<typename T>() {
+        T* values = number->template mutable_data<T>();
+        for (std::size_t row = 0; row < rows; ++row) {
+          if constexpr (std::is_floating_point_v<T>) {
+            constexpr std::array<double, 8> SPECIALS{0.0,
+                                                     -0.0,
+                                                     1.5,
+                                                     -2.0,
+                                                     std::numeric_limits<double>::infinity(),
+                                                     -std::numeric_limits<double>::infinity(),
+                                                     std::numeric_limits<double>::quiet_NaN(),
+                                                     -std::numeric_limits<double>::quiet_NaN()};
+            auto const pick = static_cast<std::size_t>(std::fabs(values[row]) * 1000);
+            values[row]     = static_cast<T>(SPECIALS[pick % SPECIALS.size()]);
+          } else if constexpr (std::is_integral_v<T>) {
+            values[row] = static_cast<T>(static_cast<std::uint64_t>(values[row]) % keyed.distinct);
+          }
+        }
+      });
+      std::unique_ptr<column> text;
+      if (keyed.stems) {
+        std::mt19937 engine{static_cast<unsigned>(at + 1)};
+        std::vector<std::optional<std::string>> values;
+        for (std::size_t row = 0; row < rows; ++row) {
+          std::string value = engine() % 3 == 0 ? "commonstem12" : "";
+          for (std::size_t letter = 0, letters = 4 + engine() % 9; letter < letters; ++letter) {
+            value.push_back(static_cast<char>('a' + engine() % 3));
+          }
+          bool const null = static_cast<double>(engine() % 1000) < keyed.text_nulls * 1000;
+          values.push_back(null ? std::nullopt : std::optional<std::string>{value});
+        }
+        text = testing::make_string_column(values, input_, true);
+      } else {
+        text = random_column(type_id::STRING, rows, at + 1, keyed.text_nulls, input_, 2);
+      }
+      auto const payload = random_column(type_id::INT64, rows, at + 2, 0.0, input_);
+      table_view const whole{number->view(), text->view(), payload->view()};
+      inputs.push_back(sort(whole,
+                            whole.select(keyed.key_columns),
+                            keyed.orders,
+                            sort_stability::STABLE,
+                            default_stream(),
+                            input_));
+      table_view const keys = inputs.back()->view().select(keyed.key_columns);
+      for (std::size_t row = 1; row < rows; ++row) {
+        EXPECT_LE(testing::reference_compare(keys, row - 1, keys, row, keyed.orders), 0)
+          << "input " << input << " is not sorted at row " << row;
+      }
+    }
+    return inputs;
+  }
+
+  /// The merge order by std::stable_sort of every row, in input order, by the reference order.
+  static std::vector<std::uint64_t> stable_sorted_sources(std::vector<table_view> const& keys,
+                                                          sort_order const& orders) {
+    std::vector<std::uint64_t> sources;
+    for (std::size_t input = 0; input < keys.size(); ++input) {
+      for (std::size_t row = 0; row < keys[input].num_rows(); ++row) {
+        sources.push_back((std::uint64_t{input} << detail::SOURCE_ROW_BITS) | row);
+      }
+    }
+    auto const input_of = [](std::uint64_t source) { return source >> detail::SOURCE_ROW_BITS; };
+    auto const row_of   = [](std::uint64_t source) {
+      return source & ((std::uint64_t{1} << detail::SOURCE_ROW_BITS) - 1);
+    };
+    std::stable_sort(sources.begin(), sources.end(), [&](std::uint64_t lhs, std::uint64_t rhs) {
+      return testing::reference_compare(
+               keys[input_of(lhs)], row_of(lhs), keys[input_of(rhs)], row_of(rhs), orders) < 0;
+    });
+    return sources;
+  }
+
+  /**
+   * Merges `inputs` on pools of every size, cut for the pool from `min_rows_per_part` rows per
+   * part, and checks each order against the stable sort and against the pool of one thread.
+   */
+  void expect_same_order_on_every_pool(std::vector<std::unique_ptr<table>> const& inputs,
+                                       split_case const& keyed,
+                                       std::size_t min_rows_per_part) {
+    std::vector<table_view> views;
+    std::vector<table_view> keys;
+    for (auto const& input : inputs) {
+      views.push_back(input->view());
+      keys.push_back(input->view().select(keyed.key_columns));
+    }
+    std::vector<std::uint64_t> const expected = stable_sorted_sources(keys, keyed.orders);
+    std::vector<std::uint64_t> one_thread;
+    for (std::size_t const threads : testing::POOL_SIZES) {
+      SCOPED_TRACE(std::to_string(threads) + " threads");
+      testing::worker_threads_guard const pool{threads};
+      auto const order = detail::merge_order(
+        views, keyed.key_columns, keyed.orders, default_stream(), mrs_, min_rows_per_part);
+      std::vector<std::uint64_t> const sources = testing::to_vector(order->view());
+      ASSERT_EQ(sources.size(), expected.size());
+      std::size_t const first_wrong = static_cast<std::size_t>(
+        std::mismatch(sources.begin(), sources.end(), expected.begin()).first - sources.begin());
+      EXPECT_EQ(first_wrong, sources.size()) << "the merge differs from the stable sort first at "
+                                                "output row "
+                                             << first_wrong;
+      if (threads == 1) {
+        one_thread = sources;
+      } else {
+        EXPECT_EQ(sources, one_thread);
+      }
+    }
+  }
+
+  static std::vector<split_case> cases() {
+    sort_order const asc{{order::ASCENDING, null_order::BEFORE}};
+    sort_order const desc{{order::DESCENDING, null_order::AFTER}};
+    data_type const int64{type_id::INT64};
+    data_type const int32{type_id::INT32};
+    return {
+      {"encoded INT64 ascending, heavy duplicates", int64, 0.0, 50, 0.0, false, {0}, asc},
+      {"encoded INT64 descending, three values", int64, 0.0, 3, 0.0, false, {0}, desc},
+      {"encoded INT64, all keys equal", int64, 0.0, 1, 0.0, false, {0}, asc},
+      {"encoded FLOAT64 -0.0, NaN, infinities",
+       data_type{type_id::FLOAT64},
+       0.0,
+       0,
+       0.0,
+       false,
+       {0},
+       desc},
+      {"INT32 nulls last",
+       int32,
+       0.2,
+       40,
+       0.0,
+       false,
+       {0},
+       sort_order{{order::ASCENDING, null_order::AFTER}}},
+      {"INT32 descending, nulls first",
+       int32,
+       0.3,
+       7,
+       0.0,
+       false,
+       {0},
+       sort_order{{order::DESCENDING, null_order::BEFORE}}},
+      {"INT32 all null or equal",
+       int32,
+       0.5,
+       1,
+       0.0,
+       false,
+       {0},
+       sort_order{{order::ASCENDING, null_order::AFTER}}},
+      {"INT32 descending nulls last, then short STRING nulls first",
+       int32,
+       0.1,
+       4,
+       0.1,
+       false,
+       {0, 1},
+       sort_order{{order::DESCENDING, null_order::AFTER}, {order::ASCENDING, null_order::BEFORE}}},
+      {"STRING with shared stems descending, then INT64",
+       int64,
+       0.0,
+       5,
+       0.05,
+       true,
+       {1, 0},
+       sort_order{{order::DESCENDING, null_order::AFTER}, {order::ASCENDING, null_order::AFTER}}},
+    };
+  }
+
+  /// `inputs` input sizes of about `rows` rows in all: varied with some empty, or one input
+  /// holding most rows.
+  static std::vector<std::size_t> input_sizes(std::size_t inputs,
+                                              std::size_t rows,
+                                              bool dominant,
+                                              std::mt19937& engine) {
+    std::size_t const mean = rows / inputs;
+    std::vector<std::size_t> sizes(inputs);
+    std::size_t const big = engine() % inputs;
+    for (std::size_t input = 0; input < inputs; ++input) {
+      if (dominant) {
+        sizes[input] = input == big ? rows - mean : engine() % (mean / 4 + 1);
+      } else {
+        sizes[input] = engine() % 4 == 0 ? 0 : engine() % (2 * mean + 1);
+      }
+    }
+    return sizes;
+  }
+};
+
+TEST_F(SplitMerge, EveryKeyPathCutIntoPartsForEveryPoolSizeEqualsAStableSort) {
+  // Parts of at least 37 rows: some 2500-row merges are cut into as many parts as the pool has
+  // threads (16 parts on 16 threads), with every key path, 2 to 20 inputs, empty inputs and
+  // one input holding nearly every row.
+  std::mt19937 engine{5};
+  std::uint64_t seed = 1;
+  for (split_case const& keyed : cases()) {
+    for (std::size_t const inputs : {2U, 3U, 5U, 11U, 20U}) {
+      for (bool const dominant : {false, true}) {
+        SCOPED_TRACE(std::string{keyed.name} + ", " + std::to_string(inputs) + " inputs" +
+                     (dominant ? ", one dominant" : ""));
+        auto const sizes        = input_sizes(inputs, 2500, dominant, engine);
+        auto const sorted_views = sorted_inputs(keyed, sizes, ++seed);
+        expect_same_order_on_every_pool(sorted_views, keyed, 37);
+        if (HasFailure()) {
+          return;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(SplitMerge, LargeMergesCutAtTheDefaultSizeEqualAStableSort) {
+  // 9 * 2^15 rows: 3 parts on 3 threads, 8 on 8, 9 on 16; halves on 2.
+  std::mt19937 engine{6};
+  std::vector<split_case> const all = cases();
+  for (std::size_t const index : {std::size_t{0}, all.size() - 2}) {
+    SCOPED_TRACE(all[index].name);
+    auto const sizes  = input_sizes(7, 9 * detail::PARALLEL_MERGE_MIN_ROWS + 100, true, engine);
+    auto const inputs = sorted_inputs(all[index], sizes, 90 + index);
+    expect_same_order_on_every_pool(inputs, all[index], detail::PARALLEL_MERGE_MIN_ROWS);
+  }
+}
+
+TEST_F(SplitMerge, UnsortedInputsCutIntoPartsStillGiveEveryRowOnce) {
+  std::vector<std::unique_ptr<column>> columns;
+  std::vector<table_view> inputs;
+  std::size_t rows = 0;
+  for (std::size_t input = 0; input < 6; ++input) {
+    std::size_t const size = 300 + input * 211;
+    columns.push_back(random_column(type_id::INT64, size, 70 + input, 0.0, input_));
+    columns.push_back(random_column(type_id::STRING, size, 80 + input, 0.1, input_, 3));
+    inputs.push_back(table_view{columns[columns.size() - 2]->view(), columns.back()->view()});
+    rows += size;
+  }
+  for (auto const& key_columns : {std::vector<std::size_t>{0}, std::vector<std::size_t>{1, 0}}) {
+    for (std::size_t const threads : testing::POOL_SIZES) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, " + std::to_string(key_columns.size()) +
+                   " keys");
+      testing::worker_threads_guard const pool{threads};
+      auto const order = detail::merge_order(inputs, key_columns, {}, default_stream(), mrs_, 29);
+      std::vector<std::uint64_t> sources = testing::to_vector(order->view());
+      std::sort(sources.begin(), sources.end());
+      std::vector<std::uint64_t> every;
+      for (std::size_t input = 0; input < inputs.size(); ++input) {
+        for (std::size_t row = 0; row < inputs[input].num_rows(); ++row) {
+          every.push_back((std::uint64_t{input} << detail::SOURCE_ROW_BITS) | row);
+        }
+      }
+      EXPECT_EQ(sources.size(), rows);
+      EXPECT_EQ(sources, every);
+    }
+  }
+}
+
+TEST_F(SplitMerge, CutsAreEvenForInterleavedAndForDisjointInputs) {
+  // Disjoint: sorted runs of consecutive values (presorted data), where cuts from one input's
+  // rows alone would leave nearly everything to one part. Interleaved: random sorted runs.
+  constexpr std::size_t RUNS  = 16;
+  constexpr std::size_t ROWS  = 200000;
+  constexpr std::size_t PARTS = 8;
+  std::vector<std::int64_t> values(ROWS);
+  std::iota(values.begin(), values.end(), 0);
+  for (bool const disjoint : {true, false}) {
+    SCOPED_TRACE(disjoint ? "disjoint" : "interleaved");
+    if (!disjoint) {
+      std::mt19937_64 engine{3};
+      std::shuffle(values.begin(), values.end(), engine);
+    }
+    std::vector<std::unique_ptr<column>> columns;
+    std::vector<table_view> keys;
+    for (std::size_t run = 0; run < RUNS; ++run) {
+      // Runs of different lengths: run r has (r + 1) shares.
+      std::size_t const begin = ROWS * (run * (run + 1) / 2) / (RUNS * (RUNS + 1) / 2);
+      std::size_t const end   = ROWS * ((run + 1) * (run + 2) / 2) / (RUNS * (RUNS + 1) / 2);
+      std::vector<std::int64_t> run_values(values.begin() + static_cast<std::ptrdiff_t>(begin),
+                                           values.begin() + static_cast<std::ptrdiff_t>(end));
+      std::sort(run_values.begin(), run_values.end());
+      columns.push_back(
+        testing::make_fixed_column<std::int64_t>(type_id::INT64, run_values, {}, input_));
+      keys.push_back(table_view{columns.back()->view()});
+    }
+    detail::row_comparator const comparator{keys.front(), sort_order{column_order{}}};
+    testing::worker_threads_guard const pool{PARTS};
+    detail::merge_cuts const cuts = detail::cut_merge(keys, ROWS, comparator, PARTS);
+    ASSERT_EQ(cuts.parts(), PARTS);
+    ASSERT_TRUE(cuts.consecutive());
+    std::int64_t previous_last = -1;
+    for (std::size_t part = 0; part < PARTS; ++part) {
+      std::size_t const part_rows =
+        (part + 1 < PARTS ? cuts.output_begin(part + 1) : ROWS) - cuts.output_begin(part);
+      EXPECT_GE(part_rows, ROWS / PARTS * 3 / 4) << "part " << part;
+      EXPECT_LE(part_rows, ROWS / PARTS * 5 / 4) << "part " << part;
+      // Every value of a part is above every value of the part before (keys are distinct).
+      std::int64_t first = std::numeric_limits<std::int64_t>::max();
+      std::int64_t last  = -1;
+      for (std::size_t run = 0; run < RUNS; ++run) {
+        if (cuts.begin(part, run) < cuts.end(part, run)) {
+          first = std::min(first, keys[run].column(0).data<std::int64_t>()[cuts.begin(part, run)]);
+          last  = std::max(last, keys[run].column(0).data<std::int64_t>()[cuts.end(part, run) - 1]);
+        }
+      }
+      EXPECT_GT(first, previous_last) << "part " << part;
+      previous_last = last;
     }
   }
 }

@@ -24,11 +24,14 @@ namespace spillway {
  * A loser tree over one cursor per input picks the next row with `ceil(log2(k))` comparisons.
  * It compares one encoded word per row for a single null-free fixed-width key, and otherwise
  * normalized-key prefixes (as the sort does), falling back to the full row comparison only where
- * prefixes tie and do not hold the whole key. A merge of many rows runs on two threads: one tree
- * writes the first half of the output from the front, another the second half from the back,
- * and the columns are gathered by both threads. The merge is stable: rows with equal keys come
- * in input order (every row of `inputs[0]` before those of `inputs[1]`, ...), and within one
- * input in row order, so merging the sorted pieces of a table equals a stable sort of the whole.
+ * prefixes tie and do not hold the whole key. A merge of many rows runs on the worker pool: on a
+ * pool of more than two threads it is cut by splitter rows into one part per thread (each part
+ * at least 2^15 rows), each merging its slice of every input into its own range of the output;
+ * otherwise one tree writes the first half of the output from the front and another the second
+ * half from the back. The columns are gathered on the pool. The merge is stable: rows with equal
+ * keys come in input order (every row of `inputs[0]` before those of `inputs[1]`, ...), and within
+ * one input in row order, so merging the sorted pieces of a table equals a stable sort of the
+ * whole.
  * @param inputs the sorted tables; same column count and types; any may be empty
  * @param key_columns indices of the key columns in every input, most significant first
  * @param orders one entry per key column, or empty for all ASCENDING, nulls BEFORE
@@ -68,6 +71,19 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
                                     sort_order const& orders,
                                     stream_view stream,
                                     memory_resources mrs);
+
+/**
+ * @brief `merge_order` that runs on the pool from `min_rows_per_part` rows per thread (2^15 in
+ * `merge_order`), so that a small merge is cut into as many parts as a large one: the same
+ * order for every value. Meant for tests.
+ * @throws spillway::invalid_argument as `merge_order`, or when `min_rows_per_part` is 0
+ */
+std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
+                                    std::vector<std::size_t> const& key_columns,
+                                    sort_order const& orders,
+                                    stream_view stream,
+                                    memory_resources mrs,
+                                    std::size_t min_rows_per_part);
 }  // namespace detail
 
 }  // namespace spillway
