@@ -1,5 +1,5 @@
-"""`spillway sort` and `spillway shuffle` on list, large_list, fixed_size_list, struct, map and
-null columns.
+"""`spillway sort` and `spillway shuffle` on list, large_list, list_view, fixed_size_list, struct,
+map and null columns, and dictionaries inside them.
 
 Parquet and Arrow IPC files made by pyarrow with nested columns (nulls at the top, in elements,
 in struct fields and in map items, nested three deep) and a null-type column:
@@ -8,7 +8,9 @@ in struct fields and in map items, nested three deep) and a null-type column:
   and last, the output's row order compared with DuckDB's ORDER BY of the same file (a unique id
   as the last key, so that the order is one), and its values and Arrow schema with the input's;
 - shuffled by a nested key: every row kept, the schema kept, each key value in one partition;
-- refused for CSV output before any file is made.
+- sorted by lists and structs of dictionaries (by value) and by list views likewise, the schema
+  (dictionaries, list views) kept;
+- refused for CSV output before any file is made; an interval column refused for Parquet.
 
 Environment: SPILLWAY_EXE, the `spillway` program (CTest passes the built one). Exits 77 (skip)
 without pyarrow, duckdb or pytest.
@@ -252,6 +254,81 @@ def test_csv_output_of_a_nested_column_is_refused_before_any_file(work):
     assert "which CSV cannot hold; write it as Parquet or Arrow IPC" in done.stderr, done.stderr
     assert "column 'l' is list<" in done.stderr, done.stderr
     assert not glob.glob(os.path.join(output, "**", "*.*"), recursive=True)
+
+
+def dictionary_table(seed):
+    """Dictionaries inside nested types (nulls as list, element, struct and field), and a list
+    view, with an id."""
+    rng = random.Random(seed)
+    words = ["", "a", "a\x00", "ab", "b", "\u00e9t\u00e9", "zz"]
+    lists = [maybe(rng, lambda: [maybe(rng, lambda: rng.choice(words)) for _ in range(rng.randint(0, 3))])
+             for _ in range(ROWS)]
+    plain = pa.array(lists, pa.list_(pa.string()))
+    offsets = pa.array([0 if o is None else o.as_py() for o in plain.offsets], pa.int32())
+    ld = pa.ListArray.from_arrays(offsets, plain.values.dictionary_encode(), mask=plain.is_null())
+    names = pa.array([maybe(rng, lambda: rng.choice(words)) for _ in range(ROWS)]).dictionary_encode()
+    names = names.cast(pa.dictionary(pa.int16(), pa.string()))
+    numbers = pa.array([maybe(rng, lambda: rng.randint(-2, 2)) for _ in range(ROWS)], pa.int32())
+    sd = pa.StructArray.from_arrays([names, numbers], names=["a", "b"],
+                                    mask=pa.array([rng.random() < 0.1 for _ in range(ROWS)]))
+    lv = pa.array([maybe(rng, lambda: [maybe(rng, lambda: rng.randint(-2, 2)) for _ in range(rng.randint(0, 3))])
+                   for _ in range(ROWS)], pa.list_view(pa.int64()))
+    return pa.table({"ld": ld, "sd": sd, "lv": lv, "id": pa.array(range(ROWS), pa.int64())})
+
+
+DICTIONARY_SORTS = [
+    ("ld:asc:nulls_first,id", "ld ASC NULLS FIRST, id"),
+    ("ld:desc:nulls_last,id", "ld DESC NULLS LAST, id"),
+    ("sd:desc:nulls_first,ld:asc:nulls_last,id", "sd DESC NULLS FIRST, ld ASC NULLS LAST, id"),
+    ("lv:asc:nulls_last,sd:asc:nulls_first,id", "lv ASC NULLS LAST, sd ASC NULLS FIRST, id"),
+    ("lv:desc:nulls_first,id", "lv DESC NULLS FIRST, id"),
+]
+
+
+@pytest.mark.parametrize("kind", ["parquet", "arrow"])
+@pytest.mark.parametrize("sort", range(len(DICTIONARY_SORTS)))
+def test_sort_by_dictionaries_inside_nested_keys_and_list_views_as_duckdb(work, kind, sort):
+    by, order_by = DICTIONARY_SORTS[sort]
+    table = dictionary_table(41 + sort)
+    source = write_input(table, os.path.join(work, "in"), kind)
+    output = os.path.join(work, "out")
+    # Sorted in runs and merged (a small device), the dictionaries of each batch written as such.
+    run(
+        "sort", source, "-o", output, "--by", by,
+        "--device-memory", "2MiB", "--host-memory", "1MiB", "--batch-size", "128KiB",
+        "--spill-dir", work,
+    )
+    files, result = read_output(output)
+    want_schema = expected_schema(source)
+    assert str(want_schema.field("ld").type) == "list<element: dictionary<values=string, indices=int32, ordered=0>>"
+    assert str(want_schema.field("lv").type) == "list_view<element: int64>"
+    for path in files:
+        schema = pq.read_schema(path)
+        assert schema.equals(want_schema, check_metadata=True), "%s\nand not\n%s" % (schema, want_schema)
+    got = result.column("id").to_pylist()
+    want = duckdb_ids(source, order_by)
+    assert len(got) == len(want) == ROWS
+    for index, (a, b) in enumerate(zip(got, want)):
+        if a != b:
+            rows = {row["id"]: row for row in table.to_pylist() if row["id"] in (a, b)}
+            raise AssertionError("row %d: id %d (%r) and not id %d (%r), DuckDB's" % (index, a, rows[a], b, rows[b]))
+    assert same_values(result, table)
+
+
+def test_parquet_output_of_an_interval_column_is_refused_by_name(work):
+    # Intervals have no Parquet type; spillway's Parquet output says so.
+    rng = random.Random(9)
+    table = pa.table({
+        "i": pa.array([pa.MonthDayNano([rng.randint(-3, 3), rng.randint(-40, 40), rng.randint(-10**12, 10**12)])
+                       for _ in range(100)], pa.month_day_nano_interval()),
+        "id": pa.array(range(100), pa.int64()),
+    })
+    source = write_input(table, os.path.join(work, "in"), "arrow")
+    output = os.path.join(work, "out")
+    done = run("sort", source, "-o", output, "--by", "i", expect_ok=False)
+    assert done.returncode != 0
+    assert "column 'i' is month_day_nano_interval, which Parquet cannot hold" in done.stderr, done.stderr
+    assert not glob.glob(os.path.join(output, "**", "*.parquet"), recursive=True)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
  */
 #include "io/arrow/nested_codec.hpp"
 #include "io/arrow/nested_encoding.hpp"
+#include "io/arrow/nested_restoring.hpp"
 #include "io/arrow/type_conversion.hpp"
 
 #include <spillway/core/error.hpp>
@@ -65,7 +66,7 @@ class byte_reader {
   char const* end_;
 };
 
-/// One row's body, and the exact bits of its canonical floats (see `row_writer`).
+/// One row's body, and the exact bits of its tied values (see `row_writer`).
 class row_reader : public byte_reader {
  public:
   row_reader(std::string_view body, std::string_view exact) : byte_reader(body), exact_(exact) {}
@@ -130,6 +131,8 @@ arrow::Status append_number(arrow::ArrayBuilder& builder,
       return append_number<arrow::TimestampType>(builder, bits);
     case arrow::Type::DURATION:
       return append_number<arrow::DurationType>(builder, bits);
+    case arrow::Type::INTERVAL_MONTHS:
+      return append_number<arrow::MonthIntervalType>(builder, bits);
     default:
       break;
   }
@@ -161,8 +164,41 @@ void decode_elements(arrow::ArrayBuilder& values, arrow::DataType const& type, r
   in.next();
 }
 
+/// Decodes an interval of day_time or month_day_nano `type` (see `encode_interval`).
+void decode_interval(arrow::ArrayBuilder& builder, arrow::DataType const& type, row_reader& in) {
+  if (type.id() == arrow::Type::INTERVAL_DAY_TIME) {
+    std::uint64_t const length = in.big_endian(8);
+    std::uint64_t const parts  = in.exact(EXACT_BYTES);
+    arrow::DayTimeIntervalType::DayMilliseconds const value{
+      static_cast<std::int32_t>(static_cast<std::uint32_t>(parts >> 32U)),
+      static_cast<std::int32_t>(static_cast<std::uint32_t>(parts))};
+    std::int64_t const expected = std::int64_t{value.days} * MILLIS_PER_DAY + value.milliseconds;
+    if ((static_cast<std::uint64_t>(expected) ^ sign_bit(8)) != length) {
+      byte_reader::corrupt("a day_time_interval whose length is not its fields'");
+    }
+    check_build(static_cast<arrow::DayTimeIntervalBuilder&>(builder).Append(value), type);
+    return;
+  }
+  char const* length        = in.take(MONTH_DAY_NANO_BYTES);
+  std::uint64_t const parts = in.exact(EXACT_BYTES);
+  std::uint64_t const nanos = in.exact(EXACT_BYTES);
+  arrow::MonthDayNanoIntervalType::MonthDayNanos const value{
+    static_cast<std::int32_t>(static_cast<std::uint32_t>(parts >> 32U)),
+    static_cast<std::int32_t>(static_cast<std::uint32_t>(parts)),
+    static_cast<std::int64_t>(nanos)};
+  auto const expected = interval_length_bytes(value.months, value.days, value.nanoseconds);
+  if (std::memcmp(expected.data(), length, expected.size()) != 0) {
+    byte_reader::corrupt("a month_day_nano_interval whose length is not its fields'");
+  }
+  check_build(static_cast<arrow::MonthDayNanoIntervalBuilder&>(builder).Append(value), type);
+}
+
 void decode_body(arrow::ArrayBuilder& builder, arrow::DataType const& type, row_reader& in) {
   auto const id = type.id();
+  if (id == arrow::Type::INTERVAL_DAY_TIME || id == arrow::Type::INTERVAL_MONTH_DAY_NANO) {
+    decode_interval(builder, type, in);
+    return;
+  }
   if (id == arrow::Type::BOOL) {
     std::uint8_t const byte = in.next();
     if (byte > 1) {
@@ -295,7 +331,8 @@ void decode_value(arrow::ArrayBuilder& builder, arrow::DataType const& type, row
 
 std::shared_ptr<arrow::Array> decode_nested(column_view const& view,
                                             std::shared_ptr<arrow::DataType> const& type,
-                                            arrow::MemoryPool* pool) {
+                                            arrow::MemoryPool* pool,
+                                            nested_dictionaries* dictionaries) {
   auto const rows = static_cast<std::int64_t>(view.size());
   if (type->id() == arrow::Type::NA) {
     SPILLWAY_EXPECTS(view.null_count() == view.size(),
@@ -308,38 +345,46 @@ std::shared_ptr<arrow::Array> decode_nested(column_view const& view,
     view.type().id() == type_id::BINARY,
     "a " + to_string(view.type()) + " column cannot be written as " + type->ToString(),
     logic_error);
+  // Dictionaries and list views are built as their values and lists, then made again.
+  bool const restore = needs_restoring(*type);
+  auto const built   = restore ? plain_type(type) : type;
   std::unique_ptr<arrow::ArrayBuilder> builder;
-  check_arrow(arrow::MakeBuilder(pool, type, &builder),
-              "making a " + type->ToString() + " builder");
-  check_build(builder->Reserve(rows), *type);
-  bool const floats = has_floats(*type);
+  check_arrow(arrow::MakeBuilder(pool, built, &builder),
+              "making a " + built->ToString() + " builder");
+  check_build(builder->Reserve(rows), *built);
+  bool const has_exact = has_exact_bits(*type);
   for (std::size_t row = 0; row < view.size(); ++row) {
     if (view.is_null(row)) {
-      check_build(builder->AppendNull(), *type);
+      check_build(builder->AppendNull(), *built);
       continue;
     }
     std::string_view const bytes = view.string_at(row);
     std::size_t body             = bytes.size();
-    if (floats) {
-      // The body, then the exact bits of its zeros and NaNs, then their count.
+    if (has_exact) {
+      // The body, then the exact bits of its tied values (zeros, NaNs, intervals), then their
+      // count.
       if (bytes.size() < EXACT_COUNT_BYTES) {
         byte_reader::corrupt("it ends early");
       }
       byte_reader count{bytes.substr(bytes.size() - EXACT_COUNT_BYTES)};
       std::uint64_t const exact = count.big_endian(EXACT_COUNT_BYTES) * EXACT_BYTES;
       if (exact > bytes.size() - EXACT_COUNT_BYTES) {
-        byte_reader::corrupt("more exact floats than bytes");
+        byte_reader::corrupt("more exact values than bytes");
       }
       body = bytes.size() - EXACT_COUNT_BYTES - static_cast<std::size_t>(exact);
     }
     row_reader in{bytes.substr(0, body),
-                  bytes.substr(body, bytes.size() - body - (floats ? EXACT_COUNT_BYTES : 0))};
-    decode_body(*builder, *type, in);
+                  bytes.substr(body, bytes.size() - body - (has_exact ? EXACT_COUNT_BYTES : 0))};
+    decode_body(*builder, *built, in);
     if (!in.all_done()) {
       byte_reader::corrupt("bytes after a " + type->ToString() + " value");
     }
   }
   auto array = value_or_throw(builder->Finish(), "decoding " + type->ToString() + " values");
+  if (restore) {
+    nested_dictionaries own;
+    array = restore_type(array, type, dictionaries != nullptr ? *dictionaries : own, pool);
+  }
   if (!array->type()->Equals(*type, /*check_metadata=*/true)) {
     // A builder may lose what does not touch the values (a map's field metadata): the type
     // given.

@@ -15,6 +15,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -63,7 +64,7 @@ struct encoder_node {
   std::uint8_t const* values =
     nullptr;                ///< numbers and fixed_size_binary: row 0's bytes; bool: the bits
   std::int64_t offset = 0;  ///< bool: row 0's bit
-  std::vector<encoder_node> children;
+  std::vector<encoder_node> children;  ///< a dictionary's: its values
 };
 
 encoder_node make_encoder(arrow::Array const& array, std::shared_ptr<arrow::Array> owner) {
@@ -72,7 +73,8 @@ encoder_node make_encoder(arrow::Array const& array, std::shared_ptr<arrow::Arra
   node.owner       = std::move(owner);
   node.id          = array.type_id();
   auto const& data = *array.data();
-  if (is_number(node.id) || is_decimal_type(node.id) || node.id == arrow::Type::FIXED_SIZE_BINARY) {
+  if (is_number(node.id) || is_decimal_type(node.id) || is_interval_type(node.id) ||
+      node.id == arrow::Type::FIXED_SIZE_BINARY) {
     node.width = array.type()->byte_width();
     if (data.buffers.size() > 1 && data.buffers[1]) {
       node.values = data.buffers[1]->data() + data.offset * node.width;
@@ -97,6 +99,15 @@ encoder_node make_encoder(arrow::Array const& array, std::shared_ptr<arrow::Arra
       break;
     case arrow::Type::FIXED_SIZE_LIST:
       add(static_cast<arrow::FixedSizeListArray const&>(array).values());
+      break;
+    case arrow::Type::LIST_VIEW:
+      add(static_cast<arrow::ListViewArray const&>(array).values());
+      break;
+    case arrow::Type::LARGE_LIST_VIEW:
+      add(static_cast<arrow::LargeListViewArray const&>(array).values());
+      break;
+    case arrow::Type::DICTIONARY:
+      add(static_cast<arrow::DictionaryArray const&>(array).dictionary());
       break;
     case arrow::Type::STRUCT: {
       auto const& structs = static_cast<arrow::StructArray const&>(array);
@@ -126,8 +137,47 @@ std::string_view string_value(arrow::Array const& array, std::int64_t row) {
 
 void encode_value(encoder_node const& node, std::int64_t row, row_writer& out);
 
+/// The index of row `row` of a dictionary's node into its values.
+std::int64_t value_index(encoder_node const& node, std::int64_t row) {
+  return static_cast<arrow::DictionaryArray const&>(*node.array).GetValueIndex(row);
+}
+
+/**
+ * @brief Appends the body of an interval: its length as DuckDB has it, in microseconds (a month
+ * is 30 days, nanoseconds are cut toward zero), big-endian with the sign bit flipped; and its
+ * fields, exact, after the body (a month and 30 days are tied, as in DuckDB).
+ */
+void encode_interval(encoder_node const& node, std::int64_t row, row_writer& out) {
+  auto const* value = node.values + row * node.width;
+  if (node.id == arrow::Type::INTERVAL_DAY_TIME) {
+    arrow::DayTimeIntervalType::DayMilliseconds parts;
+    std::memcpy(&parts, value, sizeof(parts));
+    // Milliseconds: fits 64 bits, and orders as DuckDB's microseconds do.
+    std::int64_t const length = std::int64_t{parts.days} * MILLIS_PER_DAY + parts.milliseconds;
+    put_big_endian(static_cast<std::uint64_t>(length) ^ sign_bit(8), 8, out.body);
+    out.keep_exact((std::uint64_t{static_cast<std::uint32_t>(parts.days)} << 32U) |
+                   static_cast<std::uint32_t>(parts.milliseconds));
+    return;
+  }
+  arrow::MonthDayNanoIntervalType::MonthDayNanos parts{};
+  std::memcpy(&parts, value, sizeof(parts));
+  out.append(interval_length_bytes(parts.months, parts.days, parts.nanoseconds).data(),
+             MONTH_DAY_NANO_BYTES);
+  out.keep_exact((std::uint64_t{static_cast<std::uint32_t>(parts.months)} << 32U) |
+                 static_cast<std::uint32_t>(parts.days));
+  out.keep_exact(static_cast<std::uint64_t>(parts.nanoseconds));
+}
+
 void encode_body(encoder_node const& node, std::int64_t row, row_writer& out) {
   auto const id = node.id;
+  if (id == arrow::Type::DICTIONARY) {
+    encode_body(node.children[0], value_index(node, row), out);  // by value, not by index
+    return;
+  }
+  if (id == arrow::Type::INTERVAL_DAY_TIME || id == arrow::Type::INTERVAL_MONTH_DAY_NANO) {
+    encode_interval(node, row, out);
+    return;
+  }
   if (id == arrow::Type::BOOL) {
     out.push_back(
       arrow::bit_util::GetBit(node.values, static_cast<std::uint64_t>(node.offset + row)) ? 1 : 0);
@@ -201,6 +251,26 @@ void encode_body(encoder_node const& node, std::int64_t row, row_writer& out) {
       out.push_back(static_cast<char>(END));
       return;
     }
+    case arrow::Type::LIST_VIEW:
+    case arrow::Type::LARGE_LIST_VIEW: {
+      // As the list it views: its elements from its offset, in order.
+      std::int64_t begin = 0;
+      std::int64_t size  = 0;
+      if (id == arrow::Type::LARGE_LIST_VIEW) {
+        auto const& lists = static_cast<arrow::LargeListViewArray const&>(*node.array);
+        begin             = lists.value_offset(row);
+        size              = lists.value_length(row);
+      } else {
+        auto const& lists = static_cast<arrow::ListViewArray const&>(*node.array);
+        begin             = lists.value_offset(row);
+        size              = lists.value_length(row);
+      }
+      for (std::int64_t element = begin; element < begin + size; ++element) {
+        encode_value(node.children[0], element, out);
+      }
+      out.push_back(static_cast<char>(END));
+      return;
+    }
     case arrow::Type::FIXED_SIZE_LIST: {
       auto const& lists        = static_cast<arrow::FixedSizeListArray const&>(*node.array);
       std::int64_t const begin = lists.value_offset(row);
@@ -222,6 +292,10 @@ void encode_body(encoder_node const& node, std::int64_t row, row_writer& out) {
 }
 
 void encode_value(encoder_node const& node, std::int64_t row, row_writer& out) {
+  if (node.id == arrow::Type::DICTIONARY && !node.array->IsNull(row)) {
+    encode_value(node.children[0], value_index(node, row), out);  // null where its value is
+    return;
+  }
   if (node.id == arrow::Type::NA || node.array->IsNull(row)) {
     out.push_back(static_cast<char>(NULL_VALUE));
     return;
@@ -269,7 +343,11 @@ std::string layout_of(arrow::DataType const& type) {
   switch (type.id()) {
     case arrow::Type::LIST:
     case arrow::Type::LARGE_LIST:
+    case arrow::Type::LIST_VIEW:
+    case arrow::Type::LARGE_LIST_VIEW:
       return "list<" + layout_of(*type.field(0)->type()) + ">";
+    case arrow::Type::DICTIONARY:
+      return layout_of(*static_cast<arrow::DictionaryType const&>(type).value_type());
     case arrow::Type::FIXED_SIZE_LIST:
       return "fixed_size_list<" + layout_of(*type.field(0)->type()) + ">[" +
              std::to_string(static_cast<arrow::FixedSizeListType const&>(type).list_size()) + "]";
@@ -291,7 +369,7 @@ std::string layout_of(arrow::DataType const& type) {
 
 bool is_encodable_leaf(arrow::Type::type id) noexcept {
   return id == arrow::Type::NA || id == arrow::Type::BOOL || is_number(id) || is_decimal_type(id) ||
-         is_string_like(id) || id == arrow::Type::FIXED_SIZE_BINARY;
+         is_string_like(id) || is_interval_type(id) || id == arrow::Type::FIXED_SIZE_BINARY;
 }
 
 /** @return the part of `type` without an encoding, or "" */
@@ -300,7 +378,11 @@ std::string unencodable(arrow::DataType const& type) {
   if (is_encodable_leaf(id)) {
     return {};
   }
-  if (has_list_offsets(id) || id == arrow::Type::FIXED_SIZE_LIST || id == arrow::Type::STRUCT) {
+  if (id == arrow::Type::DICTIONARY) {
+    return unencodable(*static_cast<arrow::DictionaryType const&>(type).value_type());
+  }
+  if (has_list_offsets(id) || is_list_view_type(id) || id == arrow::Type::FIXED_SIZE_LIST ||
+      id == arrow::Type::STRUCT) {
     for (auto const& field : type.fields()) {
       auto part = unencodable(*field->type());
       if (!part.empty()) {
@@ -331,6 +413,21 @@ std::size_t encoded_bytes(arrow::Array const& array, std::int64_t begin, std::in
   if (is_number(id) || is_decimal_type(id) || id == arrow::Type::FIXED_SIZE_BINARY) {
     return rows * (1 + static_cast<std::size_t>(array.type()->byte_width()));
   }
+  if (id == arrow::Type::INTERVAL_DAY_TIME) {
+    return rows * (1 + 8 + EXACT_BYTES);
+  }
+  if (id == arrow::Type::INTERVAL_MONTH_DAY_NANO) {
+    return rows * (1 + MONTH_DAY_NANO_BYTES + 2 * EXACT_BYTES);
+  }
+  if (id == arrow::Type::DICTIONARY) {
+    // The values' average per row.
+    auto const& values = *static_cast<arrow::DictionaryArray const&>(array).dictionary();
+    if (values.length() == 0) {
+      return rows;
+    }
+    auto const count = static_cast<std::size_t>(values.length());
+    return rows * ((encoded_bytes(values, 0, values.length()) + count - 1) / count);
+  }
   if (id == arrow::Type::STRING || id == arrow::Type::BINARY) {
     auto const& strings = static_cast<arrow::BinaryArray const&>(array);
     return static_cast<std::size_t>(strings.value_offset(end) - strings.value_offset(begin)) +
@@ -358,6 +455,25 @@ std::size_t encoded_bytes(arrow::Array const& array, std::int64_t begin, std::in
                                       lists.value_offset(begin),
                                       lists.value_offset(end - 1) + lists.value_length(end - 1));
     }
+    case arrow::Type::LIST_VIEW:
+    case arrow::Type::LARGE_LIST_VIEW: {
+      // The elements each view holds, wherever they lie.
+      std::size_t bytes = 2 * rows;
+      for (std::int64_t row = begin; row < end; ++row) {
+        if (id == arrow::Type::LIST_VIEW) {
+          auto const& lists = static_cast<arrow::ListViewArray const&>(array);
+          bytes += encoded_bytes(*lists.values(),
+                                 lists.value_offset(row),
+                                 lists.value_offset(row) + lists.value_length(row));
+        } else {
+          auto const& lists = static_cast<arrow::LargeListViewArray const&>(array);
+          bytes += encoded_bytes(*lists.values(),
+                                 lists.value_offset(row),
+                                 lists.value_offset(row) + lists.value_length(row));
+        }
+      }
+      return bytes;
+    }
     case arrow::Type::FIXED_SIZE_LIST: {
       auto const& lists = static_cast<arrow::FixedSizeListArray const&>(array);
       return rows + encoded_bytes(*lists.values(),
@@ -381,8 +497,11 @@ std::size_t encoded_bytes(arrow::Array const& array, std::int64_t begin, std::in
 
 bool is_nested_type(arrow::DataType const& type) noexcept {
   auto const id = type.id();
-  return has_list_offsets(id) || id == arrow::Type::FIXED_SIZE_LIST || id == arrow::Type::STRUCT ||
-         id == arrow::Type::NA;
+  if (id == arrow::Type::DICTIONARY) {
+    return is_nested_type(*static_cast<arrow::DictionaryType const&>(type).value_type());
+  }
+  return has_list_offsets(id) || is_list_view_type(id) || id == arrow::Type::FIXED_SIZE_LIST ||
+         id == arrow::Type::STRUCT || is_interval_type(id) || id == arrow::Type::NA;
 }
 
 std::string unencodable_part(arrow::DataType const& type) { return unencodable(type); }
@@ -421,7 +540,16 @@ std::unique_ptr<column> encode_nested_chunks(
   std::size_t nulls = 0;
   for (auto const& chunk : chunks) {
     rows += static_cast<std::size_t>(chunk->length());
-    nulls += static_cast<std::size_t>(chunk->null_count());
+    if (chunk->type_id() == arrow::Type::DICTIONARY) {
+      // Null where the index is, or the value it points to.
+      for (std::int64_t row = 0; row < chunk->length(); ++row) {
+        if (is_null_value(*chunk, row)) {
+          ++nulls;
+        }
+      }
+    } else {
+      nulls += static_cast<std::size_t>(chunk->null_count());
+    }
   }
   if (!chunks.empty() && chunks.front()->type_id() == arrow::Type::NA) {
     // Nothing but nulls: the cheapest column that holds them.
@@ -442,12 +570,12 @@ std::unique_ptr<column> encode_nested_chunks(
   offsets.push_back(0);
   row_writer out{bytes};
   for (auto const& chunk : chunks) {
-    auto const node   = make_encoder(*chunk, nullptr);
-    bool const floats = has_floats(*chunk->type());
+    auto const node  = make_encoder(*chunk, nullptr);
+    bool const exact = has_exact_bits(*chunk->type());
     for (std::int64_t row = 0; row < chunk->length(); ++row) {
-      if (!chunk->IsNull(row)) {
+      if (!is_null_value(*chunk, row)) {
         encode_body(node, row, out);
-        out.finish(floats);
+        out.finish(exact);
       }
       offsets.push_back(static_cast<std::int64_t>(bytes.size()));
     }
@@ -462,7 +590,13 @@ std::unique_ptr<column> encode_nested_chunks(
   std::size_t at = 0;
   for (auto const& chunk : chunks) {
     auto const length = static_cast<std::size_t>(chunk->length());
-    if (nulls > 0 && chunk->null_count() > 0) {
+    if (nulls > 0 && chunk->type_id() == arrow::Type::DICTIONARY) {
+      for (std::size_t row = 0; row < length; ++row) {
+        if (is_null_value(*chunk, static_cast<std::int64_t>(row))) {
+          set_bit(result->mutable_null_mask(), at + row, false);
+        }
+      }
+    } else if (nulls > 0 && chunk->null_count() > 0) {
       copy_bits(result->mutable_null_mask(),
                 at,
                 chunk->null_bitmap_data(),
@@ -473,6 +607,21 @@ std::unique_ptr<column> encode_nested_chunks(
   }
   result->set_null_count(nulls);
   return result;
+}
+
+std::vector<std::optional<std::string>> encode_rows(arrow::Array const& array) {
+  std::vector<std::optional<std::string>> keys(static_cast<std::size_t>(array.length()));
+  auto const node  = make_encoder(array, nullptr);
+  bool const exact = has_exact_bits(*array.type());
+  for (std::int64_t row = 0; row < array.length(); ++row) {
+    if (!is_null_value(array, row)) {
+      auto& key = keys[static_cast<std::size_t>(row)].emplace();
+      row_writer out{key};
+      encode_body(node, row, out);
+      out.finish(exact);
+    }
+  }
+  return keys;
 }
 
 std::size_t nested_spillway_size(arrow::Array const& chunk) {

@@ -40,6 +40,16 @@ std::shared_ptr<parquet::FileMetaData> read_parquet_footer(std::string const& pa
   }
 }
 
+/// Whether `type` holds a dictionary inside a nested type (at `depth` 0, `type` is a column's).
+bool has_inner_dictionary(arrow::DataType const& type, int depth = 0) {
+  if (type.id() == arrow::Type::DICTIONARY && depth > 0) {
+    return true;
+  }
+  return std::any_of(type.fields().begin(), type.fields().end(), [depth](auto const& field) {
+    return has_inner_dictionary(*field->type(), depth + 1);
+  });
+}
+
 class parquet_batches final : public file_batches {
  public:
   /// `row_groups` of `path` (checked by `open_parquet_files`); none: every row group.
@@ -77,7 +87,21 @@ class parquet_batches final : public file_batches {
       arrow_properties.set_batch_size(rows_per_batch);
       builder.memory_pool(pool)->properties(arrow_properties);
       reader_ = value_or_throw(builder.Build(), "cannot read Parquet file '" + path + "'");
-      if (!row_groups) {
+      std::shared_ptr<arrow::Schema> schema;
+      check_arrow(reader_->GetSchema(&schema), "cannot read Parquet file '" + path + "'");
+      if (std::any_of(schema->fields().begin(), schema->fields().end(), [](auto const& field) {
+            return has_inner_dictionary(*field->type());
+          })) {
+        // Arrow cannot make one batch of row groups whose dictionaries inside a nested column
+        // differ: a batch per row group, never across two.
+        auto const [first, end] =
+          row_groups.value_or(std::pair<std::size_t, std::size_t>{0, metadata->num_row_groups()});
+        for (std::size_t group = first; group < end; ++group) {
+          groups_.push_back(static_cast<int>(group));
+        }
+        batches_ = value_or_throw(reader_->GetRecordBatchReader(std::vector<int>{}),
+                                  "cannot read Parquet file '" + path + "'");
+      } else if (!row_groups) {
         batches_ = value_or_throw(reader_->GetRecordBatchReader(),
                                   "cannot read Parquet file '" + path + "'");
       } else {
@@ -100,7 +124,13 @@ class parquet_batches final : public file_batches {
 
   std::shared_ptr<arrow::RecordBatch> next() override {
     try {
-      return value_or_throw(batches_->Next(), "cannot read Parquet file '" + path_ + "'");
+      auto batch = value_or_throw(batches_->Next(), "cannot read Parquet file '" + path_ + "'");
+      while (batch == nullptr && next_group_ < groups_.size()) {
+        batches_ = value_or_throw(reader_->GetRecordBatchReader({groups_[next_group_++]}),
+                                  "cannot read Parquet file '" + path_ + "'");
+        batch    = value_or_throw(batches_->Next(), "cannot read Parquet file '" + path_ + "'");
+      }
+      return batch;
     } catch (parquet::ParquetException const& error) {
       SPILLWAY_FAIL("Parquet file '" + path_ + "' is corrupt: " + error.what(), corruption_error);
     }
@@ -110,6 +140,8 @@ class parquet_batches final : public file_batches {
   std::string path_;
   std::unique_ptr<parquet::arrow::FileReader> reader_;
   std::unique_ptr<arrow::RecordBatchReader> batches_;
+  std::vector<int> groups_;     ///< read one by one (see has_inner_dictionary), else none
+  std::size_t next_group_ = 0;  ///< the next of them
 };
 
 }  // namespace

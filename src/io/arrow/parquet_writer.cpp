@@ -51,6 +51,32 @@ parquet::Compression::type to_parquet(parquet_compression compression) noexcept 
   return parquet::Compression::UNCOMPRESSED;
 }
 
+/**
+ * @return the first part of `type` that Parquet cannot hold (an interval, a dictionary of nested
+ * values), or "" when it holds all of it
+ */
+std::string parquet_unholdable(arrow::DataType const& type) {
+  switch (type.id()) {
+    case arrow::Type::INTERVAL_MONTHS:
+    case arrow::Type::INTERVAL_DAY_TIME:
+    case arrow::Type::INTERVAL_MONTH_DAY_NANO:
+      return type.ToString();
+    case arrow::Type::DICTIONARY: {
+      auto const& values = *static_cast<arrow::DictionaryType const&>(type).value_type();
+      return values.num_fields() > 0 ? type.ToString() : parquet_unholdable(values);
+    }
+    default:
+      break;
+  }
+  for (auto const& field : type.fields()) {
+    auto part = parquet_unholdable(*field->type());
+    if (!part.empty()) {
+      return part;
+    }
+  }
+  return {};
+}
+
 /// Rows of the first write sampled per column to decide its dictionary encoding (AUTO), and the
 /// fewest for a decision (below, Arrow's default applies).
 constexpr std::size_t DICTIONARY_SAMPLE_ROWS     = 4096;
@@ -122,6 +148,13 @@ class parquet_file_writer final : public format_writer {
       row_group_bytes_(std::max<std::size_t>(options.row_group_bytes, 1)),
       stream_(stream),
       mrs_(mrs) {
+    for (auto const& field : schema_->fields()) {
+      auto const part = parquet_unholdable(*field->type());
+      SPILLWAY_EXPECTS(part.empty(),
+                       "parquet: column '" + field->name() + "' is " + field->type()->ToString() +
+                         ", which Parquet cannot hold (" + part + "); write it as Arrow IPC",
+                       not_supported);
+    }
     sink_ = value_or_throw(direct_output_stream::Open(path_, pool_.get(), DIRECT_WRITE_BYTES),
                            "cannot create Parquet file '" + path_ + "'");
   }

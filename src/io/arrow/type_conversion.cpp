@@ -281,9 +281,14 @@ data_type from_arrow_type(arrow::DataType const& type,
     }
     case arrow::Type::LIST:
     case arrow::Type::LARGE_LIST:
+    case arrow::Type::LIST_VIEW:
+    case arrow::Type::LARGE_LIST_VIEW:
     case arrow::Type::FIXED_SIZE_LIST:
     case arrow::Type::STRUCT:
     case arrow::Type::MAP:
+    case arrow::Type::INTERVAL_MONTHS:
+    case arrow::Type::INTERVAL_DAY_TIME:
+    case arrow::Type::INTERVAL_MONTH_DAY_NANO:
       // Each row's value encoded as bytes that order as the value (nested_encoding.hpp).
       if (unencodable_part(type).empty()) {
         return type_id::BINARY;
@@ -297,6 +302,9 @@ data_type from_arrow_type(arrow::DataType const& type,
       if (values.id() != arrow::Type::DICTIONARY && !is_nested_type(values)) {
         return from_arrow_type(values, column, file);
       }
+      if (is_nested_type(values) && unencodable_part(type).empty()) {
+        return type_id::BINARY;  // nested values: encoded by value, as a nested column
+      }
       break;
     }
     default:
@@ -309,8 +317,10 @@ data_type from_arrow_type(arrow::DataType const& type,
                   "supported: bool, int8-64, uint8-64, float, double, timestamp, date32, "
                   "date64, time32, time64, duration, decimal32-256, string, large_string, "
                   "string_view, binary, large_binary, binary_view, fixed_size_binary, "
-                  "dictionaries of these, null, and list, large_list, fixed_size_list, struct "
-                  "and map to any depth of these but dictionaries)",
+                  "month_interval, day_time_interval, month_day_nano_interval, null, "
+                  "dictionaries of these, and list, large_list, list_view, large_list_view, "
+                  "fixed_size_list, struct and map to any depth of these, and dictionaries of "
+                  "them)",
                 not_supported);
 }
 
@@ -456,6 +466,13 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
   return to_arrow_array(view, pool, to_arrow_type(view.type(), storage, time_zone));
 }
 
+nested_dictionaries& arrow_dictionaries::nested(std::size_t column) {
+  if (nested_.size() <= column) {
+    nested_.resize(column + 1);
+  }
+  return nested_[column];
+}
+
 std::shared_ptr<arrow::Array> arrow_dictionaries::encode(std::size_t column,
                                                          column_view const& view,
                                                          arrow::DictionaryType const& type,
@@ -562,6 +579,12 @@ std::vector<std::shared_ptr<arrow::RecordBatch>> to_arrow_batches(
     columns.reserve(rows.num_columns());
     for (std::size_t c = 0; c < rows.num_columns(); ++c) {
       auto const& field_type = schema->field(static_cast<int>(c))->type();
+      if (is_nested_type(*field_type)) {
+        // Its dictionaries, at any level, grow from batch to batch as a top-level one does.
+        columns.push_back(
+          decode_nested(rows.column(c), field_type, pool, &dictionaries->nested(c)));
+        continue;
+      }
       columns.push_back(
         field_type->id() == arrow::Type::DICTIONARY
           ? dictionaries->encode(

@@ -4,6 +4,8 @@
  */
 #pragma once
 
+#include "io/arrow/nested_encoding.hpp"
+
 #include <spillway/core/stream_view.hpp>
 #include <spillway/io/schema.hpp>
 #include <spillway/memory/resource_ref.hpp>
@@ -101,12 +103,16 @@ class arrow_dictionaries {
                                        arrow::DictionaryType const& type,
                                        arrow::MemoryPool* pool);
 
+  /** @return the dictionaries inside the nested column `column` so far (see decode_nested) */
+  nested_dictionaries& nested(std::size_t column);
+
  private:
   struct column_state {
     std::unordered_map<std::string, std::uint64_t> index;  ///< a value's bytes to its index
     std::shared_ptr<arrow::Array> values;                  ///< the dictionary so far
   };
   std::vector<column_state> columns_;
+  std::vector<nested_dictionaries> nested_;
 };
 
 /// The most characters a `string` array holds: its offsets are int32.
@@ -114,7 +120,8 @@ inline constexpr std::int64_t MAX_STRING_ARRAY_CHARS = std::numeric_limits<std::
 
 /**
  * @return record batches of `schema` over the rows of `input`, in order (see `to_arrow_array`;
- * dictionary fields are encoded by `dictionaries`, or by a fresh set when null):
+ * dictionary fields, and dictionaries inside nested fields, are encoded by `dictionaries`, or by
+ * a fresh set when null):
  * one, or where a `string` (utf8) column of `schema` holds more than `max_chars` characters, as
  * many as it takes for each to hold at most `max_chars` in every such column
  * @throws spillway::not_supported naming the column when one value is longer than `max_chars`;
