@@ -106,8 +106,8 @@ struct spill_store_options {
   /// (moving averages over recent blocks; the skipped blocks of `min_compression_ratio` keep
   /// the codec's estimate fresh). A disk whose writes land in the page cache at memory speed
   /// gets raw blocks; a slow or throttled one gets compressed blocks. False: the ratio alone.
-  /// Chosen by measurement (docs/BENCHMARKS.md, "What we tried": presorted 2.45 -> 1.72 s): on
-  /// this machine LZ4 made the sort of presorted keys (2.0x compression) 42% slower than raw
+  /// Chosen by measurement (d913fff:docs/BENCHMARKS.md, "What we tried": presorted 2.45 -> 1.72 s):
+  /// on this machine LZ4 made the sort of presorted keys (2.0x compression) 42% slower than raw
   /// blocks.
   bool compress_only_when_faster = true;
   /// Threads that read and write spill files; 0 (the default): `spill_io_threads(host_budget,
