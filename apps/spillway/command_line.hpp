@@ -87,6 +87,8 @@ inline constexpr char const* DEFAULT_COMPRESSION = "snappy";
 
 /// Most `--threads` accepted.
 inline constexpr std::size_t MAX_THREADS = 1024;
+/// Tasks that hold the device at once by default (as spark-rapids' concurrentGpuTasks).
+inline constexpr std::size_t DEFAULT_DEVICE_TASKS = 2;
 
 /**
  * @brief Sizes the worker pool to `--threads` (0: the cores this process may use), and Arrow's

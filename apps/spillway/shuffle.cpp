@@ -12,6 +12,7 @@
 #include "preflight.hpp"
 #include "ranks.hpp"
 #include "retry_guards.hpp"
+#include "shuffle_tasks.hpp"
 #include "spill_failures.hpp"
 
 #include <spillway/core/logging.hpp>
@@ -28,6 +29,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -37,6 +40,7 @@
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,8 +73,10 @@ struct shuffle_arguments {
   std::uint64_t seed        = 0;
   bool json                 = false;
   bool overwrite            = false;
-  std::string csv_types;    ///< --csv-types
-  std::size_t threads = 0;  ///< --threads; 0: the cores this process may use
+  std::string csv_types;         ///< --csv-types
+  std::size_t threads      = 0;  ///< --threads; 0: the cores this process may use
+  std::size_t tasks        = 0;  ///< --tasks per rank; 0: the rank's share of the threads
+  std::size_t device_tasks = DEFAULT_DEVICE_TASKS;
 };
 
 /** @brief One rank's counters, summed or maximised over the ranks for the summary. */
@@ -143,13 +149,41 @@ void maybe_die(int rank, std::size_t maps_added) {
   }
 }
 
+/** @brief Writes `marker`: every map task of `piece` is checkpointed, `batches` of them. */
+void mark_checkpointed(std::filesystem::path const& marker,
+                       input_piece const& piece,
+                       std::string const& directory,
+                       std::size_t batches) {
+  // Written under a temporary name and renamed: a marker that exists is complete.
+  auto const temporary = marker.string() + ".tmp";
+  std::ofstream out{temporary};
+  out << batches << '\n';
+  out.close();
+  std::error_code error;
+  if (out) {
+    std::filesystem::rename(temporary, marker, error);
+  }
+  if (!out || error) {
+    std::filesystem::remove(temporary, error);
+    log(log_level::WARN,
+        "cannot mark " + piece.describe() + " as checkpointed in " + directory +
+          "; a rerun reads it again (its map tasks are still resumed)");
+  }
+}
+
 /**
- * @brief Adds a map task per batch of `pieces` (this rank's files, or runs of row groups). Its
- * lineage is the file itself: a lost shard's map task reads its batch from the file again, so no
- * copy of the input is kept. With a checkpoint directory the maps are named (their shards are
- * checkpointed) and a piece whose maps were all checkpointed by an earlier run is not read at all.
+ * @brief Adds a map task per batch of `pieces` (this rank's files, or runs of row groups), run by
+ * `tasks`. Its lineage is the file itself: a lost shard's map task reads its batch from the file
+ * again, so no copy of the input is kept. With a checkpoint directory the maps are named (their
+ * shards are checkpointed) and a piece whose maps were all checkpointed by an earlier run is not
+ * read at all.
+ *
+ * The batches are read in order, one task at a time, and each gets its map number as it is read
+ * (`shuffler::reserve_map`): the rows of a partition come in map order, so the output is the same
+ * whatever the number of tasks and however they interleave.
  */
 void add_input_maps(shuffler& shuffle,
+                    shuffle_map_tasks& tasks,
                     std::string const& directory,
                     std::vector<input_piece> const& pieces,
                     file_format format,
@@ -158,81 +192,121 @@ void add_input_maps(shuffler& shuffle,
                     stream_view read_stream,
                     int rank,
                     rank_totals& totals) {
-  std::size_t added = 0;
-  for (auto const& piece : pieces) {
-    // The batch into the shuffle's memory; the reader's own scratch on the host, as when the
-    // piece was first read.
-    auto const reader_scratch = mrs.temporary();
-    auto const lineage        = [piece, format, batch_bytes, reader_scratch](std::size_t index) {
-      return [piece, format, batch_bytes, index, reader_scratch](stream_view stream,
-                                                                 memory_resources out) {
-        return reread_batch(piece,
-                            format,
-                            batch_bytes,
-                            index,
-                            memory_resources{out.output(), reader_scratch},
-                            stream);
+  bool const checkpointed = !directory.empty();
+  // Per piece: its batches once all are read (or known from its marker), and the map tasks done.
+  struct piece_state {
+    std::optional<std::size_t> batches;
+    std::size_t done = 0;
+    bool resumed     = false;  ///< its marker was there: its maps are all checkpointed
+  };
+  std::vector<piece_state> states(pieces.size());
+  std::mutex states_mutex;
+  std::atomic<std::size_t> added{0};
+  // Marks piece `p` checkpointed once every batch of it is read and every map of it done.
+  auto const one_done = [&](std::size_t p, bool finished_map) {
+    std::optional<std::size_t> complete;
+    {
+      std::lock_guard lock(states_mutex);
+      auto& state = states[p];
+      state.done += finished_map ? 1U : 0U;
+      if (checkpointed && !state.resumed && state.batches && state.done == *state.batches) {
+        complete = state.batches;
+      }
+    }
+    if (complete) {
+      mark_checkpointed(
+        done_marker(directory, pieces[p], batch_bytes), pieces[p], directory, *complete);
+    }
+  };
+  // The batch into the shuffle's memory; the reader's own scratch on the host, as when the piece
+  // was first read.
+  auto const reader_scratch = mrs.temporary();
+  auto const lineage        = [&, reader_scratch](std::size_t p, std::size_t index) -> map_input {
+    return [piece = pieces[p], format, batch_bytes, index, reader_scratch](stream_view stream,
+                                                                           memory_resources out) {
+      return reread_batch(
+        piece, format, batch_bytes, index, memory_resources{out.output(), reader_scratch}, stream);
+    };
+  };
+  auto const identity = [&](std::size_t p, std::size_t index) {
+    return checkpointed ? map_identity(pieces[p], batch_bytes, index) : std::string{};
+  };
+  // Where the reading stands (touched by one task at a time).
+  std::size_t p     = 0;
+  std::size_t index = 0;
+  std::unique_ptr<batch_reader> reader;
+  auto const next = [&]() -> std::optional<map_work> {
+    while (p < pieces.size()) {
+      auto& state = states[p];
+      if (index == 0 && !reader && !state.batches) {
+        std::size_t batches = 0;
+        auto const marker =
+          checkpointed ? done_marker(directory, pieces[p], batch_bytes) : std::filesystem::path{};
+        if (std::ifstream in{marker}; checkpointed && in >> batches) {
+          std::lock_guard lock(states_mutex);
+          state.batches = batches;
+          state.resumed = true;
+        } else {
+          // Read into host scratch; the map task copies it onto the device as its first step,
+          // under the shuffle's OOM protocol.
+          reader = open_piece(
+            pieces[p], format, batch_bytes, memory_resources{mrs.temporary()}, read_stream);
+        }
+      }
+      std::size_t const piece = p;
+      std::size_t const batch = index;
+      if (!reader) {  // resumed: its map tasks' shards are read from the checkpoint
+        if (batch == *state.batches) {
+          ++p;
+          index = 0;
+          continue;
+        }
+        ++index;
+        std::size_t const map = shuffle.reserve_map();
+        return map_work{0, 0, [&, piece, batch, map] {
+                          static_cast<void>(shuffle.add_reserved_map(
+                            map, lineage(piece, batch), identity(piece, batch)));
+                          maybe_die(rank, ++added);
+                        }};
+      }
+      auto read = reader->next();
+      if (!read) {
+        reader.reset();
+        {
+          std::lock_guard lock(states_mutex);
+          state.batches = batch;
+        }
+        one_done(piece, false);
+        ++p;
+        index = 0;
+        continue;
+      }
+      ++index;
+      std::size_t const rows  = read->num_rows();
+      std::size_t const bytes = read->allocated_bytes();
+      totals.rows_in += rows;
+      totals.bytes_in += bytes;
+      std::size_t const map = shuffle.reserve_map();
+      auto first            = std::make_shared<std::unique_ptr<table>>(std::move(read));
+      auto again            = lineage(piece, batch);
+      map_input input       = [first, again](stream_view stream, memory_resources out) {
+        if (*first) {  // the batch just read, once; then read again from the piece
+          auto on_device = spillway::copy((*first)->view(), stream, out.output());
+          first->reset();  // copied: a later attempt reads it again
+          return on_device;
+        }
+        return again(stream, out);
       };
-    };
-    bool const checkpointed = !directory.empty();
-    auto const identity     = [&](std::size_t index) {
-      return checkpointed ? map_identity(piece, batch_bytes, index) : std::string{};
-    };
-    auto const marker =
-      checkpointed ? done_marker(directory, piece, batch_bytes) : std::filesystem::path{};
-    std::size_t batches = 0;
-    if (std::ifstream in{marker}; checkpointed && in >> batches) {
-      for (std::size_t index = 0; index < batches; ++index) {
-        static_cast<void>(shuffle.add_map(lineage(index), identity(index)));
-        maybe_die(rank, ++added);
-      }
-      continue;
+      return map_work{
+        rows, bytes, [&, piece, batch, map, input = std::move(input)] {
+          static_cast<void>(shuffle.add_reserved_map(map, input, identity(piece, batch)));
+          one_done(piece, true);
+          maybe_die(rank, ++added);
+        }};
     }
-    // Read into host scratch; the map task copies it onto the device as its first step, under
-    // the shuffle's OOM protocol.
-    auto reader =
-      open_piece(piece, format, batch_bytes, memory_resources{mrs.temporary()}, read_stream);
-    for (std::size_t index = 0;; ++index) {
-      auto batch = reader->next();
-      if (!batch) {
-        batches = index;
-        break;
-      }
-      totals.rows_in += batch->num_rows();
-      totals.bytes_in += batch->allocated_bytes();
-      auto first = std::make_shared<std::unique_ptr<table>>(std::move(batch));
-      auto again = lineage(index);
-      static_cast<void>(shuffle.add_map(
-        [first, again](stream_view stream, memory_resources out) {
-          if (*first) {  // the batch just read, once; then read again from the piece
-            auto on_device = spillway::copy((*first)->view(), stream, out.output());
-            first->reset();  // copied: a later attempt reads it again
-            return on_device;
-          }
-          return again(stream, out);
-        },
-        identity(index)));
-      maybe_die(rank, ++added);
-    }
-    if (!checkpointed) {
-      continue;
-    }
-    // Written under a temporary name and renamed: a marker that exists is complete.
-    auto const temporary = marker.string() + ".tmp";
-    std::ofstream out{temporary};
-    out << batches << '\n';
-    out.close();
-    std::error_code error;
-    if (out) {
-      std::filesystem::rename(temporary, marker, error);
-    }
-    if (!out || error) {
-      std::filesystem::remove(temporary, error);
-      log(log_level::WARN,
-          "cannot mark " + piece.describe() + " as checkpointed in " + directory +
-            "; a rerun reads it again (its map tasks are still resumed)");
-    }
-  }
+    return std::nullopt;
+  };
+  tasks.run(next);
 }
 
 int run_shuffle(shuffle_arguments const& args) {
@@ -270,6 +344,11 @@ int run_shuffle(shuffle_arguments const& args) {
   auto const backend            = resolve_rank_backend(args.backend, args.ranks, device_memory);
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
   check_spill_directory(args.spill_dir);
+  // Tasks per rank: by default one per worker thread, the threads shared by this process's ranks.
+  std::size_t const num_tasks =
+    args.tasks != 0
+      ? args.tasks
+      : std::max<std::size_t>(1, worker_threads() / static_cast<std::size_t>(args.ranks));
 
   std::mutex summary_mutex;
   nlohmann::ordered_json summary;
@@ -304,7 +383,15 @@ int run_shuffle(shuffle_arguments const& args) {
       rank_totals totals;
       memory_resources const reader_resources{environment.device(), io_scratch};
       auto const my_input = input_of_rank(comm, input);
+      // The rank's map tasks: ids after the rank's own task, --device-tasks of them on the device
+      // at once.
+      shuffle_map_tasks tasks{environment,
+                              num_tasks,
+                              args.device_tasks,
+                              std::max<std::size_t>(batch_bytes, 1),
+                              task_id{rank.task().id().value + 1}};
       add_input_maps(shuffle,
+                     tasks,
                      args.checkpoint_dir,
                      my_input,
                      format,
@@ -367,24 +454,47 @@ int run_shuffle(shuffle_arguments const& args) {
       totals.spilled_host       = spills.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes;
       totals.spilled_disk       = spills.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes +
                             spills.between(spill_tier::HOST, spill_tier::DISK).raw_bytes;
-      auto const sums         = sum_over_ranks(comm,
+      auto const sums  = sum_over_ranks(comm,
                                        {totals.rows_in,
-                                                totals.bytes_in,
-                                                totals.rows_out,
-                                                totals.files,
-                                                totals.shards,
-                                                totals.bytes_shuffled,
-                                                totals.messages,
-                                                totals.recomputed,
-                                                totals.backpressure_waits,
-                                                totals.spilled_host,
-                                                totals.spilled_disk,
-                                                totals.resumed,
-                                                environment.injected_failures()});
-      auto const peaks        = max_over_ranks(comm,
+                                         totals.bytes_in,
+                                         totals.rows_out,
+                                         totals.files,
+                                         totals.shards,
+                                         totals.bytes_shuffled,
+                                         totals.messages,
+                                         totals.recomputed,
+                                         totals.backpressure_waits,
+                                         totals.spilled_host,
+                                         totals.spilled_disk,
+                                         totals.resumed,
+                                         environment.injected_failures()});
+      auto const peaks = max_over_ranks(comm,
                                         {environment.device_peak_bytes(),
-                                                environment.host_tier().statistics().peak_bytes,
-                                                totals.rows_in});
+                                         environment.host_tier().statistics().peak_bytes,
+                                         totals.rows_in,
+                                         spills.host_over_budget_peak});
+      // Task k of every rank, summed over the ranks.
+      std::vector<std::uint64_t> task_counts;
+      for (auto const& task : tasks.summaries()) {
+        task_counts.insert(task_counts.end(),
+                           {task.maps,
+                            task.rows,
+                            task.bytes,
+                            task.leases.grants,
+                            task.leases.granted_bytes,
+                            task.leases.waits,
+                            task.leases.lent_bytes,
+                            task.leases.borrowed_bytes,
+                            task.leases.whole_device});
+      }
+      task_counts             = sum_over_ranks(comm, std::move(task_counts));
+      auto const protocol     = environment.coordinator().statistics();
+      auto const oom_counts   = sum_over_ranks(comm,
+                                             {stats.oom_retries,
+                                                protocol.failures,
+                                                protocol.blocks,
+                                                protocol.retries,
+                                                protocol.deadlocks});
       auto all_files          = gather_names(comm, mine);
       std::size_t rows_mapped = 0;  // by every rank's map tasks, read now or resumed
       for (std::size_t partition = 0; partition < args.partitions; ++partition) {
@@ -401,36 +511,59 @@ int run_shuffle(shuffle_arguments const& args) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       double const per_second = static_cast<double>(bytes_mapped) / std::max(seconds, 1e-9);
       std::lock_guard lock(summary_mutex);
-      written = std::move(all_files);
-      summary = {{"input", args.input},
-                 {"output", args.output},
-                 {"ranks", comm.size()},
-                 {"threads", worker_threads()},
-                 {"transport", launched_by_mpirun() ? "mpi" : "in-process"},
-                 {"backend", std::string{to_string(backend)}},
-                 {"mode", args.mode},
-                 {"partitions", args.partitions},
-                 {"rows", sums[2]},
-                 {"rows_read", sums[0]},
-                 {"rows_read_max_rank", peaks[2]},
-                 {"bytes", bytes_mapped},
-                 {"bytes_read", sums[1]},
-                 {"files", sums[3]},
-                 {"seconds", seconds},
-                 {"bytes_per_second", per_second},
-                 {"shards", sums[4]},
-                 {"shard_bytes", sums[5]},
-                 {"messages", sums[6]},
-                 {"recomputed_maps", sums[7]},
-                 {"resumed_maps", sums[11]},
-                 {"backpressure_waits", sums[8]},
-                 {"spilled_device_to_host_bytes", sums[9]},
-                 {"spilled_to_disk_bytes", sums[10]},
-                 {"device_budget_per_rank", device_memory},
-                 {"device_peak_max", peaks[0]},
-                 {"host_budget_per_rank", host_memory},
-                 {"host_peak_max", peaks[1]},
-                 {"oom_injected", sums[12]}};
+      written                         = std::move(all_files);
+      summary                         = {{"input", args.input},
+                                         {"output", args.output},
+                                         {"ranks", comm.size()},
+                                         {"threads", worker_threads()},
+                                         {"transport", launched_by_mpirun() ? "mpi" : "in-process"},
+                                         {"backend", std::string{to_string(backend)}},
+                                         {"mode", args.mode},
+                                         {"partitions", args.partitions},
+                                         {"rows", sums[2]},
+                                         {"rows_read", sums[0]},
+                                         {"rows_read_max_rank", peaks[2]},
+                                         {"bytes", bytes_mapped},
+                                         {"bytes_read", sums[1]},
+                                         {"files", sums[3]},
+                                         {"seconds", seconds},
+                                         {"bytes_per_second", per_second},
+                                         {"shards", sums[4]},
+                                         {"shard_bytes", sums[5]},
+                                         {"messages", sums[6]},
+                                         {"recomputed_maps", sums[7]},
+                                         {"resumed_maps", sums[11]},
+                                         {"backpressure_waits", sums[8]},
+                                         {"spilled_device_to_host_bytes", sums[9]},
+                                         {"spilled_to_disk_bytes", sums[10]},
+                                         {"device_budget_per_rank", device_memory},
+                                         {"device_peak_max", peaks[0]},
+                                         {"host_budget_per_rank", host_memory},
+                                         {"host_peak_max", peaks[1]},
+                                         {"host_over_budget_peak_max", peaks[3]},
+                                         {"oom_injected", sums[12]},
+                                         {"steps_run_again_alone", oom_counts[0]},
+                                         {"allocation_failures", oom_counts[1]},
+                                         {"oom_blocks", oom_counts[2]},
+                                         {"oom_roll_backs", oom_counts[3]},
+                                         {"oom_deadlocks_broken", oom_counts[4]},
+                                         {"tasks", num_tasks},
+                                         {"device_tasks", args.device_tasks}};
+      nlohmann::ordered_json per_task = nlohmann::ordered_json::array();
+      constexpr std::size_t FIELDS    = 9;
+      for (std::size_t at = 0; at + FIELDS <= task_counts.size(); at += FIELDS) {
+        per_task.push_back({{"task", at / FIELDS + 1},
+                            {"maps", task_counts[at]},
+                            {"rows", task_counts[at + 1]},
+                            {"bytes", task_counts[at + 2]},
+                            {"leases", task_counts[at + 3]},
+                            {"lease_bytes", task_counts[at + 4]},
+                            {"lease_waits", task_counts[at + 5]},
+                            {"lent_bytes", task_counts[at + 6]},
+                            {"borrowed_bytes", task_counts[at + 7]},
+                            {"whole_device", task_counts[at + 8]}});
+      }
+      summary["per_task"] = std::move(per_task);
       char line[256];
       std::snprintf(line,
                     sizeof(line),
@@ -495,6 +628,19 @@ command add_shuffle_command(CLI::App& parent) {
                  "Worker threads of this process, shared by its ranks (default: the cores this "
                  "process may use)")
     ->check(CLI::Range(std::size_t{1}, MAX_THREADS));
+  app
+    ->add_option("--tasks",
+                 args->tasks,
+                 "Map tasks per rank that read and partition input batches side by side (default: "
+                 "one per worker thread, the threads shared by the ranks of this process)")
+    ->check(CLI::Range(std::size_t{1}, MAX_THREADS));
+  app
+    ->add_option("--device-tasks",
+                 args->device_tasks,
+                 "Map tasks per rank that hold the device at once (the device semaphore), each "
+                 "with its base lease")
+    ->check(CLI::Range(std::size_t{1}, MAX_THREADS))
+    ->capture_default_str();
   app->add_option("--format", args->format, "Input format (default: from the extension)");
   app->add_option("--checkpoint-dir",
                   args->checkpoint_dir,

@@ -54,8 +54,6 @@
 namespace spillway::cli {
 namespace {
 
-/// Tasks that hold the device at once by default (as spark-rapids' concurrentGpuTasks).
-constexpr std::size_t DEFAULT_DEVICE_TASKS = 2;
 /// The least rows one batch must hold for the sort to make progress.
 constexpr std::size_t MIN_BATCH_ROWS = 64;
 /// Characters assumed per string value when the budget is checked before reading.

@@ -6,6 +6,7 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/core/mutex.hpp>
+#include <spillway/lease/task_context.hpp>
 #include <spillway/retry/retry_coverage.hpp>
 #include <spillway/spill/spill_store.hpp>
 
@@ -97,14 +98,49 @@ class device_gate {
   }
 
  private:
+  /**
+   * @brief Waits under the gate's lock until `ready()`, then calls `enter()` under it. The task
+   * of the calling thread, if any, counts as waiting meanwhile (`task_context::blocked`): the OOM
+   * protocol must not take a task waiting here for one that may still free memory (a task
+   * blocked in an allocation inside a step would wait for it forever). A task leaves that scope
+   * holding no part of the gate, since leaving it may wait for leases it lent to a task that
+   * needs the gate; then it looks again. `waiting(+1/-1)` counts it as a waiter meanwhile.
+   */
+  template <typename Ready, typename Enter, typename Waiting>
+  void wait_to_enter(Ready const& ready, Enter const& enter, Waiting const& waiting) {
+    task_context* const task = task_context::current();
+    while (true) {
+      {
+        scoped_lock lock(mutex_);
+        if (ready()) {
+          enter();
+          return;
+        }
+        if (task == nullptr) {
+          waiting(1);
+          lock.wait(changed_, ready);
+          waiting(-1);
+          enter();
+          return;
+        }
+      }
+      auto const blocked = task->blocked();
+      scoped_lock lock(mutex_);
+      waiting(1);
+      lock.wait(changed_, ready);
+      waiting(-1);
+    }
+  }
+
   class shared_entry {
    public:
     explicit shared_entry(device_gate& gate) : gate_(gate) {
-      scoped_lock lock(gate_.mutex_);
-      lock.wait(gate_.changed_, [&]() SPILLWAY_REQUIRES(gate_.mutex_) {
-        return !gate_.exclusive_ && gate_.exclusive_waiting_ == 0;
-      });
-      ++gate_.running_;
+      gate_.wait_to_enter(
+        [&]() SPILLWAY_REQUIRES(gate_.mutex_) {
+          return !gate_.exclusive_ && gate_.exclusive_waiting_ == 0;
+        },
+        [&]() SPILLWAY_REQUIRES(gate_.mutex_) { ++gate_.running_; },
+        [](int) {});
     }
     ~shared_entry() {
       scoped_lock lock(gate_.mutex_);
@@ -123,13 +159,19 @@ class device_gate {
   class exclusive_entry {
    public:
     explicit exclusive_entry(device_gate& gate) : gate_(gate) {
-      scoped_lock lock(gate_.mutex_);
-      ++gate_.exclusive_waiting_;
-      lock.wait(gate_.changed_, [&]() SPILLWAY_REQUIRES(gate_.mutex_) {
-        return !gate_.exclusive_ && gate_.running_ == 0 && gate_.hand_overs_ == 0;
-      });
-      --gate_.exclusive_waiting_;
-      gate_.exclusive_ = true;
+      gate_.wait_to_enter(
+        [&]() SPILLWAY_REQUIRES(gate_.mutex_) {
+          return !gate_.exclusive_ && gate_.running_ == 0 && gate_.hand_overs_ == 0;
+        },
+        [&]() SPILLWAY_REQUIRES(gate_.mutex_) { gate_.exclusive_ = true; },
+        [&](int change) SPILLWAY_REQUIRES(gate_.mutex_) {
+          if (change > 0) {
+            ++gate_.exclusive_waiting_;
+          } else {
+            --gate_.exclusive_waiting_;
+            gate_.changed_.notify_all();  // shared entries may go in meanwhile
+          }
+        });
     }
     ~exclusive_entry() {
       scoped_lock lock(gate_.mutex_);

@@ -70,6 +70,17 @@ std::vector<data_type> schema_of(table_view const& view) {
   return schema;
 }
 
+/// `input` as a map task that lends the rows it returns (kept alive while they are read).
+map_view_input lending(map_input input) {
+  return [input = std::move(input)](stream_view stream, memory_resources mrs) {
+    std::shared_ptr<table const> rows = input(stream, mrs);
+    SPILLWAY_EXPECTS(rows != nullptr, "shuffle: a map input returned no table", invalid_argument);
+    map_rows lent{rows->view(), nullptr};
+    lent.keep_alive = std::move(rows);
+    return lent;
+  };
+}
+
 }  // namespace
 
 std::vector<std::uint64_t> words_of(received_message const& message, std::size_t count) {
@@ -121,22 +132,40 @@ shuffle_engine::shuffle_engine(shuffle_mode mode,
 }
 
 std::size_t shuffle_engine::add_map(map_input input, std::string const& identity) {
-  return add_map(
-    map_view_input{[input = std::move(input)](stream_view stream, memory_resources mrs) {
-      std::shared_ptr<table const> rows = input(stream, mrs);
-      SPILLWAY_EXPECTS(rows != nullptr, "shuffle: a map input returned no table", invalid_argument);
-      map_rows lent{rows->view(), nullptr};
-      lent.keep_alive = std::move(rows);
-      return lent;
-    }},
-    identity);
+  return add_map(lending(std::move(input)), identity);
 }
 
 std::size_t shuffle_engine::add_map(map_view_input input, std::string const& identity) {
+  return run_map(std::move(input), identity, std::nullopt);
+}
+
+std::size_t shuffle_engine::reserve_map() {
+  scoped_lock lock(mutex_);
+  SPILLWAY_EXPECTS(!maps_finished_, "shuffle: reserve_map after finish_maps", logic_error);
+  maps_.emplace_back();
+  map_sizes_.emplace_back(num_partitions_, std::pair<std::size_t, std::size_t>{0, 0});
+  ++reserved_maps_;
+  return maps_.size() - 1;
+}
+
+std::size_t shuffle_engine::add_reserved_map(std::size_t reserved,
+                                             map_input input,
+                                             std::string const& identity) {
+  SPILLWAY_EXPECTS(input != nullptr, "shuffle: a map task needs an input", invalid_argument);
+  return run_map(lending(std::move(input)), identity, reserved);
+}
+
+std::size_t shuffle_engine::run_map(map_view_input input,
+                                    std::string const& identity,
+                                    std::optional<std::size_t> reserved) {
   auto const start = clock_type::now();
   {
     scoped_lock lock(mutex_);
     SPILLWAY_EXPECTS(!maps_finished_, "shuffle: add_map after finish_maps", logic_error);
+    SPILLWAY_EXPECTS(!reserved || (*reserved < maps_.size() && !maps_[*reserved]),
+                     "shuffle: map " + std::to_string(reserved.value_or(0)) +
+                       " was not reserved, or was added already",
+                     logic_error);
   }
   // Every shard goes into the store as soon as it is packed, so that it can spill while the
   // next one is made; a rolled-back attempt drops them all and starts again.
@@ -173,9 +202,18 @@ std::size_t shuffle_engine::add_map(map_view_input input, std::string const& ide
   std::size_t map = 0;
   {
     scoped_lock lock(mutex_);
-    map = maps_.size();
-    maps_.push_back(input);
-    map_sizes_.emplace_back(num_partitions_, std::pair<std::size_t, std::size_t>{0, 0});
+    if (reserved) {
+      SPILLWAY_EXPECTS(!maps_[*reserved],
+                       "shuffle: map " + std::to_string(*reserved) + " was added twice",
+                       logic_error);
+      map        = *reserved;
+      maps_[map] = input;
+      --reserved_maps_;
+    } else {
+      map = maps_.size();
+      maps_.push_back(input);
+      map_sizes_.emplace_back(num_partitions_, std::pair<std::size_t, std::size_t>{0, 0});
+    }
   }
   if (!resumed && persisted) {
     persist_map(identity, made);
@@ -270,6 +308,10 @@ void shuffle_engine::finish_maps() {
   {
     scoped_lock lock(mutex_);
     SPILLWAY_EXPECTS(!maps_finished_, "shuffle: finish_maps called twice", logic_error);
+    SPILLWAY_EXPECTS(
+      reserved_maps_ == 0,
+      "shuffle: " + std::to_string(reserved_maps_) + " reserved map task(s) were never added",
+      logic_error);
     maps_finished_ = true;
     queue_changed_.notify_all();
   }
@@ -465,6 +507,8 @@ buffer shuffle_engine::recompute(std::size_t map, std::size_t partition) {
     SPILLWAY_EXPECTS_LT(map, maps_.size(), "shuffle: no such map task", invalid_argument);
     input = maps_[map];
   }
+  SPILLWAY_EXPECTS(
+    input != nullptr, "shuffle: map task " + std::to_string(map) + " was not added", logic_error);
   buffer frame = gate_.run([&] {
     auto parts = partition_input(input);
     SPILLWAY_EXPECTS_LT(

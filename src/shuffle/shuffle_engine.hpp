@@ -78,7 +78,20 @@ class shuffle_engine {
 
   std::size_t add_map(map_view_input input, std::string const& identity = {});
 
+  /// The next map number, held for `add_reserved_map`.
+  std::size_t reserve_map();
+
+  /// `add_map(input, identity)` as the map number `reserved` (from `reserve_map`).
+  std::size_t add_reserved_map(std::size_t reserved,
+                               map_input input,
+                               std::string const& identity = {});
+
   std::size_t add_map(table_view const& batch);
+
+  /// The map task of `add_map` and `add_reserved_map`: number `reserved`, or the next one.
+  std::size_t run_map(map_view_input input,
+                      std::string const& identity,
+                      std::optional<std::size_t> reserved);
 
   /// `add_map(batch)` without the split: the batch's rows as one map task.
   std::size_t add_lineage_map(table_view const& batch);
@@ -295,7 +308,8 @@ class shuffle_engine {
 
   mutable mutex mutex_;
   std::condition_variable queue_changed_;
-  std::vector<map_view_input> maps_ SPILLWAY_GUARDED_BY(mutex_);
+  std::vector<map_view_input> maps_ SPILLWAY_GUARDED_BY(mutex_);  ///< empty: reserved, not added
+  std::size_t reserved_maps_ SPILLWAY_GUARDED_BY(mutex_) = 0;     ///< reserved and not yet added
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> map_sizes_
     SPILLWAY_GUARDED_BY(mutex_);
   std::map<local_key, stored_shard> local_shards_ SPILLWAY_GUARDED_BY(mutex_);

@@ -32,6 +32,12 @@ std::size_t shuffler::add_map(map_view_input input) { return impl_->add_map(std:
 std::size_t shuffler::add_map(map_view_input input, std::string const& identity) {
   return impl_->add_map(std::move(input), identity);
 }
+std::size_t shuffler::reserve_map() { return impl_->reserve_map(); }
+std::size_t shuffler::add_reserved_map(std::size_t reserved,
+                                       map_input input,
+                                       std::string const& identity) {
+  return impl_->add_reserved_map(reserved, std::move(input), identity);
+}
 void shuffler::finish_maps() { impl_->finish_maps(); }
 shard_directory const& shuffler::directory() const { return impl_->directory(); }
 std::vector<std::size_t> shuffler::owned_partitions() const { return impl_->owned_partitions(); }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Out-of-memory injected at every device allocation of a small sort and a small shuffle.
 
-For each command, each kind (retry, split) and, for the sort, 1 and 4 tasks, the run with
+For each command, each kind (retry, split) and 1 and 4 tasks, the run with
 SPILLWAY_INJECT_OOM=task=*,...,skip=k,count=1 (every task's k-th allocation fails) must succeed and
 write byte for byte the files of the run without injection, for every k from 0 until a run reports
 that nothing was injected (k is then past every task's last allocation). Every run also has
@@ -24,7 +24,8 @@ COMMON = ["--device-memory", "1MiB", "--host-memory", "8MiB", "--batch-size", "4
 COMMANDS = {
     "sort": ["sort", "--by", "key", "--tasks", "1"],
     "sort, 4 tasks": ["sort", "--by", "key", "--tasks", "4"],
-    "shuffle": ["shuffle", "--by", "key", "--partitions", "3"],
+    "shuffle": ["shuffle", "--by", "key", "--partitions", "3", "--tasks", "1"],
+    "shuffle, 4 tasks": ["shuffle", "--by", "key", "--partitions", "3", "--tasks", "4"],
 }
 MOST_ALLOCATIONS = 5000  # a guard against a run that never stops injecting
 

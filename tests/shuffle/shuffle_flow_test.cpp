@@ -2,7 +2,8 @@
  * @file shuffle_flow_test.cpp
  * @brief The shuffles' flow of shards on every rank group: backpressure with a tiny inbox,
  * read-ahead within its budget and asked again when a reply finds no room, a step out of memory
- * run again while spilling frees memory, and map tasks from several threads. Suites are named
+ * run again while spilling frees memory, and map tasks from several threads (in the order of
+ * their reserved numbers). Suites are named
  * Concurrent* and run under ThreadSanitizer in CI.
  */
 #include "shuffle/shuffle_harness.hpp"
@@ -14,6 +15,7 @@
 #include <spillway/ops/partition.hpp>
 #include <spillway/shuffle/pull_shuffler.hpp>
 #include <spillway/shuffle/push_shuffler.hpp>
+#include <spillway/table/copy.hpp>
 
 #include <gtest/gtest.h>
 
@@ -279,6 +281,85 @@ TEST(ConcurrentShuffleThreads, MapTasksFromSeveralThreadsWhilePushing) {
     }
     shuffle.close();
     EXPECT_EQ(sum_over_ranks(comm, rows), 8U * 500U * static_cast<std::size_t>(comm.size()));
+  });
+}
+
+TEST(ConcurrentShuffleThreads, ReservedMapNumbersKeepTheReadOrderWhateverThreadsRunTheMaps) {
+  testing::for_each_rank_group([&](communicator& comm) {
+    host_memory_resource memory;
+    rank_environment env(comm.rank(), 64_MiB, 64_MiB);
+    auto const batches = make_batches(12, 300, false, memory);
+    shuffle_options options(env.host());
+    options.partitions.key_columns    = KEYS;
+    options.partitions.num_partitions = 5;
+    // In read order on one thread: the reference.
+    std::vector<std::unique_ptr<table>> expected;
+    {
+      pull_shuffler shuffle(comm, env.store(), options, default_stream(), env.device());
+      for (auto const& batch : batches) {
+        shuffle.add_map(batch->view());
+      }
+      shuffle.finish_maps();
+      for (std::size_t const partition : shuffle.owned_partitions()) {
+        expected.push_back(shuffle.read_partition(partition));
+      }
+      shuffle.close();
+    }
+    // Numbers reserved in read order, the maps run by four threads from the last batch down.
+    push_shuffler shuffle(comm, env.store(), options, default_stream(), env.device());
+    std::vector<std::size_t> numbers;
+    for (std::size_t index = 0; index < batches.size(); ++index) {
+      numbers.push_back(shuffle.reserve_map());
+    }
+    std::vector<std::thread> threads;
+    for (std::size_t worker = 0; worker < 4; ++worker) {
+      threads.emplace_back([&, worker] {
+        for (std::size_t back = worker; back < batches.size(); back += 4) {
+          std::size_t const index = batches.size() - 1 - back;
+          auto const map          = shuffle.add_reserved_map(
+            numbers[index], [&, index](stream_view stream, memory_resources mrs) {
+              return copy(batches[index]->view(), stream, mrs.output());
+            });
+          EXPECT_EQ(map, numbers[index]);
+        }
+      });
+    }
+    for (auto& thread : threads) {
+      thread.join();
+    }
+    shuffle.finish_maps();
+    auto const owned = shuffle.owned_partitions();
+    ASSERT_EQ(owned.size(), expected.size());
+    for (std::size_t at = 0; at < owned.size(); ++at) {
+      auto const actual = shuffle.read_partition(owned[at]);
+      SPILLWAY_EXPECT_TABLES_EQUAL(expected[at]->view(), actual->view())
+        << "partition " << owned[at];
+    }
+    shuffle.close();
+  });
+}
+
+TEST(ConcurrentShuffleThreads, AReservedNumberIsAddedOnceAndBeforeTheMapsFinish) {
+  testing::for_each_rank_group([&](communicator& comm) {
+    host_memory_resource memory;
+    rank_environment env(comm.rank(), 64_MiB, 64_MiB);
+    auto const batches = make_batches(1, 100, false, memory);
+    shuffle_options options(env.host());
+    options.partitions.key_columns    = KEYS;
+    options.partitions.num_partitions = 3;
+    pull_shuffler shuffle(comm, env.store(), options, default_stream(), env.device());
+    auto const input = [&](stream_view stream, memory_resources mrs) {
+      return copy(batches[0]->view(), stream, mrs.output());
+    };
+    EXPECT_THROW(shuffle.add_reserved_map(0, input), logic_error) << "nothing reserved yet";
+    auto const first  = shuffle.reserve_map();
+    auto const second = shuffle.reserve_map();
+    EXPECT_EQ(second, first + 1);
+    EXPECT_EQ(shuffle.add_reserved_map(second, input), second);
+    EXPECT_THROW(shuffle.add_reserved_map(second, input), logic_error) << "added twice";
+    // The first is still reserved: the maps cannot finish (on every rank alike, before any
+    // message).
+    EXPECT_THROW(shuffle.finish_maps(), logic_error);
   });
 }
 

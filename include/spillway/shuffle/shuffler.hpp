@@ -13,6 +13,8 @@
  *    `for_each_batch(p, ...)` gives its shards one at a time (`take_each_batch` as tables of
  *    their own), `read_partition(p)` one table.
  *    Rows come in global map order (rank, then map number), and inside a map in input order.
+ *    A rank that runs its map tasks on several threads fixes their numbers in its read order
+ *    first (`reserve_map`, then `add_reserved_map` from any thread).
  * 4. `close()` (collective): waits until every rank has read, then stops the service threads.
  *
  * Each rank runs a service thread that answers shard requests on the shuffle's request tag; a
@@ -143,6 +145,24 @@ class shuffler {
   std::size_t add_map(map_view_input input);
   /** @brief `add_map(input, identity)` of a map task that lends its rows. */
   std::size_t add_map(map_view_input input, std::string const& identity);
+
+  /**
+   * @brief Holds the next map number of this rank for a map task added later with
+   * `add_reserved_map`. Rows come in map-number order, so a rank that reads its input on one
+   * thread, reserving a number per batch as it reads, and runs the map tasks on several threads
+   * keeps its output in read order. Every number reserved must be added before `finish_maps`.
+   * @throws logic_error after `finish_maps`
+   */
+  std::size_t reserve_map();
+  /**
+   * @brief `add_map(input, identity)` as map number `reserved` (from `reserve_map`); may run on
+   * any thread, in any order of the numbers.
+   * @throws logic_error when `reserved` was not reserved or was added already; what `add_map`
+   * throws (the number then stays reserved: the shuffle cannot finish its maps)
+   */
+  std::size_t add_reserved_map(std::size_t reserved,
+                               map_input input,
+                               std::string const& identity = {});
 
   /**
    * @brief Collective: waits until this rank's pushes are acknowledged (PUSH), then publishes
