@@ -11,8 +11,11 @@
 #include "testing/forwarding_resource.hpp"
 #include "testing/rank_groups.hpp"
 
+#include <spillway/memory/buffer.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/ops/partition.hpp>
+#include <spillway/retry/oom_coordinator.hpp>
+#include <spillway/runtime/device_environment.hpp>
 #include <spillway/shuffle/pull_shuffler.hpp>
 #include <spillway/shuffle/push_shuffler.hpp>
 #include <spillway/table/copy.hpp>
@@ -23,6 +26,8 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -241,6 +246,57 @@ TEST(ConcurrentShuffleRecovery, AStepOutOfMemoryAgainWhenAloneRunsAgainWhileSpil
     shuffle.close();
     EXPECT_EQ(arrived.size(), 1U);
     EXPECT_EQ(sum_over_ranks(comm, rows), 2U * 3000U * static_cast<std::size_t>(comm.size()));
+  });
+}
+
+TEST(ConcurrentShuffleRecovery, TasksOutOfMemoryAtTheDeviceGateNeverWaitForEachOther) {
+  // Two tasks of one rank map on a device that something outside the store fills: the first
+  // blocks in the OOM protocol inside its step; the second rolls back and waits at the gate for
+  // the first to leave its step. Unless a task waiting at the gate counts as waiting, the protocol
+  // sees it running and never wakes the first: both wait forever. Here both must end, out of
+  // memory (nothing can spill to make room).
+  testing::for_each_rank_group([&](communicator& comm) {
+    if (comm.size() != 1) {
+      return;  // one rank's tasks
+    }
+    device_environment_options env_options;
+    env_options.device_memory = 1_MiB;
+    env_options.host_memory   = 4_MiB;
+    device_environment env(env_options);
+    host_memory_resource memory;
+    auto const batches = make_batches(1, 2000, false, memory);
+    shuffle_options options(env.host());
+    options.partitions.key_columns    = KEYS;
+    options.partitions.num_partitions = 3;
+    pull_shuffler shuffle(comm, env.store(), options, env.stream(), env.device());
+    buffer filler(1_MiB, env.stream(), env.device());  // held outside the store
+    // Both tasks exist from the start (the first blocks while the second runs); each ends with
+    // its thread, since a task that is done no longer counts as running.
+    auto first     = std::make_unique<device_task>(env, task_id{1});
+    auto second    = std::make_unique<device_task>(env, task_id{2});
+    auto const map = [&](std::unique_ptr<device_task> task) {
+      task_context::thread_binding const binding{task->context()};
+      try {
+        static_cast<void>(shuffle.add_map([&](stream_view stream, memory_resources mrs) {
+          return copy(batches[0]->view(), stream, mrs.output());
+        }));
+        return std::string{"added"};
+      } catch (out_of_memory const&) {
+        return std::string{"out of memory"};
+      }
+    };
+    auto one = std::async(std::launch::async, map, std::move(first));
+    env.coordinator().testing_wait_for_state(task_id{1}, oom_state::BLOCKED);
+    auto two         = std::async(std::launch::async, map, std::move(second));
+    auto const limit = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    bool const ended = one.wait_until(limit) == std::future_status::ready &&
+                       two.wait_until(limit) == std::future_status::ready;
+    if (!ended) {
+      filler = buffer{};  // a free wakes the blocked task, so that the test can end
+    }
+    EXPECT_TRUE(ended) << "the tasks waited for each other";
+    EXPECT_EQ(one.get(), "out of memory");
+    EXPECT_EQ(two.get(), ended ? "out of memory" : "added");
   });
 }
 
