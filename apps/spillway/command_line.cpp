@@ -327,17 +327,6 @@ std::unique_ptr<batch_reader> open_dataset(std::string const& source,
   throw usage_error("unknown input format");
 }
 
-std::pair<std::size_t, std::size_t> parquet_encoding_within(std::size_t bytes) {
-  constexpr std::size_t most_group  = std::size_t{64} << 20U;
-  constexpr std::size_t least_group = std::size_t{4} << 20U;
-  constexpr std::size_t copies      = 2;  // Arrow's arrays and the encoded pages
-  std::size_t const groups_at_least = std::max<std::size_t>(bytes / (copies * least_group), 2);
-  // One row group being filled, the others encoding.
-  std::size_t const threads = std::clamp<std::size_t>(worker_threads(), 1, groups_at_least - 1);
-  std::size_t const group   = std::clamp(bytes / (copies * (threads + 1)), least_group, most_group);
-  return {threads, group};
-}
-
 void check_host_budget(std::size_t host_memory) {
   if (host_memory < MIN_HOST_BUDGET) {
     throw usage_error("--host-memory " + format_bytes(host_memory) +

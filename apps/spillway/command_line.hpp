@@ -99,14 +99,6 @@ inline constexpr std::size_t DEFAULT_DEVICE_TASKS = 2;
  */
 std::size_t use_worker_threads(std::size_t threads);
 
-/**
- * @return the Parquet encoding threads (at most the worker pool's) and row group bytes (at most
- * the writer's default of 64 MiB, at least 4 MiB) whose row groups in flight, each being filled
- * or encoded and held about twice in memory (Arrow's arrays and its encoded pages), fit in
- * `bytes`: fewer threads before smaller row groups below 4 MiB
- */
-std::pair<std::size_t, std::size_t> parquet_encoding_within(std::size_t bytes);
-
 /// Freed blocks of a command's I/O scratch (decoded input batches, Arrow's decoding buffers,
 /// output copies) kept mapped for the next ones, per rank: without it each fresh block cost a
 /// page fault and a cleared page per 4 KiB; the sort of 50M string keys took 1.9M faults

@@ -436,12 +436,11 @@ int run_sort(sort_arguments const& args) {
   writer_options.target_file_bytes   = file_size;
   writer_options.parquet.compression = parse_compression(args.compression);
   // As many as the pool (any number of them lays the file out alike, whatever --threads says),
-  // within the host budget: the row groups being filled and encoded, each about twice its
-  // table in memory (Arrow's arrays and its encoded pages), take at most half of it.
-  auto const encoding                    = parquet_encoding_within(host_memory / 2);
-  writer_options.parquet.encode_threads  = encoding.first;
-  writer_options.parquet.row_group_bytes = encoding.second;
-  writer_options.schema                  = schema;  // string columns keep their Arrow type
+  // within the host budget: the row groups being filled and encoded take at most half of it
+  // (the writer fits its threads and row groups to that).
+  writer_options.parquet.encode_threads = worker_threads();
+  writer_options.parquet.memory_bytes   = host_memory / 2;
+  writer_options.schema                 = schema;  // string columns keep their Arrow type
   batch_writer writer{
     writer_options, names, stream, memory_resources{device_with_spill, io_scratch}};
   explaining_spill_failures(store, [&] {

@@ -710,6 +710,16 @@ std::unique_ptr<column> merge_order(std::span<table_view const> inputs,
   auto order =
     make_fixed_width_column(type_id::UINT64, rows, mask_state::UNALLOCATED, stream, mrs.output());
   auto* sources = order->mutable_data<merge_source>();
+  if (key_columns.empty()) {
+    // Every row ties, and ties keep input order: the inputs one after the other. (The trees
+    // below would see no rows: a table of no key columns has none.)
+    for (std::size_t input = 0; input < inputs.size(); ++input) {
+      for (std::size_t row = 0; row < inputs[input].num_rows(); ++row) {
+        *sources++ = source_of(input, row);
+      }
+    }
+    return order;
+  }
   row_comparator const comparator{keys.front(), resolved};
   merge_plan const plan = plan_merge(keys, rows, comparator, min_rows_per_part);
   if (single_encodable_key(keys)) {

@@ -686,5 +686,37 @@ TEST_F(SplitMerge, CutsAreEvenForInterleavedAndForDisjointInputs) {
   }
 }
 
+TEST_F(ConcurrentMerge, NoKeyColumnsConcatenatesTheInputsInOrder) {
+  // Without key columns every row ties, so the stable merge keeps input order: all of input 0,
+  // then input 1, ... Large enough to run in halves or cut into parts on every pool size.
+  std::vector<std::size_t> const sizes{9000, 0, 21000, 1, 13000};
+  std::vector<std::unique_ptr<column>> columns;
+  std::vector<table_view> inputs;
+  for (std::size_t input = 0; input < sizes.size(); ++input) {
+    columns.push_back(random_column(type_id::INT64, sizes[input], 40 + input, 0.1, input_));
+    columns.push_back(random_column(type_id::STRING, sizes[input], 50 + input, 0.1, input_, 4));
+    inputs.push_back(table_view{columns[columns.size() - 2]->view(), columns.back()->view()});
+  }
+  auto const expected = concatenate(inputs, default_stream(), input_);
+  std::vector<std::uint64_t> every;
+  for (std::size_t input = 0; input < inputs.size(); ++input) {
+    for (std::size_t row = 0; row < inputs[input].num_rows(); ++row) {
+      every.push_back((std::uint64_t{input} << detail::SOURCE_ROW_BITS) | row);
+    }
+  }
+  for (std::size_t const threads : testing::POOL_SIZES) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    testing::worker_threads_guard const pool{threads};
+    auto const merged = spillway::merge(inputs, {}, {}, default_stream(), mrs_);
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected->view(), merged->view());
+    auto const order = detail::merge_order(inputs, {}, {}, default_stream(), mrs_, 29);
+    EXPECT_EQ(testing::to_vector(order->view()), every);
+  }
+  // Orders for keys that are not there are still refused.
+  EXPECT_THROW(
+    (void)spillway::merge(inputs, {}, sort_order{column_order{}}, default_stream(), mrs_),
+    invalid_argument);
+}
+
 }  // namespace
 }  // namespace spillway

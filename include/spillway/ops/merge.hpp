@@ -33,7 +33,8 @@ namespace spillway {
  * one input in row order, so merging the sorted pieces of a table equals a stable sort of the
  * whole.
  * @param inputs the sorted tables; same column count and types; any may be empty
- * @param key_columns indices of the key columns in every input, most significant first
+ * @param key_columns indices of the key columns in every input, most significant first; none:
+ * every row ties, so the merge is the inputs one after the other
  * @param orders one entry per key column, or empty for all ASCENDING, nulls BEFORE
  * @param stream the stream to run on
  * @param mrs the merged table from `mrs.output()`; the merge map from `mrs.temporary()`

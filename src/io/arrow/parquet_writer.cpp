@@ -615,7 +615,8 @@ std::unique_ptr<format_writer> make_parquet_writer(std::string const& path,
                                                    parquet_write_options const& options,
                                                    stream_view stream,
                                                    memory_resources mrs) {
-  return std::make_unique<parquet_file_writer>(path, schema, options, stream, mrs);
+  return std::make_unique<parquet_file_writer>(
+    path, schema, parquet_write_options_within(options), stream, mrs);
 }
 
 }  // namespace spillway::detail

@@ -62,16 +62,18 @@ mpi_communicator::mpi_communicator(mpi_environment& environment, options opts) {
   auto& engine = *environment.engine_;
   auto state   = std::make_shared<detail::mpi_communicator_state>(engine, opts);
   // Three non-blocking duplicates, so that the progress thread keeps serving other communicators
-  // while the processes meet.
-  auto duplicated = engine.call([&engine, state] {
-    std::vector<MPI_Request> requests(3, MPI_REQUEST_NULL);
-    MPI_Comm* comms[3] = {&state->p2p_, &state->collective_, &state->control_};
-    for (std::size_t i = 0; i < 3; ++i) {
-      detail::check_mpi(MPI_Comm_idup(MPI_COMM_WORLD, comms[i], &requests[i]), "MPI_Comm_idup");
-    }
-    return track_group(engine, nullptr, requests, "MPI_Comm_idup");
-  });
-  duplicated.get();
+  // while the processes meet; one after the other: OpenMPI's duplicates of one parent under way
+  // at once may agree on different context ids on different ranks (open-mpi/ompi#2025), and then
+  // one rank waited in its duplicates for ever while the others had theirs (seen under
+  // `mpirun -np 3`, after a communicator where a message was dropped).
+  for (MPI_Comm* comm : {&state->p2p_, &state->collective_, &state->control_}) {
+    auto duplicated = engine.call([&engine, comm] {
+      std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
+      detail::check_mpi(MPI_Comm_idup(MPI_COMM_WORLD, comm, requests.data()), "MPI_Comm_idup");
+      return track_group(engine, nullptr, requests, "MPI_Comm_idup");
+    });
+    duplicated.get();
+  }
   engine.call([&engine, state] {
     for (MPI_Comm comm : {state->p2p_, state->collective_, state->control_}) {
       detail::check_mpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN),

@@ -1,0 +1,29 @@
+/**
+ * @file parquet_memory.cpp
+ * @brief A Parquet writer's encode threads and row group size within its memory bound.
+ */
+#include <spillway/io/parquet.hpp>
+
+#include <algorithm>
+#include <cstddef>
+
+namespace spillway {
+
+parquet_write_options parquet_write_options_within(parquet_write_options options) {
+  std::size_t const bytes = options.memory_bytes;
+  if (bytes == 0) {
+    return options;
+  }
+  constexpr std::size_t copies = 2;  // Arrow's arrays and the encoded pages
+  constexpr std::size_t least  = PARQUET_LEAST_BOUNDED_ROW_GROUP_BYTES;
+  if (options.encode_threads > 0) {
+    // One row group being filled, the others encoding; fewer threads before smaller row groups.
+    std::size_t const groups_at_least = std::max<std::size_t>(bytes / (copies * least), 2);
+    options.encode_threads            = std::min(options.encode_threads, groups_at_least - 1);
+  }
+  std::size_t const fitting = bytes / (copies * (options.encode_threads + 1));
+  options.row_group_bytes   = std::min(options.row_group_bytes, std::max(fitting, least));
+  return options;
+}
+
+}  // namespace spillway
