@@ -115,6 +115,36 @@ std::vector<std::unique_ptr<table>> key_value_pieces(column_view const& keys,
   return pieces;
 }
 
+/**
+ * The rows of `inputs` (keys `keys`) in order, cut into pieces at `starts`, when the table is a
+ * key and one value column that `detail::sorted_key_values` sorts together (no gather follows);
+ * else false, with `pieces` untouched.
+ */
+bool sort_key_value_pieces(std::span<table_view const> inputs,
+                           std::span<table_view const> keys,
+                           external_sort_options const& options,
+                           std::span<std::size_t const> starts,
+                           std::vector<std::unique_ptr<table>>& pieces,
+                           stream_view stream,
+                           memory_resources mrs) {
+  auto const carried = carried_column(inputs.front().num_columns(), options.key_columns);
+  if (!carried) {
+    return false;
+  }
+  std::vector<column_view> values;
+  for (auto const& input : inputs) {
+    values.push_back(input.column(*carried));
+  }
+  if (!detail::sorts_key_values(keys, options.orders, values)) {
+    return false;
+  }
+  auto const [sorted_keys, sorted_values] =
+    detail::sorted_key_values(keys, options.orders, values, stream, mrs);
+  pieces = key_value_pieces(
+    sorted_keys->view(), sorted_values->view(), options.key_columns.front(), starts, stream, mrs);
+  return true;
+}
+
 }  // namespace
 
 external_sorter::run_outcome external_sorter::sort_run(std::vector<spillable_table> const& batches,
@@ -158,22 +188,8 @@ external_sorter::run_outcome external_sorter::sort_run(std::vector<spillable_tab
     for (std::size_t piece = 0; piece <= pieces; ++piece) {
       starts[piece] = piece * rows / pieces;
     }
-    if (auto const carried = carried_column(num_columns_, options_.key_columns)) {
-      std::vector<column_view> values;
-      for (auto const& input : inputs) {
-        values.push_back(input.column(*carried));
-      }
-      if (detail::sorts_key_values(keys, options_.orders, values)) {
-        auto const [sorted_keys, sorted_values] =
-          detail::sorted_key_values(keys, options_.orders, values, stream_, scratch);
-        chunks = key_value_pieces(sorted_keys->view(),
-                                  sorted_values->view(),
-                                  options_.key_columns.front(),
-                                  starts,
-                                  stream_,
-                                  scratch);
-        return;
-      }
+    if (sort_key_value_pieces(inputs, keys, options_, starts, chunks, stream_, scratch)) {
+      return;
     }
     std::vector<std::unique_ptr<column>> sorted_keys;  // decoded from the sort's prefixes
     auto const order =
@@ -291,13 +307,23 @@ void external_sorter::sort_into_chunks(table_view const& batch,
     }
     return;
   }
-  auto const sorted = detail::sorted_order(
-    keys, options_.orders, sort_stability::STABLE, stream_, scratch, /*check_order=*/false);
-  // Every chunk in one gather: its two threads split the rows of all chunks between them.
   std::vector<std::size_t> starts(pieces + 1);
   for (std::size_t piece = 0; piece <= pieces; ++piece) {
     starts[piece] = piece * rows / pieces;
   }
+  // A key and one value: sorted together, the values carried in the sort's records, no gather.
+  if (sort_key_value_pieces(std::span<table_view const>{&batch, 1},
+                            {&keys, 1},
+                            options_,
+                            starts,
+                            out,
+                            stream_,
+                            scratch)) {
+    return;
+  }
+  auto const sorted = detail::sorted_order(
+    keys, options_.orders, sort_stability::STABLE, stream_, scratch, /*check_order=*/false);
+  // Every chunk in one gather: its two threads split the rows of all chunks between them.
   auto chunks = detail::gather_pieces_in_parallel(std::span<table_view const>{&batch, 1},
                                                   sorted->view().data<std::uint64_t>(),
                                                   starts,
