@@ -410,8 +410,10 @@ int run_shuffle(shuffle_arguments const& args) {
         std::snprintf(prefix, sizeof(prefix), "partition-%05zu", partition);
         writer_options.file_prefix         = prefix;
         writer_options.parquet.compression = compression;
-        writer_options.format              = parse_output_format(args.output_format);
-        writer_options.schema              = input.schema;  // strings keep their Arrow type
+        // The row groups being filled and encoded take at most half the host budget.
+        writer_options.parquet.memory_bytes = host_memory / 2;
+        writer_options.format               = parse_output_format(args.output_format);
+        writer_options.schema               = input.schema;  // strings keep their Arrow type
         return writer_options;
       };
       // The bytes of every rank's map tasks, read now or resumed: what a resumed run wrote too.
