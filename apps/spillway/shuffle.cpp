@@ -487,7 +487,8 @@ int run_shuffle(shuffle_arguments const& args) {
                             task.leases.waits,
                             task.leases.lent_bytes,
                             task.leases.borrowed_bytes,
-                            task.leases.whole_device});
+                            task.leases.whole_device,
+                            static_cast<std::uint64_t>(task.device_seconds * 1e6)});
       }
       task_counts             = sum_over_ranks(comm, std::move(task_counts));
       auto const protocol     = environment.coordinator().statistics();
@@ -552,7 +553,7 @@ int run_shuffle(shuffle_arguments const& args) {
                                          {"tasks", num_tasks},
                                          {"device_tasks", args.device_tasks}};
       nlohmann::ordered_json per_task = nlohmann::ordered_json::array();
-      constexpr std::size_t FIELDS    = 9;
+      constexpr std::size_t FIELDS    = 10;
       for (std::size_t at = 0; at + FIELDS <= task_counts.size(); at += FIELDS) {
         per_task.push_back({{"task", at / FIELDS + 1},
                             {"maps", task_counts[at]},
@@ -563,7 +564,8 @@ int run_shuffle(shuffle_arguments const& args) {
                             {"lease_waits", task_counts[at + 5]},
                             {"lent_bytes", task_counts[at + 6]},
                             {"borrowed_bytes", task_counts[at + 7]},
-                            {"whole_device", task_counts[at + 8]}});
+                            {"whole_device", task_counts[at + 8]},
+                            {"device_seconds", static_cast<double>(task_counts[at + 9]) / 1e6}});
       }
       summary["per_task"] = std::move(per_task);
       char line[256];

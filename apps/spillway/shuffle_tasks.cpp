@@ -4,6 +4,7 @@
 #include <spillway/lease/task_context.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <latch>
 #include <mutex>
@@ -43,7 +44,9 @@ void shuffle_map_tasks::work(std::size_t index,
   auto& mine = summaries_[index];
   task_context::thread_binding const binding{task};
   while (auto step = next()) {
-    device_semaphore::guard const holding{semaphore_, task};
+    std::optional<device_semaphore::guard> holding;
+    holding.emplace(semaphore_, task);
+    auto const held = std::chrono::steady_clock::now();
     std::optional<memory_lease> more;
     std::size_t const need = step_bytes(step->bytes);
     std::size_t const base = task.base_lease();
@@ -51,6 +54,10 @@ void shuffle_map_tasks::work(std::size_t index,
       more.emplace(task.request_lease(need - base));
     }
     step->run();
+    more.reset();
+    holding.reset();
+    mine.device_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - held).count();
     ++mine.maps;
     mine.rows += step->rows;
     mine.bytes += step->bytes;

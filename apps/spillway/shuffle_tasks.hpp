@@ -27,10 +27,11 @@ struct map_work {
 
 /** @brief What one task of a rank's shuffle did. */
 struct shuffle_task_summary {
-  std::size_t maps  = 0;  ///< map steps it ran
-  std::size_t rows  = 0;
-  std::size_t bytes = 0;
-  lease_statistics leases;  ///< its leases (the base leases of the semaphore included)
+  std::size_t maps      = 0;  ///< map steps it ran
+  std::size_t rows      = 0;
+  std::size_t bytes     = 0;
+  double device_seconds = 0;  ///< how long it held the device semaphore
+  lease_statistics leases;    ///< its leases (the base leases of the semaphore included)
 };
 
 /**

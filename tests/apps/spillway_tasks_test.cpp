@@ -128,6 +128,9 @@ TEST_F(SpillwayTasks, TheSameShuffleForEveryNumberOfThreadsTasksAndDeviceTasks) 
           rows += task["rows"].get<std::size_t>();
           maps += task["maps"].get<std::size_t>();
           EXPECT_GE(task["leases"], task["maps"]) << "a base lease per map step at least";
+          if (task["maps"].get<std::size_t>() > 0) {
+            EXPECT_GT(task["device_seconds"].get<double>(), 0.0) << "it held the device";
+          }
         }
         EXPECT_EQ(rows, 40000U) << "every row mapped by exactly one task";
         EXPECT_GT(maps, 3U);
