@@ -222,6 +222,9 @@ sort_strategy parse_strategy(std::string_view name) {
 }
 
 file_format parse_output_format(std::string_view name) {
+  if (name == "arrow") {
+    return file_format::ARROW_IPC_FILE;
+  }
   return name == "csv" ? file_format::CSV : file_format::PARQUET;
 }
 

@@ -108,11 +108,15 @@ std::size_t use_worker_threads(std::size_t threads);
 /// for control messages and keys.
 inline constexpr std::size_t IO_SCRATCH_CACHE_BYTES = std::size_t{512} << 20;
 
-/// The formats a command writes (`--output-format` of sort, `--format` of gen): Parquet, or CSV
-/// (which a build without Arrow writes too).
-inline constexpr std::array<char const*, 2> OUTPUT_FORMAT_NAMES{"parquet", "csv"};
+/// The formats a command writes (`--output-format` of sort and shuffle, `--format` of gen):
+/// Parquet, the Arrow IPC file format (which holds every type spillway reads: intervals and
+/// dictionaries of nested values too), or CSV (which a build without Arrow writes too).
+inline constexpr std::array<char const*, 3> OUTPUT_FORMAT_NAMES{"parquet", "arrow", "csv"};
 
-/** @return the output format named by one of OUTPUT_FORMAT_NAMES ("csv"; anything else: PARQUET) */
+/**
+ * @return the output format named by one of OUTPUT_FORMAT_NAMES ("arrow": ARROW_IPC_FILE, "csv";
+ * anything else: PARQUET)
+ */
 file_format parse_output_format(std::string_view name);
 
 /** @return the compression named by `--compression` ("none", "zstd"; anything else: SNAPPY) */

@@ -4,6 +4,7 @@
  * nulls for the null type), written back as the file had them, schema and values alike.
  */
 #include "io/io_test_support.hpp"
+#include "testing/expect_tables_equal.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/io/arrow_ipc.hpp>
@@ -21,11 +22,14 @@
 #include <arrow/io/file.h>
 #include <arrow/ipc/reader.h>
 #include <arrow/ipc/writer.h>
+#include <arrow/json/from_string.h>
 #include <parquet/arrow/reader.h>
 #include <parquet/arrow/writer.h>
 #endif
 
+#include <array>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -369,6 +373,171 @@ TEST_F(NestedColumnsTest, ParquetRefusesIntervalsAndNestedValuesOfDictionariesWi
     }
     EXPECT_EQ(files, 0U);
   }
+}
+
+/// Scalar columns with nulls, intervals, a dictionary of lists and a dictionary of structs (nulls
+/// as rows, as dictionary values, as elements, as structs and as fields), field and schema
+/// metadata.
+std::shared_ptr<arrow::Table> ipc_only_table(std::int64_t rows) {
+  auto const from_json = [](std::shared_ptr<arrow::DataType> const& type, std::string const& json) {
+    return arrow::json::ArrayFromJSONString(type, json).ValueOrDie();
+  };
+  auto const list_values = from_json(arrow::list(arrow::int32()),
+                                     "[[1, 2], null, [null, 3], [], [1], [1, 2, null], [-5]]");
+  auto const point =
+    arrow::struct_({arrow::field("a", arrow::int32()), arrow::field("b", arrow::utf8())});
+  auto const struct_values = from_json(
+    point,
+    R"([{"a": 1, "b": "x"}, null, {"a": null, "b": "y"}, {"a": 1, "b": null}, {"a": -2, "b": ""}])");
+  std::mt19937_64 random{11};
+  arrow::Int64Builder ids;
+  arrow::Int32Builder keys;
+  arrow::StringBuilder words;
+  arrow::MonthDayNanoIntervalBuilder intervals;
+  arrow::Int32Builder list_indices;
+  arrow::Int8Builder struct_indices;
+  std::array<char const*, 4> const texts{"", "a", "ab", "\xc3\xa9t\xc3\xa9"};
+  for (std::int64_t row = 0; row < rows; ++row) {
+    EXPECT_TRUE(ids.Append(row).ok());
+    EXPECT_TRUE((row % 7 == 3 ? keys.AppendNull()
+                              : keys.Append(static_cast<std::int32_t>(random() % 101) - 50))
+                  .ok());
+    EXPECT_TRUE(
+      (row % 5 == 1 ? words.AppendNull() : words.Append(texts[random() % texts.size()])).ok());
+    EXPECT_TRUE((row % 6 == 2 ? intervals.AppendNull()
+                              : intervals.Append({static_cast<std::int32_t>(random() % 5) - 2,
+                                                  static_cast<std::int32_t>(random() % 61) - 30,
+                                                  static_cast<std::int64_t>(random()) >> 20}))
+                  .ok());
+    EXPECT_TRUE((row % 11 == 4 ? list_indices.AppendNull()
+                               : list_indices.Append(static_cast<std::int32_t>(
+                                   random() % static_cast<std::uint64_t>(list_values->length()))))
+                  .ok());
+    EXPECT_TRUE((row % 13 == 5 ? struct_indices.AppendNull()
+                               : struct_indices.Append(static_cast<std::int8_t>(
+                                   random() % static_cast<std::uint64_t>(struct_values->length()))))
+                  .ok());
+  }
+  auto const dictionary_of_lists  = arrow::dictionary(arrow::int32(), list_values->type());
+  auto const dictionary_of_points = arrow::dictionary(arrow::int8(), point);
+  arrow::FieldVector const fields{
+    arrow::field("id", arrow::int64(), false),
+    arrow::field("k", arrow::int32()),
+    arrow::field("s", arrow::utf8()),
+    arrow::field("iv", arrow::month_day_nano_interval()),
+    arrow::field("dl", dictionary_of_lists),
+    arrow::field("ds", dictionary_of_points, true, arrow::key_value_metadata({"note"}, {"points"})),
+  };
+  arrow::ArrayVector const columns{
+    *ids.Finish(),
+    *keys.Finish(),
+    *words.Finish(),
+    *intervals.Finish(),
+    *arrow::DictionaryArray::FromArrays(dictionary_of_lists, *list_indices.Finish(), list_values),
+    *arrow::DictionaryArray::FromArrays(
+      dictionary_of_points, *struct_indices.Finish(), struct_values),
+  };
+  return arrow::Table::Make(
+    arrow::schema(fields, arrow::key_value_metadata({"origin"}, {"nested_columns_test"})),
+    columns,
+    rows);
+}
+
+TEST_F(NestedColumnsTest, IpcWriterSplitsFilesAndKeepsIntervalsAndDictionariesOfNestedValues) {
+  auto const input = ipc_only_table(ROWS);
+  write_ipc_file(*input, path("in.arrow"));
+  auto reader       = open(path("in.arrow"), file_format::ARROW_IPC_FILE, host_);
+  auto const schema = reader->schema();
+  auto const data   = read_all(*reader, default_stream(), host_);
+  batch_writer_options options;
+  options.directory         = path("out");
+  options.format            = file_format::ARROW_IPC_FILE;
+  options.schema            = schema;
+  options.target_file_bytes = 4096;  // several files, each with its own dictionaries
+  std::vector<std::string> names;
+  for (auto const& column : schema) {
+    names.push_back(column.name);
+  }
+  batch_writer writer{options, names, default_stream(), host_};
+  for (std::size_t begin = 0; begin < static_cast<std::size_t>(ROWS); begin += 50) {
+    writer.write(slice(data->view(), begin, begin + 50));
+  }
+  auto const files = writer.close();
+  ASSERT_GT(files.size(), 2U);
+  // Arrow's own reader: every file has the input's schema, together the input's values.
+  std::vector<std::shared_ptr<arrow::Table>> parts;
+  for (auto const& file : files) {
+    EXPECT_TRUE(file.ends_with(".arrow")) << file;
+    parts.push_back(read_arrow_file(file, file_format::ARROW_IPC_FILE));
+    EXPECT_TRUE(parts.back()->schema()->Equals(*input->schema(), true))
+      << file << ": " << parts.back()->schema()->ToString(true);
+  }
+  auto const written = *arrow::ConcatenateTables(parts);
+  ASSERT_EQ(written->num_columns(), input->num_columns());
+  for (int c = 0; c < input->num_columns(); ++c) {
+    SCOPED_TRACE(input->schema()->field(c)->name());
+    EXPECT_EQ(input->column(c)->null_count() > 0, c > 0);  // nulls in all but the id
+    EXPECT_EQ(testing::value_difference(*written->column(c), *input->column(c)), "");
+  }
+  // spillway's reader: the same table and schema as from the input.
+  auto again = open(path("out"), file_format::ARROW_IPC_FILE, host_);
+  EXPECT_EQ(again->schema(), schema);
+  EXPECT_EQ(again->schema().metadata, schema.metadata);
+  SPILLWAY_EXPECT_TABLES_EQUAL(data->view(), read_all(*again, default_stream(), host_)->view());
+}
+
+TEST_F(NestedColumnsTest, IpcFileTakesDictionaryValuesAfterABatchWithNone) {
+  // The first batch of the file has no dictionary value in any column (all null, lists empty):
+  // the values of later batches still go into the file, as deltas.
+  auto const from_json = [](std::shared_ptr<arrow::DataType> const& type, std::string const& json) {
+    return arrow::json::ArrayFromJSONString(type, json).ValueOrDie();
+  };
+  auto const point  = arrow::struct_({arrow::field("a", arrow::int32())});
+  auto const words  = arrow::dictionary(arrow::int8(), arrow::utf8());
+  auto const lists  = arrow::dictionary(arrow::int16(), arrow::list(arrow::int32()));
+  auto const points = arrow::dictionary(arrow::int32(), point);
+  auto const inside = arrow::list(arrow::dictionary(arrow::int32(), arrow::utf8()));
+  arrow::FieldVector const fields{arrow::field("w", words),
+                                  arrow::field("l", lists),
+                                  arrow::field("p", points),
+                                  arrow::field("i", inside)};
+  arrow::ArrayVector const columns{
+    *arrow::DictionaryArray::FromArrays(words,
+                                        from_json(arrow::int8(), "[null, null, 1, 0, null]"),
+                                        from_json(arrow::utf8(), R"(["a", "b"])")),
+    *arrow::DictionaryArray::FromArrays(lists,
+                                        from_json(arrow::int16(), "[null, 0, null, 1, 0]"),
+                                        from_json(arrow::list(arrow::int32()), "[[1, null], []]")),
+    *arrow::DictionaryArray::FromArrays(points,
+                                        from_json(arrow::int32(), "[null, null, 0, null, 1]"),
+                                        from_json(point, R"([{"a": null}, {"a": 3}])")),
+    from_json(inside, R"([[], null, ["x", null, "y"], [], ["y"]])"),
+  };
+  auto const input = arrow::Table::Make(arrow::schema(fields), columns, 5);
+  write_ipc_file(*input, path("in.arrow"));
+  auto reader       = open(path("in.arrow"), file_format::ARROW_IPC_FILE, host_);
+  auto const schema = reader->schema();
+  auto const data   = read_all(*reader, default_stream(), host_);
+  batch_writer_options options;
+  options.directory = path("out");
+  options.format    = file_format::ARROW_IPC_FILE;
+  options.schema    = schema;
+  batch_writer writer{options, {"w", "l", "p", "i"}, default_stream(), host_};
+  writer.write(slice(data->view(), 0, 1));  // no value in any dictionary
+  writer.write(slice(data->view(), 1, 2));  // one in `l` only
+  writer.write(slice(data->view(), 2, 5));
+  auto const files = writer.close();
+  ASSERT_EQ(files.size(), 1U);
+  auto const written = read_arrow_file(files[0], file_format::ARROW_IPC_FILE);
+  EXPECT_TRUE(written->schema()->Equals(*input->schema(), true))
+    << written->schema()->ToString(true);
+  for (int c = 0; c < input->num_columns(); ++c) {
+    SCOPED_TRACE(input->schema()->field(c)->name());
+    EXPECT_EQ(testing::value_difference(*written->column(c), *input->column(c)), "");
+  }
+  SPILLWAY_EXPECT_TABLES_EQUAL(
+    data->view(),
+    read_arrow_ipc(files[0], file_format::ARROW_IPC_FILE, {}, default_stream(), host_)->view());
 }
 
 #endif

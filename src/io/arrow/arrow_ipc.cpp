@@ -127,7 +127,9 @@ class ipc_file_writer final : public format_writer {
   std::shared_ptr<arrow::Schema> schema_;
   std::shared_ptr<arrow::io::FileOutputStream> sink_;
   std::shared_ptr<arrow::ipc::RecordBatchWriter> writer_;
-  arrow_dictionaries dictionaries_;  ///< of the dictionary-encoded columns
+  /// Of the dictionary-encoded columns; never empty, so that a batch whose rows have no value
+  /// of one is followed by deltas to it.
+  arrow_dictionaries dictionaries_{true};
 };
 
 }  // namespace

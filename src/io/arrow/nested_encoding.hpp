@@ -102,8 +102,12 @@ struct nested_dictionaries {
   struct values_so_far {
     std::unordered_map<std::string, std::uint64_t> index;  ///< a value's encoding to its index
     std::shared_ptr<arrow::Array> values;                  ///< the dictionary
+    std::uint64_t reserved = 0;  ///< the indices before the values' (a null that `never_empty` put)
   };
   std::vector<values_so_far> dictionaries;  ///< in the type's order
+  /// A dictionary that a batch leaves empty holds one null instead (its indices then count
+  /// from 1): an Arrow IPC file takes no dictionary after an empty one (see arrow_dictionaries).
+  bool never_empty = false;
 };
 
 /**

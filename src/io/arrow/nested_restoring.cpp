@@ -41,10 +41,12 @@ std::shared_ptr<arrow::Array> restore(std::shared_ptr<arrow::Array> const& plain
 /**
  * @return `values` (of the dictionary `type`'s values) encoded as `type` by value: each value
  * the index of its first occurrence in `so_far`'s dictionary, which grows by the values new to it
+ * (and, with `never_empty`, is one null rather than empty; see `nested_dictionaries`)
  */
 std::shared_ptr<arrow::Array> encode_dictionary(std::shared_ptr<arrow::Array> const& values,
                                                 std::shared_ptr<arrow::DataType> const& type,
                                                 nested_dictionaries::values_so_far& so_far,
+                                                bool never_empty,
                                                 arrow::MemoryPool* pool) {
   auto const& dictionary  = static_cast<arrow::DictionaryType const&>(*type);
   std::string const what  = "dictionary-encoding values as " + type->ToString();
@@ -65,7 +67,7 @@ std::shared_ptr<arrow::Array> encode_dictionary(std::shared_ptr<arrow::Array> co
     auto const& key     = keys[static_cast<std::size_t>(row)];
     if (key) {
       auto const [found, inserted] =
-        so_far.index.try_emplace(*key, static_cast<std::uint64_t>(so_far.index.size()));
+        so_far.index.try_emplace(*key, so_far.reserved + so_far.index.size());
       if (inserted) {
         SPILLWAY_EXPECTS(found->second <= most,
                          "a dictionary of " + dictionary.value_type()->ToString() +
@@ -106,6 +108,10 @@ std::shared_ptr<arrow::Array> encode_dictionary(std::shared_ptr<arrow::Array> co
     so_far.values = pieces.empty()
                       ? value_or_throw(arrow::MakeEmptyArray(dictionary.value_type(), pool), what)
                       : value_or_throw(arrow::Concatenate(pieces, pool), what);
+  }
+  if (never_empty && so_far.values->length() == 0) {
+    so_far.values = value_or_throw(arrow::MakeArrayOfNull(dictionary.value_type(), 1, pool), what);
+    so_far.reserved = 1;
   }
   auto index_array = arrow::MakeArray(
     arrow::ArrayData::Make(dictionary.index_type(),
@@ -168,7 +174,8 @@ std::shared_ptr<arrow::Array> restore(std::shared_ptr<arrow::Array> const& plain
                                 dictionaries,
                                 position,
                                 pool);
-    return encode_dictionary(values, type, dictionaries.dictionaries[at], pool);
+    return encode_dictionary(
+      values, type, dictionaries.dictionaries[at], dictionaries.never_empty, pool);
   }
   auto const& data = *plain->data();
   std::vector<std::shared_ptr<arrow::ArrayData>> children;

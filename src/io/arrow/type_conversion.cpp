@@ -469,6 +469,9 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
 nested_dictionaries& arrow_dictionaries::nested(std::size_t column) {
   if (nested_.size() <= column) {
     nested_.resize(column + 1);
+    for (auto& dictionaries : nested_) {
+      dictionaries.never_empty = never_empty_;
+    }
   }
   return nested_[column];
 }
@@ -502,7 +505,7 @@ std::shared_ptr<arrow::Array> arrow_dictionaries::encode(std::size_t column,
         variable ? view.string_at(row)
                  : std::string_view{fixed + (view.offset() + row) * width, width};
       auto const [found, inserted] =
-        state.index.try_emplace(std::string{value}, static_cast<std::uint64_t>(state.index.size()));
+        state.index.try_emplace(std::string{value}, state.reserved + state.index.size());
       if (inserted) {
         SPILLWAY_EXPECTS(found->second <= most,
                          "column has more distinct values than " + type.ToString() +
@@ -527,6 +530,10 @@ std::shared_ptr<arrow::Array> arrow_dictionaries::encode(std::size_t column,
     }
     state.values = pieces.empty() ? value_or_throw(arrow::MakeEmptyArray(values_type, pool), what)
                                   : value_or_throw(arrow::Concatenate(pieces, pool), what);
+  }
+  if (never_empty_ && state.values->length() == 0) {
+    state.values   = value_or_throw(arrow::MakeArrayOfNull(values_type, 1, pool), what);
+    state.reserved = 1;
   }
   std::shared_ptr<arrow::Buffer> mask;
   if (view.has_nulls()) {

@@ -95,6 +95,14 @@ std::shared_ptr<arrow::Array> to_arrow_array(column_view const& view,
 class arrow_dictionaries {
  public:
   /**
+   * @param never_empty whether a dictionary that a batch leaves empty (its rows all null, its
+   * lists all empty) holds one null value instead, which no index points to, the values that come
+   * later numbered from 1: Arrow's IPC file writer takes a dictionary after an empty one for a
+   * replacement, which a file cannot hold, and a delta after one of a null
+   */
+  explicit arrow_dictionaries(bool never_empty = false) : never_empty_(never_empty) {}
+
+  /**
    * @return the rows of `view` (column `column` of the tables written) encoded as `type`
    * @throws spillway::not_supported when the values outnumber what the index type addresses
    */
@@ -110,7 +118,9 @@ class arrow_dictionaries {
   struct column_state {
     std::unordered_map<std::string, std::uint64_t> index;  ///< a value's bytes to its index
     std::shared_ptr<arrow::Array> values;                  ///< the dictionary so far
+    std::uint64_t reserved = 0;  ///< the indices before the values' (see `never_empty`)
   };
+  bool never_empty_;
   std::vector<column_state> columns_;
   std::vector<nested_dictionaries> nested_;
 };
