@@ -3,7 +3,13 @@
 #include "io/io_test_support.hpp"
 
 #if defined(SPILLWAY_IO_TEST_HAS_ARROW)
+#include "io/arrow/arrow_batch_reader.hpp"
 #include "io/arrow/arrow_memory_pool.hpp"
+
+#include <arrow/buffer.h>
+#include <arrow/io/file.h>
+#include <arrow/io/interfaces.h>
+#include <arrow/util/thread_pool.h>
 #endif
 
 #include <spillway/memory/host_memory_resource.hpp>
@@ -11,7 +17,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -127,6 +136,50 @@ TEST_F(ArrowMemoryPool, ConcurrentReallocationsKeepEveryBlocksSize) {
   }
   EXPECT_EQ(counted_.statistics().current_bytes, 0U);
   EXPECT_EQ(pool_.bytes_allocated(), 0);
+}
+
+/// Runs what it is given at once, on the caller's thread, and counts it.
+class counting_executor final : public arrow::internal::Executor {
+ public:
+  int GetCapacity() override { return 1; }
+  [[nodiscard]] int spawned() const { return spawned_.load(); }
+
+ protected:
+  arrow::Status SpawnReal(arrow::internal::TaskHints /*hints*/,
+                          arrow::internal::FnOnce<void()> task,
+                          arrow::StopToken /*stop*/,
+                          StopCallback&& /*on_stop*/) override {
+    ++spawned_;
+    std::move(task)();
+    return arrow::Status::OK();
+  }
+
+ private:
+  std::atomic<int> spawned_{0};
+};
+
+class ArrowInputFiles : public testing::io_test {};
+
+TEST_F(ArrowInputFiles, EveryReadOfAMappedFileIsDoneBeforeItReturns) {
+  // A read handed to Arrow's I/O threads can hold a reader, and what it took from our pool,
+  // past the reader's end: its buffers are then freed into a pool that is gone. The IPC
+  // reader reads its footer with the `allow_short_read` overload, so both must stay here.
+  auto const file = path("bytes.bin");
+  std::ofstream{file, std::ios::binary} << std::string(10000, 'x');
+  auto input = detail::open_mapped(file);
+  ASSERT_TRUE(input.ok()) << input.status().ToString();
+  counting_executor executor;
+  arrow::io::IOContext const context{arrow::default_memory_pool(), &executor};
+  auto whole = (*input)->ReadAsync(context, 0, 10000);
+  auto tail  = (*input)->ReadAsync(context, 9000, 5000, true);
+  ASSERT_TRUE(whole.is_finished());
+  ASSERT_TRUE(tail.is_finished());
+  EXPECT_EQ(executor.spawned(), 0) << "a read was left to an I/O thread";
+  ASSERT_TRUE(whole.result().ok());
+  EXPECT_EQ((*whole.result())->size(), 10000);
+  ASSERT_TRUE(tail.result().ok());
+  EXPECT_EQ((*tail.result())->size(), 1000);
+  EXPECT_EQ(*(*input)->GetSize(), 10000);
 }
 
 #endif

@@ -13,6 +13,7 @@
 #include <spillway/table/table.hpp>
 
 #include <arrow/io/file.h>
+#include <arrow/io/memory.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -25,14 +26,12 @@
 
 namespace spillway::detail {
 
-/**
- * @brief Opens `path` memory-mapped. Its reads are synchronous, even `ReadAsync`: with a plain
- * `ReadableFile`, Arrow's I/O threads can still be reading into our pool after a reader that
- * failed to open (or was dropped) is gone, freeing into a destroyed pool. Mapped pages are
- * page cache, not allocations; what Arrow decodes still comes from our pool.
- */
-arrow::Result<std::shared_ptr<arrow::io::MemoryMappedFile>> open_mapped(std::string const& path) {
-  return arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ);
+arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> open_mapped(std::string const& path) {
+  ARROW_ASSIGN_OR_RAISE(auto mapped,
+                        arrow::io::MemoryMappedFile::Open(path, arrow::io::FileMode::READ));
+  ARROW_ASSIGN_OR_RAISE(auto const size, mapped->GetSize());
+  ARROW_ASSIGN_OR_RAISE(auto whole, mapped->ReadAt(0, size));
+  return std::make_shared<arrow::io::BufferReader>(std::move(whole));
 }
 
 namespace {

@@ -24,12 +24,17 @@
 namespace spillway::detail {
 
 /**
- * @brief Opens `path` memory-mapped. Its reads are synchronous, even `ReadAsync`: with a plain
- * `ReadableFile`, Arrow's I/O threads can still be reading into our pool after a reader that
- * failed to open (or was dropped) is gone, freeing into a destroyed pool. Mapped pages are
- * page cache, not allocations; what Arrow decodes still comes from our pool.
+ * @brief Opens `path` memory-mapped, read through a `BufferReader` over the whole mapping.
+ *
+ * Every read is synchronous, `ReadAsync` included: with an asynchronous read, Arrow's I/O
+ * threads can still hold a reader (and the buffers it took from our pool) after the caller
+ * dropped it, and free into a pool that is gone. `MemoryMappedFile` alone is not enough:
+ * since Arrow 26 the IPC reader reads its footer with the `allow_short_read` overload of
+ * `ReadAsync`, which `MemoryMappedFile` leaves to the I/O pool; `BufferReader` makes both
+ * overloads synchronous. The slice of the mapping keeps the mapping open. Mapped pages are page
+ * cache, not allocations; what Arrow decodes still comes from our pool.
  */
-arrow::Result<std::shared_ptr<arrow::io::MemoryMappedFile>> open_mapped(std::string const& path);
+arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> open_mapped(std::string const& path);
 
 /** @brief One file's stream of record batches. */
 class file_batches {
