@@ -189,8 +189,10 @@ device_backend resolve_rank_backend(std::string const& name, int ranks, std::siz
 device_environment_options rank_device::options(std::size_t device_memory,
                                                 std::size_t host_memory,
                                                 std::string const& spill_dir,
-                                                device_backend backend) {
+                                                device_backend backend,
+                                                event_sink* events) {
   device_environment_options result;
+  result.events        = events;
   result.backend       = backend;
   result.device_memory = device_memory;
   result.host_memory   = host_memory;
@@ -202,8 +204,9 @@ rank_device::rank_device(communicator const& comm,
                          std::size_t device_memory,
                          std::size_t host_memory,
                          std::string const& spill_dir,
-                         device_backend backend)
-  : environment_(options(device_memory, host_memory, spill_dir, backend)),
+                         device_backend backend,
+                         event_sink* events)
+  : environment_(options(device_memory, host_memory, spill_dir, backend, events)),
     task_(environment_, task_id{static_cast<std::uint64_t>(comm.rank()) + 1}),
     bind_(task_.context()) {}
 

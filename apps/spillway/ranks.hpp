@@ -114,7 +114,8 @@ resource_ref io_scratch_host(device_environment& environment);
 /**
  * @brief One rank's device (emulated or CUDA; its OOM protocol, lease arbiter and spill store)
  * and its task, bound to the constructing thread, plus host memory for I/O scratch (shared
- * with the emulated device's cache) and for control messages and keys.
+ * with the emulated device's cache) and for control messages and keys. The environment
+ * records its events into `events` when it is not null (which must outlive the rank).
  * @note Construct it on the rank's own thread.
  */
 class rank_device {
@@ -123,7 +124,8 @@ class rank_device {
               std::size_t device_memory,
               std::size_t host_memory,
               std::string const& spill_dir,
-              device_backend backend = device_backend::EMULATED);
+              device_backend backend = device_backend::EMULATED,
+              event_sink* events     = nullptr);
 
   [[nodiscard]] device_environment& environment() noexcept { return environment_; }
   [[nodiscard]] task_context& task() noexcept { return task_.context(); }
@@ -136,7 +138,8 @@ class rank_device {
   static device_environment_options options(std::size_t device_memory,
                                             std::size_t host_memory,
                                             std::string const& spill_dir,
-                                            device_backend backend);
+                                            device_backend backend,
+                                            event_sink* events);
 
   device_environment environment_;
   device_task task_;

@@ -21,9 +21,16 @@
 
 namespace spillway::cli {
 
+/** @brief The roll-backs of steps run under the OOM protocol. */
+struct rolled_back_steps {
+  std::size_t retries = 0;  ///< attempts rolled back and run again whole
+  std::size_t splits  = 0;  ///< attempts rolled back and cut in two
+};
+
 /**
  * @brief Copies `batch` (host memory) into `device` for `task` under the OOM protocol: rolled back
  * and retried on retry_oom, cut in halves by rows on split_and_retry_oom.
+ * @param counted where the copy's retries and splits are added; may be null
  * @return the batch on the device, as one table or, after splits, its pieces in order
  * @throws spillway::out_of_memory when one row still does not fit
  */
@@ -31,7 +38,8 @@ std::vector<std::unique_ptr<table>> copy_to_device(std::unique_ptr<table> batch,
                                                    oom_coordinator& coordinator,
                                                    task_context& task,
                                                    stream_view stream,
-                                                   resource_ref device);
+                                                   resource_ref device,
+                                                   rolled_back_steps* counted = nullptr);
 
 /**
  * @brief With SPILLWAY_RETRY_COVERAGE=1: writes to stderr how many device allocations `command`

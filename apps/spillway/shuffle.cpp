@@ -16,6 +16,7 @@
 #include "spill_failures.hpp"
 
 #include <spillway/core/logging.hpp>
+#include <spillway/core/task_event_counter.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/core/worker_pool.hpp>
 #include <spillway/io/batch_writer.hpp>
@@ -357,7 +358,9 @@ int run_shuffle(shuffle_arguments const& args) {
   shared_output output(args.output, args.overwrite);
 
   run_on_ranks(args.ranks, output, [&](communicator& comm) {
-    rank_device rank(comm, device_memory, host_memory, args.spill_dir, backend);
+    // Each task's allocation failures resolved by spilling, roll-backs and splits.
+    task_event_counter task_events;
+    rank_device rank(comm, device_memory, host_memory, args.spill_dir, backend, &task_events);
     run_rank_work(comm, rank.environment().store(), [&] {
       auto& environment = rank.environment();
       auto& rank_host   = rank.host();
@@ -477,7 +480,14 @@ int run_shuffle(shuffle_arguments const& args) {
                                          spills.host_over_budget_peak});
       // Task k of every rank, summed over the ranks.
       std::vector<std::uint64_t> task_counts;
-      for (auto const& task : tasks.summaries()) {
+      auto const run_again = [&stats](task_id id) -> std::uint64_t {
+        auto const at = stats.oom_retries_by_task.find(id.value);
+        return at == stats.oom_retries_by_task.end() ? 0 : at->second;
+      };
+      auto const summaries = tasks.summaries();
+      for (std::size_t index = 0; index < summaries.size(); ++index) {
+        auto const& task = summaries[index];
+        task_id const id{rank.task().id().value + 1 + index};
         task_counts.insert(task_counts.end(),
                            {task.maps,
                             task.rows,
@@ -488,7 +498,11 @@ int run_shuffle(shuffle_arguments const& args) {
                             task.leases.lent_bytes,
                             task.leases.borrowed_bytes,
                             task.leases.whole_device,
-                            static_cast<std::uint64_t>(task.device_seconds * 1e6)});
+                            static_cast<std::uint64_t>(task.device_seconds * 1e6),
+                            task_events.count(id, event_kind::OOM_SPILLED),
+                            task_events.count(id, event_kind::OOM_RETRY),
+                            task_events.count(id, event_kind::OOM_SPLIT),
+                            run_again(id)});
       }
       task_counts             = sum_over_ranks(comm, std::move(task_counts));
       auto const protocol     = environment.coordinator().statistics();
@@ -553,7 +567,7 @@ int run_shuffle(shuffle_arguments const& args) {
                                          {"tasks", num_tasks},
                                          {"device_tasks", args.device_tasks}};
       nlohmann::ordered_json per_task = nlohmann::ordered_json::array();
-      constexpr std::size_t FIELDS    = 10;
+      constexpr std::size_t FIELDS    = 14;
       for (std::size_t at = 0; at + FIELDS <= task_counts.size(); at += FIELDS) {
         per_task.push_back({{"task", at / FIELDS + 1},
                             {"maps", task_counts[at]},
@@ -565,7 +579,11 @@ int run_shuffle(shuffle_arguments const& args) {
                             {"lent_bytes", task_counts[at + 6]},
                             {"borrowed_bytes", task_counts[at + 7]},
                             {"whole_device", task_counts[at + 8]},
-                            {"device_seconds", static_cast<double>(task_counts[at + 9]) / 1e6}});
+                            {"device_seconds", static_cast<double>(task_counts[at + 9]) / 1e6},
+                            {"oom_spills", task_counts[at + 10]},
+                            {"retries", task_counts[at + 11]},
+                            {"splits", task_counts[at + 12]},
+                            {"steps_run_again_alone", task_counts[at + 13]}});
       }
       summary["per_task"] = std::move(per_task);
       char line[256];

@@ -18,6 +18,7 @@
 #include "sort_tasks.hpp"
 #include "spill_failures.hpp"
 
+#include <spillway/core/task_event_counter.hpp>
 #include <spillway/core/units.hpp>
 #include <spillway/core/worker_pool.hpp>
 #include <spillway/io/batch_writer.hpp>
@@ -331,14 +332,16 @@ int run_sort(sort_arguments const& args) {
     recorder_options.title    = "spillway sort " + args.input;
     recorder.emplace(std::move(gauges), recorder_options);
   }
-  // The sort is one task: it holds leases from the device's arbiter, and the device runs the OOM
-  // protocol for it (spill, retry, roll back, split), all recorded for the run report.
+  // Each task's events counted for the JSON summary, then passed on to the report.
+  task_event_counter task_events{recorder ? &recorder->events() : nullptr};
+  // The sort's tasks hold leases from the device's arbiter, and the device runs the OOM protocol
+  // for them (spill, retry, roll back, split), all recorded for the run report.
   device_environment_options environment_options;
   environment_options.backend       = backend;
   environment_options.device_memory = device_memory;
   environment_options.host_memory   = host_memory;
   environment_options.spill_root    = args.spill_dir;
-  environment_options.events        = recorder ? &recorder->events() : nullptr;
+  environment_options.events        = &task_events;
   try {
     environment.emplace(environment_options);
   } catch (invalid_argument const& failure) {  // a GPU with less free memory than asked for
@@ -403,7 +406,7 @@ int run_sort(sort_arguments const& args) {
                    args.device_tasks,
                    batch_bytes,
                    environment->budgeted_host(),
-                   recorder ? &recorder->events() : nullptr};
+                   &task_events};
   std::size_t input_batches = 0;
   explaining_spill_failures(store, [&] {
     tasks.run(
@@ -506,6 +509,15 @@ int run_sort(sort_arguments const& args) {
         }
       }
     }
+    // Every task's roll-backs: its copies onto the device and its sorter's steps (the merge's
+    // are task 1's).
+    auto const task_summaries = tasks.summaries();
+    std::size_t retries       = 0;
+    std::size_t splits        = 0;
+    for (auto const& task : task_summaries) {
+      retries += task.retries;
+      splits += task.splits;
+    }
     nlohmann::ordered_json summary{
       {"input", args.input},
       {"output", args.output},
@@ -527,8 +539,8 @@ int run_sort(sort_arguments const& args) {
       {"host_over_budget_peak", spilled.host_over_budget_peak},
       {"spilled", tiers},
       {"disk_compression", spilled.disk_compression_ratio()},
-      {"retries", stats.retries},
-      {"splits", stats.splits},
+      {"retries", retries},
+      {"splits", splits},
       {"spill_callbacks", coordinator.statistics().failures},
       {"lease_waits", arbiter.total_statistics().waits},
       {"input_batches", input_batches},
@@ -541,20 +553,23 @@ int run_sort(sort_arguments const& args) {
       {"oom_injected", environment->injected_failures()},
     };
     nlohmann::ordered_json per_task = nlohmann::ordered_json::array();
-    for (auto const& task : tasks.summaries()) {
-      per_task.push_back({{"task", task.id.value},
-                          {"batches", task.batches},
-                          {"rows", task.rows},
-                          {"bytes", task.bytes},
-                          {"chunks", task.chunks},
-                          {"retries", task.retries},
-                          {"splits", task.splits},
-                          {"leases", task.leases.grants},
-                          {"lease_bytes", task.leases.granted_bytes},
-                          {"lease_waits", task.leases.waits},
-                          {"lent_bytes", task.leases.lent_bytes},
-                          {"borrowed_bytes", task.leases.borrowed_bytes},
-                          {"whole_device", task.leases.whole_device}});
+    for (auto const& task : task_summaries) {
+      per_task.push_back(
+        {{"task", task.id.value},
+         {"batches", task.batches},
+         {"rows", task.rows},
+         {"bytes", task.bytes},
+         {"chunks", task.chunks},
+         {"semaphore_acquires", task_events.count(task.id, event_kind::SEMAPHORE_ACQUIRED)},
+         {"oom_spills", task_events.count(task.id, event_kind::OOM_SPILLED)},
+         {"retries", task.retries},
+         {"splits", task.splits},
+         {"leases", task.leases.grants},
+         {"lease_bytes", task.leases.granted_bytes},
+         {"lease_waits", task.leases.waits},
+         {"lent_bytes", task.leases.lent_bytes},
+         {"borrowed_bytes", task.leases.borrowed_bytes},
+         {"whole_device", task.leases.whole_device}});
     }
     summary["per_task"] = std::move(per_task);
     report_retry_coverage("spillway sort", summary);

@@ -8,6 +8,7 @@
 #include <exception>
 #include <latch>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace spillway::cli {
@@ -18,6 +19,7 @@ struct sort_tasks::counts {
   std::size_t bytes   = 0;
   external_sort_statistics sorted;  ///< its sorter's, before the merge absorbed them
   lease_statistics leases;          ///< its leases, when it was done
+  rolled_back_steps copies;         ///< of its copies of batches onto the device
 };
 
 sort_tasks::sort_tasks(device_environment& environment,
@@ -67,7 +69,8 @@ void sort_tasks::work(std::size_t index,
                                       environment_.coordinator(),
                                       task,
                                       environment_.stream(),
-                                      environment_.device())) {
+                                      environment_.device(),
+                                      &mine.copies)) {
       auto const rows  = piece->num_rows();
       auto const bytes = piece->allocated_bytes();
       sorter.push(std::move(piece));
@@ -142,6 +145,15 @@ void sort_tasks::run(std::function<std::unique_ptr<table>()> const& next_batch,
 }
 
 std::vector<sort_task_summary> sort_tasks::summaries() const {
+  std::optional<external_sort_statistics> merged;
+  if (!sorters_.empty()) {
+    merged = sorters_.front()->statistics();
+  }
+  external_sort_statistics absorbed;  // the other tasks' counts, in task 1's sorter since
+  for (std::size_t index = 1; index < counts_.size(); ++index) {
+    absorbed.retries += counts_[index]->sorted.retries;
+    absorbed.splits += counts_[index]->sorted.splits;
+  }
   std::vector<sort_task_summary> out;
   for (std::size_t index = 0; index < counts_.size(); ++index) {
     auto const& mine = *counts_[index];
@@ -150,9 +162,14 @@ std::vector<sort_task_summary> sort_tasks::summaries() const {
     summary.batches = mine.batches;
     summary.rows    = mine.rows;
     summary.bytes   = mine.bytes;
-    summary.retries = mine.sorted.retries;
-    summary.splits  = mine.sorted.splits;
-    summary.chunks  = mine.sorted.chunks_created;
+    summary.retries = mine.sorted.retries + mine.copies.retries;
+    summary.splits  = mine.sorted.splits + mine.copies.splits;
+    if (index == 0 && merged) {
+      // Task 1's sorter went on to merge, with the others' counts absorbed into it.
+      summary.retries = merged->retries + mine.copies.retries - absorbed.retries;
+      summary.splits  = merged->splits + mine.copies.splits - absorbed.splits;
+    }
+    summary.chunks = mine.sorted.chunks_created;
     // Task 1 goes on merging; the others ended when their runs were absorbed.
     summary.leases = index == 0 ? environment_.arbiter().statistics(summary.id) : mine.leases;
     out.push_back(summary);

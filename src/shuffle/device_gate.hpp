@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <limits>
+#include <map>
 
 namespace spillway::detail {
 
@@ -52,7 +53,7 @@ class device_gate {
     exclusive_entry const entry(*this);
     make_room_alone();
     for (std::size_t alone = 1;; ++alone) {
-      retries_.fetch_add(1, std::memory_order_relaxed);
+      count_run_again();
       retry_block_marker const marker;
       try {
         return step();
@@ -95,6 +96,12 @@ class device_gate {
   /** @return the steps run again alone so far, and the receives that made room to run again */
   [[nodiscard]] std::size_t retries() const noexcept {
     return retries_.load(std::memory_order_relaxed);
+  }
+
+  /** @return the steps of each task (by id) run again alone so far; a step of no task: id 0 */
+  [[nodiscard]] std::map<std::uint64_t, std::size_t> retries_by_task() const {
+    scoped_lock lock(mutex_);
+    return retries_by_task_;
   }
 
  private:
@@ -187,19 +194,28 @@ class device_gate {
     device_gate& gate_;
   };
 
+  /** @brief Counts a step of the calling thread's task run again alone. */
+  void count_run_again() {
+    retries_.fetch_add(1, std::memory_order_relaxed);
+    task_context const* const task = task_context::current();
+    scoped_lock lock(mutex_);
+    ++retries_by_task_[task == nullptr ? 0 : task->id().value];
+  }
+
   /// @return the bytes spilled
   std::size_t make_room_alone() {
     return store_.spill(std::numeric_limits<std::size_t>::max(), spill_tier::DEVICE);
   }
 
   spill_store& store_;
-  mutex mutex_;
+  mutable mutex mutex_;
   std::condition_variable changed_;
   std::size_t running_ SPILLWAY_GUARDED_BY(mutex_)           = 0;
   std::size_t exclusive_waiting_ SPILLWAY_GUARDED_BY(mutex_) = 0;
   std::size_t hand_overs_ SPILLWAY_GUARDED_BY(mutex_)        = 0;
   bool exclusive_ SPILLWAY_GUARDED_BY(mutex_)                = false;
   std::atomic<std::size_t> retries_{0};
+  std::map<std::uint64_t, std::size_t> retries_by_task_ SPILLWAY_GUARDED_BY(mutex_);
 };
 
 }  // namespace spillway::detail

@@ -375,6 +375,7 @@ shuffle_statistics shuffle_engine::statistics() const {
   result.fetch_retries             = fetch_retries_.load();
   result.backpressure_waits        = backpressure_waits_.load();
   result.oom_retries               = gate_.retries();
+  result.oom_retries_by_task       = gate_.retries_by_task();
   result.peak_unacknowledged_bytes = peak_unacknowledged_.load();
   result.peak_fetches_ahead        = peak_fetches_ahead_.load();
   result.map_time                  = std::chrono::nanoseconds(map_time_.load());

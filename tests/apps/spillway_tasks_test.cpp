@@ -167,4 +167,49 @@ TEST_F(SpillwayTasks, ConcurrentSixteenShuffleTasksOnADeviceOfTwoBaseLeasesFinis
   }
 }
 
+TEST_F(SpillwayTasks, EachTasksRollBacksAreCountedInItsSummary) {
+  // The second device allocation of every task fails once (injected): each task that copied a
+  // batch onto the device rolled back once, and its line of the summary says so.
+  run_ok("gen uniform --rows 30000 --files 2 --seed 5 -o in");
+  for (std::string const kind : {"retry", "split"}) {
+    SCOPED_TRACE(kind);
+    auto const sorted =
+      launched_ok("SPILLWAY_INJECT_OOM=task=*,kind=" + kind + ",skip=1,count=1 '" + spillway_exe() +
+                  "' sort in -o sorted --overwrite --by key --json --tasks 4"
+                  " --device-tasks 2 --threads 4" +
+                  std::string{BUDGETS});
+    auto const summary        = last_json_line(sorted.out);
+    std::string const counted = kind == "retry" ? "retries" : "splits";
+    std::size_t sum           = 0;
+    for (auto const& task : summary["per_task"]) {
+      SCOPED_TRACE(task.dump());
+      if (task["batches"].get<std::size_t>() > 0) {
+        EXPECT_EQ(task[counted], 1);
+      }
+      sum += task[counted].get<std::size_t>();
+    }
+    EXPECT_EQ(summary[counted], sum);
+    EXPECT_EQ(summary["oom_injected"], sum);
+    run_ok("verify sorted --by key --against in");
+
+    auto const shuffled =
+      launched_ok("SPILLWAY_INJECT_OOM=task=*,kind=" + kind + ",skip=1,count=1 '" + spillway_exe() +
+                  "' shuffle in -o shuffled --overwrite --by key"
+                  " --partitions 3 --json --tasks 4 --device-tasks 2" +
+                  std::string{BUDGETS});
+    auto const shuffle = last_json_line(shuffled.out);
+    sum                = 0;
+    for (auto const& task : shuffle["per_task"]) {
+      SCOPED_TRACE(task.dump());
+      if (task["maps"].get<std::size_t>() > 0) {
+        EXPECT_EQ(task["steps_run_again_alone"], 1) << "a map step runs again alone";
+      }
+      sum += task["steps_run_again_alone"].get<std::size_t>();
+    }
+    EXPECT_LE(sum, shuffle["steps_run_again_alone"].get<std::size_t>());
+    EXPECT_GE(sum, 4U);
+    EXPECT_EQ(shuffle["rows"], 30000);
+  }
+}
+
 }  // namespace

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,8 @@ struct shuffle_statistics {
   /// Device steps (map task, recomputation, pinning a shard) and receives that ran out of device
   /// memory and were run again alone, after every other buffer of the store was spilled
   std::size_t oom_retries = 0;
+  /// `oom_retries` of map tasks and recomputations by the id of the task that ran them (0: none)
+  std::map<std::uint64_t, std::size_t> oom_retries_by_task;
   /// PUSH: the most bytes this rank ever had sent to one receiver and not yet acknowledged
   /// (at most `inbox_budget / size()`, or one shard when a shard is larger)
   std::size_t peak_unacknowledged_bytes = 0;
