@@ -29,11 +29,11 @@ if ((${#missing[@]} > 0)); then
 fi
 
 # Arrow C++ for Parquet and Arrow IPC (the pyarrow wheel's headers and libraries, found by
-# cmake/FindArrowFromPyarrow.cmake), DuckDB for the io interop tests and pytest for the property
-# test of `spillway sort`.
-if ! python3 -c "import pyarrow, duckdb, pytest" 2>/dev/null; then
-  echo "spillway: installing pyarrow, duckdb and pytest from PyPI"
-  python3 -m pip install --quiet pyarrow duckdb pytest
+# cmake/FindArrowFromPyarrow.cmake), DuckDB for the io interop tests, pytest for the property
+# tests and numpy as their oracle (pyarrow no longer brings it along).
+if ! python3 -c "import pyarrow, duckdb, pytest, numpy" 2>/dev/null; then
+  echo "spillway: installing pyarrow, duckdb, pytest and numpy from PyPI"
+  python3 -m pip install --quiet pyarrow duckdb pytest numpy
 fi
 
 # tpchgen-cli writes TPC-H tables as other engines read them (decimals, dates, string views) for
