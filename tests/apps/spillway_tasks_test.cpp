@@ -197,17 +197,21 @@ TEST_F(SpillwayTasks, EachTasksRollBacksAreCountedInItsSummary) {
                   "' shuffle in -o shuffled --overwrite --by key"
                   " --partitions 3 --json --tasks 4 --device-tasks 2" +
                   std::string{BUDGETS});
-    auto const shuffle = last_json_line(shuffled.out);
-    sum                = 0;
+    auto const shuffle    = last_json_line(shuffled.out);
+    sum                   = 0;
+    std::size_t with_maps = 0;
     for (auto const& task : shuffle["per_task"]) {
       SCOPED_TRACE(task.dump());
       if (task["maps"].get<std::size_t>() > 0) {
         EXPECT_EQ(task["steps_run_again_alone"], 1) << "a map step runs again alone";
+        ++with_maps;
       }
       sum += task["steps_run_again_alone"].get<std::size_t>();
     }
+    // (The rank's own task may have run a step again too: it is in the total, on no line.)
     EXPECT_LE(sum, shuffle["steps_run_again_alone"].get<std::size_t>());
-    EXPECT_GE(sum, 4U);
+    EXPECT_EQ(sum, with_maps);
+    EXPECT_GT(with_maps, 0U);
     EXPECT_EQ(shuffle["rows"], 30000);
   }
 }

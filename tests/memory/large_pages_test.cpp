@@ -191,17 +191,46 @@ TEST(BlockCache, AnEmulatedDeviceAndItsHostKeepToTheHostsMappedCeiling) {
   EXPECT_LE(host.cached_bytes(), 40_MiB);
 }
 
-TEST(BlockCache, SmallBlocksAndLargeAlignmentsAreNotCached) {
+TEST(BlockCache, LargeAlignmentsAreNotCached) {
   block_cache cache{64_MiB};
-  std::size_t const below = detail::LARGE_BLOCK_MIN_BYTES - 1;
-  void* small             = cache.allocate(below, 64);
-  fill_and_check(small, below, 6);
-  cache.deallocate(small, below, 64);
   void* aligned = cache.allocate(8_MiB, 1_MiB);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(aligned) % 1_MiB, 0U);
   fill_and_check(aligned, 8_MiB, 7);
   cache.deallocate(aligned, 8_MiB, 1_MiB);
+  std::size_t const below = detail::LARGE_BLOCK_MIN_BYTES - 1;
+  void* small             = cache.allocate(below, 1024);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small) % 1024, 0U);
+  fill_and_check(small, below, 6);
+  cache.deallocate(small, below, 1024);
   EXPECT_EQ(cache.cached_bytes(), 0U);
+  EXPECT_EQ(cache.slab_bytes(), 0U);
+}
+
+TEST(BlockCache, SmallBlocksComeFromSlabsThatGoBackToTheCacheWhenEmpty) {
+  SKIP_UNLESS_MAPPED();
+  block_cache cache{64_MiB};
+  std::size_t const bytes = 5000;
+  std::size_t const slot  = detail::small_block_pool::slot_bytes(bytes);
+  std::size_t const slab  = detail::small_block_pool::slab_bytes(slot);
+  std::vector<void*> blocks;
+  for (std::size_t index = 0; index <= slab / slot; ++index) {  // a slab full, one more
+    blocks.push_back(cache.allocate(bytes, 64));
+    fill_and_check(blocks.back(), bytes, 6);
+  }
+  EXPECT_EQ(cache.slab_bytes(), 2 * slab);
+  EXPECT_EQ(cache.live_bytes(), 2 * slab) << "slabs count as live blocks";
+  for (void* block : blocks) {
+    cache.deallocate(block, bytes, 64);
+  }
+  // The first slab emptied is cached; the last one stays for the next small block.
+  EXPECT_EQ(cache.slab_bytes(), slab);
+  EXPECT_EQ(cache.live_bytes(), slab);
+  EXPECT_EQ(cache.cached_bytes(), slab);
+  void* again = cache.allocate(100, 64);  // a slab of another size: the cached one's pages
+  EXPECT_EQ(cache.cached_bytes(), 0U);
+  EXPECT_EQ(cache.slab_bytes(), 2 * slab);
+  fill_and_check(again, 100, 8);
+  cache.deallocate(again, 100, 64);
 }
 
 TEST(BlockCache, BlocksUnder256KiBKeepToAnEighthOfTheLimitAndPushNoLargeOneOut) {

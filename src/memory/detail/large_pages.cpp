@@ -35,6 +35,10 @@ constexpr bool REMAP_BLOCKS = true;
          alignment <= LARGE_BLOCK_ALIGNMENT;
 }
 
+[[nodiscard]] bool is_pooled(std::size_t bytes, std::size_t alignment) noexcept {
+  return LARGE_BLOCKS_MAPPED && bytes < LARGE_BLOCK_MIN_BYTES && alignment <= SMALL_SLOT_ALIGNMENT;
+}
+
 [[nodiscard]] std::size_t mapped_bytes(std::size_t bytes) noexcept {
   return (bytes + LARGE_BLOCK_GRANULE - 1) / LARGE_BLOCK_GRANULE * LARGE_BLOCK_GRANULE;
 }
@@ -78,16 +82,30 @@ void* take_block(void* block, std::size_t found_size, std::size_t size) {
 
 }  // namespace
 
+block_cache::block_cache(std::size_t limit)
+  : limit_(limit),
+    small_(std::make_unique<small_block_pool>(
+      [this](std::size_t bytes) { return allocate_large(bytes); },
+      [this](void* block, std::size_t bytes) { deallocate_large(block, bytes); })) {}
+
 block_cache::~block_cache() {
+  small_.reset();  // its slabs come back into blocks_
   for (auto const& [size, block] : blocks_) {
     unmap_block(block, size);
   }
 }
 
 void* block_cache::allocate(std::size_t bytes, std::size_t alignment) {
-  if (!is_large(bytes, alignment)) {
-    return ::operator new (bytes, std::align_val_t{alignment});
+  if (is_large(bytes, alignment)) {
+    return allocate_large(bytes);
   }
+  if (is_pooled(bytes, alignment)) {
+    return small_->allocate(bytes);
+  }
+  return ::operator new (bytes, std::align_val_t{alignment});
+}
+
+void* block_cache::allocate_large(std::size_t bytes) {
   std::size_t const size = mapped_bytes(bytes);
   void* block            = nullptr;
   std::size_t found_size = 0;
@@ -131,10 +149,16 @@ void* block_cache::allocate(std::size_t bytes, std::size_t alignment) {
 }
 
 void block_cache::deallocate(void* pointer, std::size_t bytes, std::size_t alignment) noexcept {
-  if (!is_large(bytes, alignment)) {
+  if (is_large(bytes, alignment)) {
+    deallocate_large(pointer, bytes);
+  } else if (is_pooled(bytes, alignment)) {
+    small_->deallocate(pointer, bytes);
+  } else {
     ::operator delete (pointer, bytes, std::align_val_t{alignment});
-    return;
   }
+}
+
+void block_cache::deallocate_large(void* pointer, std::size_t bytes) noexcept {
   std::size_t const size = mapped_bytes(bytes);
   std::scoped_lock const lock(mutex_);
   live_ -= size;
@@ -189,6 +213,8 @@ void block_cache::keep(void* pointer, std::size_t size) noexcept {
     unmap_block(pointer, size);
   }
 }
+
+std::size_t block_cache::slab_bytes() const { return small_->slab_bytes_held(); }
 
 std::size_t block_cache::limit() const {
   std::scoped_lock const lock(mutex_);

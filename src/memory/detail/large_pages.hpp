@@ -5,8 +5,11 @@
  */
 #pragma once
 
+#include "small_blocks.hpp"
+
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
 
 namespace spillway::detail {
@@ -44,14 +47,15 @@ inline constexpr bool LARGE_BLOCKS_MAPPED = true;
  * and the rest stays cached as a block of its own. When a freed block does not fit under the
  * limit, the largest cached blocks are unmapped first; blocks under 256 KiB
  * may hold only an eighth of the limit (past it they are unmapped at once), so that many of them
- * never push out the large ones. Blocks below LARGE_BLOCK_MIN_BYTES, or aligned to more than a
- * page, come from `operator new`.
+ * never push out the large ones. Blocks below LARGE_BLOCK_MIN_BYTES are cut from slabs that are
+ * large blocks of the cache (`small_block_pool`); those aligned to more than SMALL_SLOT_ALIGNMENT
+ * (or a page, for large ones) come from `operator new`.
  * @note Thread-safe.
  */
 class block_cache {
  public:
   /** @param limit the most bytes of freed blocks kept */
-  explicit block_cache(std::size_t limit) noexcept : limit_(limit) {}
+  explicit block_cache(std::size_t limit);
   ~block_cache();
   block_cache(block_cache const&)            = delete;
   block_cache& operator=(block_cache const&) = delete;
@@ -70,8 +74,10 @@ class block_cache {
    * never takes memory beyond what its users' budgets allow.
    */
   void set_mapped_ceiling(std::size_t bytes);
-  /** @return bytes of large blocks handed out now */
+  /** @return bytes of large blocks handed out now (slabs of small blocks included) */
   [[nodiscard]] std::size_t live_bytes() const;
+  /** @return bytes of the slabs that small blocks are cut from */
+  [[nodiscard]] std::size_t slab_bytes() const;
 
  private:
   /// Drops a cached block from the books (the caller holds the lock; the block stays mapped).
@@ -85,6 +91,9 @@ class block_cache {
   /// holds the lock).
   void trim() noexcept;
 
+  [[nodiscard]] void* allocate_large(std::size_t bytes);
+  void deallocate_large(void* pointer, std::size_t bytes) noexcept;
+
   mutable std::mutex mutex_;
   std::size_t limit_;                                   ///< guarded by mutex_
   std::size_t ceiling_ = static_cast<std::size_t>(-1);  ///< live plus cached; guarded by mutex_
@@ -92,6 +101,8 @@ class block_cache {
   std::multimap<std::size_t, void*> blocks_;  ///< mapped size -> block
   std::size_t cached_       = 0;
   std::size_t cached_small_ = 0;  ///< of cached_, in blocks under SMALL_BLOCK_BYTES
+  /// Small blocks; made last and reset first (its slabs come back to the cache).
+  std::unique_ptr<small_block_pool> small_;
 };
 
 }  // namespace spillway::detail
