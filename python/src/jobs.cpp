@@ -353,24 +353,33 @@ sort_job::sort_job(std::shared_ptr<environment> env,
   sorter_ = std::make_unique<external_sorter>(
     device.store(), sort, device.stream(), device.device(), device.host());
 
-  explaining_spill_failures(device.store(), [&] {
-    while (auto batch = source.next()) {
-      in_pieces(*batch, batch_bytes, [&](table_view const& piece) {
-        interrupted();
-        auto on_device   = spillway::copy(piece, device.stream(), device.device());
-        auto const bytes = on_device->allocated_bytes();
-        env_->rows_done += on_device->num_rows();
-        env_->bytes_done += bytes;
-        sorter_->push(std::move(on_device));
-        ++input_batches_;
-      });
-    }
-    interrupted();
-    sorter_->finish();
-  });
+  try {
+    explaining_spill_failures(device.store(), [&] {
+      while (auto batch = source.next()) {
+        in_pieces(*batch, batch_bytes, [&](table_view const& piece) {
+          interrupted();
+          auto on_device   = spillway::copy(piece, device.stream(), device.device());
+          auto const bytes = on_device->allocated_bytes();
+          env_->rows_done += on_device->num_rows();
+          env_->bytes_done += bytes;
+          sorter_->push(std::move(on_device));
+          ++input_batches_;
+        });
+      }
+      interrupted();
+      sorter_->finish();
+    });
+  } catch (...) {
+    // Interrupted or failed while pushing: no destructor runs for a constructor that throws,
+    // so the job lets its bytes go here as the destructor would, disk writes in flight included.
+    release();
+    throw;
+  }
 }
 
-sort_job::~sort_job() {
+sort_job::~sort_job() { release(); }
+
+void sort_job::release() noexcept {
   sorter_.reset();
   // A buffer released while its disk write was in flight goes when the write ends: the sort's
   // bytes are all gone from a shared environment once the job is.

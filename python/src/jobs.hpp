@@ -172,6 +172,9 @@ class sort_job {
   [[nodiscard]] std::map<std::string, double> statistics() const;
 
  private:
+  /** @brief Lets the sort's memory go, and waits for its disk writes in flight. */
+  void release() noexcept;
+
   std::mutex mutex_;
   std::shared_ptr<environment> env_;
   table_schema schema_;
