@@ -21,22 +21,14 @@ std::vector<std::unique_ptr<table>> copy_to_device(std::unique_ptr<table> batch,
                                                    task_context& task,
                                                    stream_view stream,
                                                    resource_ref device,
-                                                   rolled_back_steps* counted) {
-  std::size_t attempts = 0;
-  auto pieces          = with_retry(coordinator,
-                           task,
-                           table_input{std::shared_ptr<table const>{std::move(batch)}},
-                           [&](table_input& piece) {
-                             ++attempts;
-                             return spillway::copy(piece.materialize(), stream, device);
-                           });
-  if (counted != nullptr) {
-    // Each split makes one piece two; each attempt that failed was retried or split.
-    auto const splits = pieces.size() - 1;
-    counted->splits += splits;
-    counted->retries += attempts - pieces.size() - splits;
-  }
-  return pieces;
+                                                   retry_counts* counted) {
+  return with_retry(
+    coordinator,
+    task,
+    table_input{std::shared_ptr<table const>{std::move(batch)}},
+    [&](table_input& piece) { return spillway::copy(piece.materialize(), stream, device); },
+    split_in_half<table_input>,
+    counted);
 }
 
 void report_retry_coverage(std::string_view command, nlohmann::ordered_json& summary) {

@@ -10,6 +10,7 @@
 #include <spillway/lease/task_context.hpp>
 #include <spillway/memory/resource_ref.hpp>
 #include <spillway/retry/oom_coordinator.hpp>
+#include <spillway/retry/with_retry.hpp>
 #include <spillway/table/table.hpp>
 
 #include <nlohmann/json.hpp>
@@ -20,12 +21,6 @@
 #include <vector>
 
 namespace spillway::cli {
-
-/** @brief The roll-backs of steps run under the OOM protocol. */
-struct rolled_back_steps {
-  std::size_t retries = 0;  ///< attempts rolled back and run again whole
-  std::size_t splits  = 0;  ///< attempts rolled back and cut in two
-};
 
 /**
  * @brief Copies `batch` (host memory) into `device` for `task` under the OOM protocol: rolled back
@@ -39,7 +34,7 @@ std::vector<std::unique_ptr<table>> copy_to_device(std::unique_ptr<table> batch,
                                                    task_context& task,
                                                    stream_view stream,
                                                    resource_ref device,
-                                                   rolled_back_steps* counted = nullptr);
+                                                   retry_counts* counted = nullptr);
 
 /**
  * @brief With SPILLWAY_RETRY_COVERAGE=1: writes to stderr how many device allocations `command`

@@ -19,7 +19,7 @@ struct sort_tasks::counts {
   std::size_t bytes   = 0;
   external_sort_statistics sorted;  ///< its sorter's, before the merge absorbed them
   lease_statistics leases;          ///< its leases, when it was done
-  rolled_back_steps copies;         ///< of its copies of batches onto the device
+  retry_counts copies;              ///< of its copies of batches onto the device
 };
 
 sort_tasks::sort_tasks(device_environment& environment,

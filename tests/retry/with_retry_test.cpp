@@ -24,6 +24,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -245,6 +246,63 @@ TEST_F(WithRetry, NoSplitTurnsASplitRequestIntoAClearOutOfMemory) {
     EXPECT_NE(message.find("8 row"), std::string::npos) << message;
     EXPECT_NE(message.find("4096"), std::string::npos) << message;
   }
+}
+
+TEST_F(WithRetry, CountsEachAttemptRolledBackAsARetryOrASplit) {
+  // Of 10 rows: the whole input fails twice and is retried, then asks to split; the pieces of 5
+  // fail once each and are retried, then split again; the pieces of 2 and 3 succeed.
+  std::map<std::pair<std::size_t, std::size_t>, std::size_t> failures;
+  retry_counts counted{1, 2};  // added to
+  auto const results = with_retry(
+    device_.coordinator,
+    task_,
+    table_input{source_},
+    [&](table_input& piece) {
+      auto& failed = failures[{piece.begin(), piece.end()}];
+      ++failed;
+      if (piece.rows() == ROWS && failed <= 2) {
+        throw make_retry_oom(task_.id());
+      }
+      if (piece.rows() == ROWS / 2 && failed == 1) {
+        throw make_retry_oom(task_.id());
+      }
+      if (piece.rows() > 3) {
+        throw make_split_oom(task_.id());
+      }
+      return copy_of(piece);
+    },
+    split_in_half<table_input>,
+    &counted);
+  ASSERT_EQ(results.size(), 4U);
+  EXPECT_EQ(counted.retries, 1U + 2U + 2U);
+  EXPECT_EQ(counted.splits, 2U + 3U) << "10 -> 5 + 5, then each 5 -> 2 + 3 (2 counted before)";
+
+  retry_counts alone;
+  std::size_t calls = 0;
+  with_retry_no_split(
+    device_.coordinator,
+    task_,
+    table_input{source_},
+    [&](table_input&) {
+      if (++calls <= 3) {
+        throw make_retry_oom(task_.id());
+      }
+    },
+    &alone);
+  EXPECT_EQ(alone.retries, 3U);
+  EXPECT_EQ(alone.splits, 0U);
+
+  // Counted up to the failure when the step fails for good.
+  retry_counts failed;
+  EXPECT_THROW(with_retry(
+                 device_.coordinator,
+                 task_,
+                 test::range_input{2},
+                 [&](test::range_input&) -> std::size_t { throw make_split_oom(task_.id()); },
+                 split_in_half<test::range_input>,
+                 &failed),
+               out_of_memory);
+  EXPECT_EQ(failed.splits, 1U) << "2 -> 1 + 1, then the first row cannot split";
 }
 
 TEST_F(WithRetry, RegisteredTaskAloneSplitsAfterARollBack) {

@@ -32,6 +32,18 @@
 
 namespace spillway {
 
+/** @brief What a step run by `with_retry` rolled back: each failed attempt ran again or split. */
+struct retry_counts {
+  std::size_t retries = 0;  ///< attempts rolled back and run again on the same input
+  std::size_t splits  = 0;  ///< attempts rolled back and cut in two
+
+  retry_counts& operator+=(retry_counts const& other) noexcept {
+    retries += other.retries;
+    splits += other.splits;
+    return *this;
+  }
+};
+
 namespace detail {
 
 /// What one attempt ended with.
@@ -82,6 +94,7 @@ attempt_outcome run_attempt(oom_coordinator& coordinator,
  * @param input the spillable input; consumed
  * @param fn called as `fn(Input&)` once per attempt and piece
  * @param policy how to split; default halves by rows
+ * @param counted where the step's retries and splits are added (also when it throws); may be null
  * @return the results of `fn`, one per piece, in input order (nothing when `fn` returns void)
  * @throws spillway::out_of_memory when a one-row piece still fails to fit
  */
@@ -90,7 +103,10 @@ auto with_retry(oom_coordinator& coordinator,
                 task_context& task,
                 Input input,
                 Fn&& fn,
-                split_policy<Input> policy = split_in_half<Input>) {
+                split_policy<Input> policy = split_in_half<Input>,
+                retry_counts* counted      = nullptr) {
+  retry_counts ignored;
+  retry_counts& counts        = counted != nullptr ? *counted : ignored;
   using result_type           = std::invoke_result_t<Fn&, Input&>;
   constexpr bool returns_void = std::is_void_v<result_type>;
   using results_type =
@@ -126,11 +142,13 @@ auto with_retry(oom_coordinator& coordinator,
         break;
       }
       if (outcome == detail::attempt_outcome::RETRY) {
+        ++counts.retries;
         continue;
       }
       if (piece.rows() <= 1) {
         detail::throw_cannot_split(task.id(), piece.rows(), *cause, true);
       }
+      ++counts.splits;
       auto [first, second] = policy(piece);
       pending.push_front(std::move(second));
       pending.push_front(std::move(first));
@@ -145,12 +163,20 @@ auto with_retry(oom_coordinator& coordinator,
 /**
  * @brief `with_retry` for steps that cannot split their input: a split request is a final
  * `out_of_memory` naming the sizes.
+ * @param counted where the step's retries are added (also when it throws); may be null
  * @return the result of `fn`
  */
 template <retryable_input Input, typename Fn>
-auto with_retry_no_split(oom_coordinator& coordinator, task_context& task, Input input, Fn&& fn) {
+auto with_retry_no_split(oom_coordinator& coordinator,
+                         task_context& task,
+                         Input input,
+                         Fn&& fn,
+                         retry_counts* counted = nullptr) {
   using result_type = std::invoke_result_t<Fn&, Input&>;
-  while (true) {
+  for (bool first = true;; first = false) {
+    if (!first && counted != nullptr) {
+      ++counted->retries;
+    }
     std::optional<out_of_memory> cause;
     detail::attempt_outcome outcome;
     if constexpr (std::is_void_v<result_type>) {
