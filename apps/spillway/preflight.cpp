@@ -101,13 +101,23 @@ void check_spill_directory(std::string const& spill_dir) {
   }
 }
 
-void check_report_paths(std::string const& report, fs::path const& json) {
-  for (fs::path const& file : {fs::path{report}, json}) {
+report_files check_report_files(std::string const& report, int rank, int ranks) {
+  fs::path const given{report};
+  if (given.extension() == ".json") {
+    throw usage_error("--report '" + report + "' must not end in .json (the JSON goes beside it)");
+  }
+  auto const stem =
+    given.stem().string() + (ranks > 1 ? ".rank-" + std::to_string(rank) : std::string{});
+  report_files files;
+  files.html = given.parent_path() / (stem + given.extension().string());
+  files.json = given.parent_path() / (stem + ".json");
+  for (fs::path const& file : {files.html, files.json}) {
     if (auto const failure = probe_file(file); !failure.empty()) {
       throw usage_error("--report '" + report + "': cannot write '" + file.string() +
                         "': " + failure);
     }
   }
+  return files;
 }
 
 }  // namespace spillway::cli

@@ -43,11 +43,18 @@ void refuse_repeated_keys(std::vector<key_spec> const& keys);
  */
 void check_spill_directory(std::string const& spill_dir);
 
+/** @brief Where `--report` writes: the HTML report, and the same data as JSON beside it. */
+struct report_files {
+  std::filesystem::path html;
+  std::filesystem::path json;  ///< the HTML's path with the extension replaced by .json
+};
+
 /**
- * @brief Checks that `--report`'s HTML file and the JSON beside it can be written (a file that
- * did not exist is created and removed again; one that exists is not changed).
- * @throws usage_error naming --report, the file and why
+ * @brief The files of `--report <report>`, checked: both can be written (a file that did not
+ * exist is created and removed again; one that exists is not changed). Of a run on `ranks` > 1
+ * ranks, each rank reports its own device, rank r in `<stem>.rank-<r><extension>`.
+ * @throws usage_error naming --report, the file and why; also when `report` ends in .json
  */
-void check_report_paths(std::string const& report, std::filesystem::path const& json);
+report_files check_report_files(std::string const& report, int rank = 0, int ranks = 1);
 
 }  // namespace spillway::cli

@@ -11,6 +11,7 @@
 #include "output_directory.hpp"
 #include "preflight.hpp"
 #include "ranks.hpp"
+#include "report_gauges.hpp"
 #include "retry_guards.hpp"
 #include "shuffle_tasks.hpp"
 #include "spill_failures.hpp"
@@ -24,9 +25,11 @@
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/runtime/device_environment.hpp>
+#include <spillway/runtime/run_report.hpp>
 #include <spillway/shuffle/shuffler.hpp>
 #include <spillway/spill/spill_directory.hpp>
 #include <spillway/table/copy.hpp>
+#include <spillway/table/size_estimate.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -75,6 +78,7 @@ struct shuffle_arguments {
   bool json                 = false;
   bool overwrite            = false;
   std::string csv_types;         ///< --csv-types
+  std::string report;            ///< --report
   std::size_t threads      = 0;  ///< --threads; 0: the cores this process may use
   std::size_t tasks        = 0;  ///< --tasks per rank; 0: the rank's share of the threads
   std::size_t device_tasks = DEFAULT_DEVICE_TASKS;
@@ -86,6 +90,8 @@ struct rank_totals {
                 messages = 0, recomputed = 0, backpressure_waits = 0, spilled_host = 0,
                 spilled_disk = 0, resumed = 0;
   std::uint64_t device_peak = 0, host_peak = 0;
+  /// rows and bytes read and written so far, for the run report (read by its thread)
+  std::atomic<std::uint64_t> rows_done{0}, bytes_done{0};
 };
 
 /** @return what names batch `index` of `piece` read in batches of `batch_bytes`, in every run */
@@ -287,6 +293,8 @@ void add_input_maps(shuffler& shuffle,
       std::size_t const bytes = read->allocated_bytes();
       totals.rows_in += rows;
       totals.bytes_in += bytes;
+      totals.rows_done += rows;
+      totals.bytes_done += bytes;
       std::size_t const map = shuffle.reserve_map();
       auto first            = std::make_shared<std::unique_ptr<table>>(std::move(read));
       auto again            = lineage(piece, batch);
@@ -345,6 +353,11 @@ int run_shuffle(shuffle_arguments const& args) {
   auto const backend            = resolve_rank_backend(args.backend, args.ranks, device_memory);
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
   check_spill_directory(args.spill_dir);
+  if (!args.report.empty() && !launched_by_mpirun()) {
+    for (int rank = 0; rank < args.ranks; ++rank) {
+      static_cast<void>(check_report_files(args.report, rank, args.ranks));
+    }
+  }
   // Tasks per rank: by default one per worker thread, the threads shared by this process's ranks.
   std::size_t const num_tasks =
     args.tasks != 0
@@ -358,9 +371,32 @@ int run_shuffle(shuffle_arguments const& args) {
   shared_output output(args.output, args.overwrite);
 
   run_on_ranks(args.ranks, output, [&](communicator& comm) {
-    // Each task's allocation failures resolved by spilling, roll-backs and splits.
-    task_event_counter task_events;
+    rank_totals totals;
+    // Each rank's own report of its device, when asked for: made before the environment, whose
+    // store records into it, and stopped before the environment goes.
+    std::optional<report_files> report;
+    std::optional<run_recorder> recorder;
+    device_environment* sampled = nullptr;  // the rank's, once made
+    if (!args.report.empty()) {
+      report = check_report_files(args.report, comm.rank(), comm.size());
+      run_recorder_options recorder_options;
+      recorder_options.interval = REPORT_PERIOD;
+      recorder_options.title    = "spillway shuffle " + args.input + ", rank " +
+                               std::to_string(comm.rank()) + " of " + std::to_string(comm.size());
+      recorder.emplace(environment_gauges([&sampled]() -> device_environment& { return *sampled; },
+                                          [&totals] { return totals.rows_done.load(); },
+                                          [&totals] { return totals.bytes_done.load(); }),
+                       recorder_options);
+    }
+    // Each task's allocation failures resolved by spilling, roll-backs and splits, passed on to
+    // the report.
+    task_event_counter task_events{recorder ? &recorder->events() : nullptr};
     rank_device rank(comm, device_memory, host_memory, args.spill_dir, backend, &task_events);
+    sampled = &rank.environment();
+    recorder_stopper stop_recorder{recorder ? &*recorder : nullptr};
+    if (recorder) {
+      recorder->start();
+    }
     run_rank_work(comm, rank.environment().store(), [&] {
       auto& environment = rank.environment();
       auto& rank_host   = rank.host();
@@ -383,7 +419,6 @@ int run_shuffle(shuffle_arguments const& args) {
                        options,
                        environment.stream(),
                        memory_resources{environment.device()});
-      rank_totals totals;
       memory_resources const reader_resources{environment.device(), io_scratch};
       auto const my_input = input_of_rank(comm, input);
       // The rank's map tasks: ids after the rank's own task, --device-tasks of them on the device
@@ -392,7 +427,8 @@ int run_shuffle(shuffle_arguments const& args) {
                               num_tasks,
                               args.device_tasks,
                               std::max<std::size_t>(batch_bytes, 1),
-                              task_id{rank.task().id().value + 1}};
+                              task_id{rank.task().id().value + 1},
+                              &task_events};
       add_input_maps(shuffle,
                      tasks,
                      args.checkpoint_dir,
@@ -439,6 +475,8 @@ int run_shuffle(shuffle_arguments const& args) {
           writer_options, names, environment.stream(), memory_resources{io_scratch});
         shuffle.for_each_batch(partition, [&](table_view const& batch) {
           totals.rows_out += batch.num_rows();
+          totals.rows_done += batch.num_rows();
+          totals.bytes_done += estimate_size(batch);
           writer.write(batch);
         });
         for (auto& name : writer.close()) {
@@ -447,6 +485,10 @@ int run_shuffle(shuffle_arguments const& args) {
       }
       maybe_fail_after_writing(comm.rank());
       shuffle.close();
+      if (recorder) {
+        recorder->stop();
+        recorder->write_run_report(report->html, report->json);
+      }
       totals.files              = mine.size();
       auto const stats          = shuffle.statistics();
       auto const spills         = environment.store().statistics();
@@ -676,6 +718,12 @@ command add_shuffle_command(CLI::App& parent) {
     ->check(CLI::IsMember(COMPRESSION_NAMES))
     ->capture_default_str();
   app->add_flag("--json", args->json, "Print a JSON summary on stdout");
+  app->add_option("--report",
+                  args->report,
+                  "Write an HTML run report of each rank's device (bytes on each tier, leases, "
+                  "spills, retries over time, and a lane per task) here, and the same data as "
+                  "JSON beside it (the extension replaced by .json); with more than one rank, "
+                  "rank r's goes to <name>.rank-<r>.html");
   app->add_flag("--overwrite", args->overwrite, "Replace the files of an existing output");
   app->add_option("--csv-types", args->csv_types, CSV_TYPES_HELP);
   return {app, [args] { return run_shuffle(*args); }};

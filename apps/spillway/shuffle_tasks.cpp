@@ -16,11 +16,13 @@ shuffle_map_tasks::shuffle_map_tasks(device_environment& environment,
                                      std::size_t tasks,
                                      std::size_t device_tasks,
                                      std::size_t batch_bytes,
-                                     task_id first_id)
+                                     task_id first_id,
+                                     event_sink* events)
   : environment_(environment),
     semaphore_(environment.arbiter(),
                device_tasks,
-               environment.arbiter().base_lease_for(batch_bytes, device_tasks)),
+               environment.arbiter().base_lease_for(batch_bytes, device_tasks),
+               events),
     summaries_(tasks) {
   SPILLWAY_EXPECTS(tasks >= 1 && device_tasks >= 1,
                    "a shuffle needs at least one task and one device task",

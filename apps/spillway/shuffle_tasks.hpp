@@ -52,12 +52,14 @@ class shuffle_map_tasks {
    * @param device_tasks how many hold the device at once (at least 1)
    * @param batch_bytes the size of input batches (the arbiter sizes base leases by it)
    * @param first_id the id of the first task; the ids after it must be free in the environment
+   * @param events where the semaphore records each acquire and release; may be null
    */
   shuffle_map_tasks(device_environment& environment,
                     std::size_t tasks,
                     std::size_t device_tasks,
                     std::size_t batch_bytes,
-                    task_id first_id);
+                    task_id first_id,
+                    event_sink* events = nullptr);
   ~shuffle_map_tasks();
   shuffle_map_tasks(shuffle_map_tasks const&)            = delete;
   shuffle_map_tasks& operator=(shuffle_map_tasks const&) = delete;

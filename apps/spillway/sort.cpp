@@ -14,6 +14,7 @@
 #include "output_directory.hpp"
 #include "preflight.hpp"
 #include "ranks.hpp"
+#include "report_gauges.hpp"
 #include "retry_guards.hpp"
 #include "sort_tasks.hpp"
 #include "spill_failures.hpp"
@@ -63,8 +64,6 @@ constexpr std::size_t MIN_STRING_CHARS = 16;
 constexpr std::size_t MAX_OUTPUT_BATCH = 64_MiB;
 /// How often the progress line is redrawn.
 constexpr std::chrono::milliseconds PROGRESS_PERIOD{200};
-/// How often `--report` samples memory, leases and events.
-constexpr std::chrono::milliseconds REPORT_PERIOD{50};
 
 struct sort_arguments {
   std::string input;
@@ -232,21 +231,6 @@ class progress_bar {
   std::thread thread_;  // last: starts once everything above is set
 };
 
-/** @brief Stops a recorder's sampling thread before what its gauges read is destroyed. */
-struct recorder_stopper {
-  explicit recorder_stopper(run_recorder* r) : recorder(r) {}
-  run_recorder* recorder;
-  ~recorder_stopper() {
-    if (recorder != nullptr) {
-      recorder->stop();
-    }
-  }
-  recorder_stopper(recorder_stopper const&)            = delete;
-  recorder_stopper& operator=(recorder_stopper const&) = delete;
-  recorder_stopper(recorder_stopper&&)                 = delete;
-  recorder_stopper& operator=(recorder_stopper&&)      = delete;
-};
-
 nlohmann::ordered_json transfer_json(spill_statistics const& spilled,
                                      spill_tier from,
                                      spill_tier to) {
@@ -296,14 +280,9 @@ int run_sort(sort_arguments const& args) {
   auto const format    = resolve_format(args.input, args.format);
   auto const csv_types = parse_csv_types(args.csv_types, format);
   refuse_output_holding_input(args.output, expand_dataset(args.input));
-  std::filesystem::path report_json;
+  std::optional<report_files> report;
   if (!args.report.empty()) {
-    report_json = std::filesystem::path{args.report}.replace_extension(".json");
-    if (report_json == std::filesystem::path{args.report}) {
-      throw usage_error("--report '" + args.report +
-                        "' must not end in .json (the JSON goes beside it)");
-    }
-    check_report_paths(args.report, report_json);
+    report = check_report_files(args.report);
   }
   check_spill_directory(args.spill_dir);
   output_directory directory{args.output, args.overwrite};
@@ -316,21 +295,16 @@ int run_sort(sort_arguments const& args) {
   // before the environment goes (its gauges read the store).
   std::optional<run_recorder> recorder;
   std::optional<device_environment> environment;
-  if (!args.report.empty()) {
-    run_gauges gauges;
-    gauges.device_bytes = [&environment] { return environment->device_used_bytes(); };
-    gauges.host_bytes = [&environment] { return environment->store().bytes_on(spill_tier::HOST); };
-    gauges.disk_bytes = [&environment] { return environment->store().bytes_on(spill_tier::DISK); };
-    gauges.rows_done  = [&progress] {
-      return progress.rows_read.load() + progress.rows_written.load();
-    };
-    gauges.bytes_done = [&progress] {
-      return progress.bytes_read.load() + progress.bytes_written.load();
-    };
+  if (report) {
     run_recorder_options recorder_options;
     recorder_options.interval = REPORT_PERIOD;
     recorder_options.title    = "spillway sort " + args.input;
-    recorder.emplace(std::move(gauges), recorder_options);
+    recorder.emplace(
+      environment_gauges(
+        [&environment]() -> device_environment& { return *environment; },
+        [&progress] { return progress.rows_read.load() + progress.rows_written.load(); },
+        [&progress] { return progress.bytes_read.load() + progress.bytes_written.load(); }),
+      recorder_options);
   }
   // Each task's events counted for the JSON summary, then passed on to the report.
   task_event_counter task_events{recorder ? &recorder->events() : nullptr};
@@ -467,7 +441,7 @@ int run_sort(sort_arguments const& args) {
   bar.reset();
   if (recorder) {
     recorder->stop();
-    recorder->write_run_report(args.report, report_json);
+    recorder->write_run_report(report->html, report->json);
   }
 
   double const seconds =

@@ -1,7 +1,7 @@
 /**
- * End-to-end tests of `spillway sort --report` and of the progress line: runs the built tool
- * (SPILLWAY_EXE) on a small sort that spills and checks the report files, and that the progress
- * line appears on a terminal only.
+ * End-to-end tests of `spillway sort --report`, `spillway shuffle --report` and of the progress
+ * line: runs the built tool (SPILLWAY_EXE) on a small sort that spills and checks the report files,
+ * and that the progress line appears on a terminal only.
  */
 #include "cli_fixture.hpp"
 
@@ -100,6 +100,50 @@ TEST_F(SpillwayReport, ALaneForTheTasksOfTheSort) {
   }
   auto const html = read("report.html");
   EXPECT_NE(html.find("data-chart=\"task-lanes\""), std::string::npos);
+}
+
+TEST_F(SpillwayReport, AShuffleWritesAReportOfEachRanksDeviceWithALanePerTask) {
+  // Each rank has a device of its own: rank r's report is report.rank-<r>.html. Each rank reads
+  // one of the two files.
+  ASSERT_EQ(run("gen uniform --rows 200000 --files 2 -o two"), 0);
+  ASSERT_EQ(run("shuffle two -o out --by key --partitions 4 --ranks 2 --tasks 3 --device-tasks 2"
+                " --device-memory 1MiB --host-memory 1MiB --batch-size 64KiB --spill-dir spill"
+                " --report report.html"),
+            0)
+    << read("stderr.txt");
+  EXPECT_FALSE(fs::exists(root_ / "report.html"));
+  for (auto const* rank : {"0", "1"}) {
+    SCOPED_TRACE(rank);
+    auto const name = std::string{"report.rank-"} + rank;
+    ASSERT_TRUE(fs::exists(root_ / (name + ".html")));
+    auto const json    = nlohmann::json::parse(read(name + ".json"));
+    auto const& series = json.at("series");
+    EXPECT_GE(series.at("seconds").size(), 2U) << "at least the start and end samples";
+    EXPECT_GT(series.at("rows").back().get<std::size_t>(), 0U) << "rows read and written";
+    EXPECT_GT(json.at("event_counts").at("spilled").at("count").get<std::size_t>(), 0U)
+      << "a device of 1 MiB spills the shards of 100000 rows";
+    // The rank's map tasks (ids after the rank's own), each of which held the device.
+    auto const tasks = json.at("tasks");
+    ASSERT_GE(tasks.size(), 1U);
+    ASSERT_LE(tasks.size(), 4U) << "the rank's own task and its 3 map tasks";
+    std::size_t acquires = 0;
+    for (auto const& task : tasks) {
+      EXPECT_EQ(task.at("semaphore_held").size(), task.at("semaphore_acquires").get<std::size_t>());
+      acquires += task.at("semaphore_acquires").get<std::size_t>();
+    }
+    EXPECT_EQ(acquires, json.at("event_counts").at("semaphore_acquired").at("count"))
+      << "each map step holds the semaphore";
+    auto const html = read(name + ".html");
+    EXPECT_NE(html.find("data-chart=\"task-lanes\""), std::string::npos);
+    EXPECT_NE(html.find(std::string{"rank "} + rank + " of 2"), std::string::npos);
+  }
+
+  ASSERT_EQ(run("shuffle in -o one --by key --partitions 4 --report one.html"), 0)
+    << read("stderr.txt");
+  EXPECT_TRUE(fs::exists(root_ / "one.html"));
+  EXPECT_TRUE(fs::exists(root_ / "one.json"));
+  EXPECT_EQ(run("shuffle in -o two --by key --partitions 4 --report one.json"), 2);
+  EXPECT_NE(read("stderr.txt").find("--report"), std::string::npos) << read("stderr.txt");
 }
 
 TEST_F(SpillwayReport, NoProgressLineWhenStderrIsNotATerminal) {

@@ -171,14 +171,17 @@ TEST_F(SpillwayTasks, EachTasksRollBacksAreCountedInItsSummary) {
   // The second device allocation of every task fails once (injected): each task that copied a
   // batch onto the device rolled back once, and its line of the summary says so.
   run_ok("gen uniform --rows 30000 --files 2 --seed 5 -o in");
+  // The JSON summary of `spillway <command>` on 4 tasks with that failure injected.
+  auto const injected = [&](std::string const& kind, std::string const& command) {
+    return last_json_line(launched_ok("SPILLWAY_INJECT_OOM=task=*,kind=" + kind +
+                                      ",skip=1,count=1 '" + spillway_exe() + "' " + command +
+                                      " --overwrite --json --tasks 4 --device-tasks 2 --threads 4" +
+                                      std::string{BUDGETS})
+                            .out);
+  };
   for (std::string const kind : {"retry", "split"}) {
     SCOPED_TRACE(kind);
-    auto const sorted =
-      launched_ok("SPILLWAY_INJECT_OOM=task=*,kind=" + kind + ",skip=1,count=1 '" + spillway_exe() +
-                  "' sort in -o sorted --overwrite --by key --json --tasks 4"
-                  " --device-tasks 2 --threads 4" +
-                  std::string{BUDGETS});
-    auto const summary        = last_json_line(sorted.out);
+    auto const summary        = injected(kind, "sort in -o sorted --by key");
     std::string const counted = kind == "retry" ? "retries" : "splits";
     std::size_t sum           = 0;
     for (auto const& task : summary["per_task"]) {
@@ -192,12 +195,7 @@ TEST_F(SpillwayTasks, EachTasksRollBacksAreCountedInItsSummary) {
     EXPECT_EQ(summary["oom_injected"], sum);
     run_ok("verify sorted --by key --against in");
 
-    auto const shuffled =
-      launched_ok("SPILLWAY_INJECT_OOM=task=*,kind=" + kind + ",skip=1,count=1 '" + spillway_exe() +
-                  "' shuffle in -o shuffled --overwrite --by key"
-                  " --partitions 3 --json --tasks 4 --device-tasks 2" +
-                  std::string{BUDGETS});
-    auto const shuffle    = last_json_line(shuffled.out);
+    auto const shuffle    = injected(kind, "shuffle in -o shuffled --by key --partitions 3");
     sum                   = 0;
     std::size_t with_maps = 0;
     for (auto const& task : shuffle["per_task"]) {
