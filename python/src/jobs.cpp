@@ -110,7 +110,12 @@ void prepare_output(std::string const& directory) {
   }
 }
 
-batch_writer_options writer_options(std::string const& directory,
+/**
+ * @return how a job of `env` writes `format` files into `directory`: within half the host budget
+ * for the row groups being filled and encoded, as `spillway sort` writes
+ */
+batch_writer_options writer_options(environment const& env,
+                                    std::string const& directory,
                                     std::string const& format,
                                     std::size_t file_bytes,
                                     table_schema const& schema) {
@@ -127,6 +132,7 @@ batch_writer_options writer_options(std::string const& directory,
   }
   options.target_file_bytes      = file_bytes;
   options.parquet.encode_threads = std::max<std::size_t>(2, worker_threads());
+  options.parquet.memory_bytes   = env.options().host_memory / 2;
   options.schema                 = schema;
   return options;
 }
@@ -415,15 +421,17 @@ std::vector<std::string> sort_job::write(std::string const& directory,
                                          std::size_t file_bytes,
                                          interrupt_check const& interrupted) {
   prepare_output(directory);
-  auto options = writer_options(directory, format, file_bytes, schema_);
-  batch_writer writer{options, names_of(schema_), env_->device().stream(), {output_host()}};
+  auto options = writer_options(*env_, directory, format, file_bytes, schema_);
+  batch_writer writer{
+    options, names_of(schema_), env_->device().stream(), {env_->device().budgeted_host()}};
   while (auto batch = next()) {
     interrupted();
     writer.write(std::move(batch));
   }
   auto written = writer.close();
   if (written.empty()) {  // no rows: one file still carries the columns
-    batch_writer empty{options, names_of(schema_), env_->device().stream(), {output_host()}};
+    batch_writer empty{
+      options, names_of(schema_), env_->device().stream(), {env_->device().budgeted_host()}};
     empty.write_no_rows(empty_table(schema_, output_host())->view());
     written = empty.close();
   }
@@ -535,11 +543,12 @@ std::vector<std::vector<std::string>> shuffle_job::write(std::string const& dire
   bool any = false;
   for (std::size_t partition = 0; partition < partitions_; ++partition) {
     interrupted();
-    auto options = writer_options(directory, format, file_bytes, schema_);
+    auto options = writer_options(*env_, directory, format, file_bytes, schema_);
     char prefix[32];
     std::snprintf(prefix, sizeof(prefix), "partition-%05zu", partition);
     options.file_prefix = prefix;
-    batch_writer writer{options, names_of(schema_), env_->device().stream(), {output_host()}};
+    batch_writer writer{
+      options, names_of(schema_), env_->device().stream(), {env_->device().budgeted_host()}};
     for (auto& batch : take_partition(partition)) {
       writer.write(std::move(batch));
     }
@@ -547,9 +556,10 @@ std::vector<std::vector<std::string>> shuffle_job::write(std::string const& dire
     any                = any || !written[partition].empty();
   }
   if (!any) {  // no rows: one file still carries the columns
-    auto options        = writer_options(directory, format, file_bytes, schema_);
+    auto options        = writer_options(*env_, directory, format, file_bytes, schema_);
     options.file_prefix = "partition-00000";
-    batch_writer empty{options, names_of(schema_), env_->device().stream(), {output_host()}};
+    batch_writer empty{
+      options, names_of(schema_), env_->device().stream(), {env_->device().budgeted_host()}};
     empty.write_no_rows(empty_table(schema_, output_host())->view());
     written[0] = empty.close();
   }

@@ -121,6 +121,26 @@ def test_csv_path_source_and_output_files(rng, tmp_path):
     assert written.equals(table.sort_by([("k", "ascending"), ("v", "ascending")]))
 
 
+def test_written_row_groups_fit_half_the_host_budget(rng, tmp_path):
+    # 3M rows of two int64 columns: 48 MB in memory. Within 16 MiB of host memory the writer
+    # fills and encodes row groups in 8 MiB (each about twice its table in memory): 4 MiB each.
+    # With 2 GiB it takes whole batches (up to 64 MiB).
+    n = 3_000_000
+    table = pa.table({"k": rng.integers(0, 1 << 40, n), "v": np.arange(n)})
+    sizes = {}
+    for host in ("16MiB", "2GiB"):
+        files = spillway.sort(
+            table, by="k", output=tmp_path / host, host_memory=host, device_memory="256MiB",
+            spill_dir=tmp_path, threads=4,
+        )
+        groups = [pq.ParquetFile(f).metadata.row_group(g) for f in files
+                  for g in range(pq.ParquetFile(f).metadata.num_row_groups)]
+        assert sum(group.num_rows for group in groups) == n
+        sizes[host] = max(group.num_rows * 16 for group in groups)
+    assert sizes["16MiB"] <= 4 << 20, sizes
+    assert sizes["2GiB"] > 8 << 20, sizes
+
+
 def test_empty_input_keeps_the_schema(tmp_path):
     table = pa.table({"k": pa.array([], pa.int32()), "s": pa.array([], pa.large_string())})
     result = spillway.sort(table, by="k").read_all()
