@@ -21,8 +21,10 @@ parquet_write_options parquet_write_options_within(parquet_write_options options
     std::size_t const groups_at_least = std::max<std::size_t>(bytes / (copies * least), 2);
     options.encode_threads            = std::min(options.encode_threads, groups_at_least - 1);
   }
+  // Within the bound, down to the smallest row group a reader still reads well.
   std::size_t const fitting = bytes / (copies * (options.encode_threads + 1));
-  options.row_group_bytes   = std::min(options.row_group_bytes, std::max(fitting, least));
+  options.row_group_bytes =
+    std::min(options.row_group_bytes, std::max(fitting, PARQUET_SMALLEST_BOUNDED_ROW_GROUP_BYTES));
   return options;
 }
 

@@ -36,7 +36,7 @@ TEST(ParquetMemoryBound, ThreadsThenRowGroupsShrinkUntilTheRowGroupsInFlightFit)
       auto const same = parquet_write_options_within(asked);
       EXPECT_EQ(same.encode_threads, threads);
       EXPECT_EQ(same.row_group_bytes, group);
-      for (std::size_t bound = 1_MiB; bound <= 4_GiB; bound = bound * 3 / 2) {
+      for (std::size_t bound = 64_KiB; bound <= 4_GiB; bound = bound * 3 / 2) {
         SCOPED_TRACE(std::to_string(threads) + " threads, row groups of " + std::to_string(group) +
                      ", bound " + std::to_string(bound));
         asked.memory_bytes = bound;
@@ -45,18 +45,24 @@ TEST(ParquetMemoryBound, ThreadsThenRowGroupsShrinkUntilTheRowGroupsInFlightFit)
         EXPECT_LE(fitted.encode_threads, threads);
         EXPECT_EQ(fitted.encode_threads > 0, threads > 0);
         EXPECT_LE(fitted.row_group_bytes, group);
-        // Row groups are cut no smaller than 4 MiB: fewer threads come first.
+        // Fewer threads come first: row groups are cut under 4 MiB only where the least
+        // threads cannot take them, and never under 64 KiB.
+        std::size_t const fewest_threads = threads > 0 ? 1 : 0;
+        if (bound >= 2 * (fewest_threads + 1) * PARQUET_LEAST_BOUNDED_ROW_GROUP_BYTES) {
+          EXPECT_GE(fitted.row_group_bytes,
+                    std::min(group, std::size_t{PARQUET_LEAST_BOUNDED_ROW_GROUP_BYTES}));
+        }
         EXPECT_GE(fitted.row_group_bytes,
-                  std::min(group, std::size_t{PARQUET_LEAST_BOUNDED_ROW_GROUP_BYTES}));
+                  std::min(group, std::size_t{PARQUET_SMALLEST_BOUNDED_ROW_GROUP_BYTES}));
         if (fitted.encode_threads < threads) {
           EXPECT_LT(bound, 2 * (fitted.encode_threads + 2) * PARQUET_LEAST_BOUNDED_ROW_GROUP_BYTES);
         }
         // The row group being filled and those encoding, each twice in memory, fit the bound
-        // wherever the least of them does.
+        // wherever the smallest of them does.
         std::size_t const in_flight = 2 * (fitted.encode_threads + 1) * fitted.row_group_bytes;
         std::size_t const least =
-          2 * (threads > 0 ? 2 : 1) *
-          std::min(group, std::size_t{PARQUET_LEAST_BOUNDED_ROW_GROUP_BYTES});
+          2 * (fewest_threads + 1) *
+          std::min(group, std::size_t{PARQUET_SMALLEST_BOUNDED_ROW_GROUP_BYTES});
         if (bound >= least) {
           EXPECT_LE(in_flight, bound);
         }

@@ -70,21 +70,25 @@ struct parquet_write_options {
   parquet_dictionary dictionary = parquet_dictionary::AUTO;  ///< see parquet_dictionary
   /// Host memory the row groups in flight may take: the one being filled and those encoding,
   /// each about twice its table in memory (Arrow's arrays and its encoded pages). The writer
-  /// lowers `encode_threads` (to at least one, when asked for any) and then `row_group_bytes`
-  /// (to at least 4 MiB) until they fit (`parquet_write_options_within`); a bound under 16 MiB
-  /// (8 MiB without encode threads) is then exceeded. 0: unbounded, both taken as they are.
+  /// lowers `encode_threads` (to at least one, when asked for any) while row groups of 4 MiB
+  /// do not fit, then `row_group_bytes` until they do (`parquet_write_options_within`): under
+  /// 16 MiB (8 MiB without encode threads) row groups are cut below 4 MiB, to at least 64 KiB;
+  /// only a bound under 256 KiB (128 KiB) is exceeded. 0: unbounded, both taken as they are.
   std::size_t memory_bytes = 0;
 };
 
-/// The least row group `parquet_write_options::memory_bytes` cuts a writer's row groups to.
+/// The row groups `parquet_write_options::memory_bytes` keeps, with fewer encode threads, before
+/// it cuts them smaller.
 inline constexpr std::size_t PARQUET_LEAST_BOUNDED_ROW_GROUP_BYTES = 4_MiB;
+/// The least row group `parquet_write_options::memory_bytes` cuts a writer's row groups to.
+inline constexpr std::size_t PARQUET_SMALLEST_BOUNDED_ROW_GROUP_BYTES = 64_KiB;
 
 /**
  * @return `options` with `encode_threads` and `row_group_bytes` as the writer takes them under
  * `options.memory_bytes`: `t` threads, at most `encode_threads` and at most one fewer than the
  * row groups of 4 MiB that fit twice in the bound (at least 1 when `encode_threads` is), then
  * row groups of `memory_bytes / (2 (t + 1))` bytes, at most `row_group_bytes` and at least
- * 4 MiB (or `row_group_bytes` when that is smaller); `options` itself when `memory_bytes` is 0
+ * 64 KiB (or `row_group_bytes` when that is smaller); `options` itself when `memory_bytes` is 0
  */
 parquet_write_options parquet_write_options_within(parquet_write_options options);
 
