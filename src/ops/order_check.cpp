@@ -83,7 +83,8 @@ int compare_rows(table_view const& lhs,
 
 /**
  * @brief Compares the adjacent rows (row - 1, row) of one key column for every `row` in
- * `pairs`, keeping in `ties` those that tie there (to be decided by the next key).
+ * `pairs`, keeping in `ties` those that tie there (to be decided by the next key) when
+ * `keep_ties` (the last key has no next: its ties are in order).
  * @return the first `row` whose row sorts before the row ahead of it, or `rows` when none does
  */
 template <typename T>
@@ -91,6 +92,7 @@ std::size_t compare_pairs(column_view const& column,
                           column_order ordering,
                           std::vector<std::uint32_t> const* pairs,
                           std::size_t rows,
+                          bool keep_ties,
                           std::vector<std::uint32_t>& ties) {
   bool const descending   = ordering.direction == order::DESCENDING;
   bool const nullable     = column.has_nulls();
@@ -115,7 +117,7 @@ std::size_t compare_pairs(column_view const& column,
     if (result > 0) {
       return row;  // rows are visited in increasing order: the first for this key
     }
-    if (result == 0) {
+    if (result == 0 && keep_ties) {
       ties.push_back(static_cast<std::uint32_t>(row));
     }
   }
@@ -144,12 +146,13 @@ std::size_t first_descent(table_view const& keys, sort_order const& orders) {
   for (std::size_t key = 0; key < keys.num_columns(); ++key) {
     column_view const& column                    = keys.column(key);
     std::vector<std::uint32_t> const* candidates = key == 0 ? nullptr : &pairs;
+    bool const keep_ties                         = key + 1 < keys.num_columns();
     ties.clear();
     std::size_t const found =
       !is_fixed_width(column.type())
-        ? compare_pairs<std::string_view>(column, orders[key], candidates, rows, ties)
+        ? compare_pairs<std::string_view>(column, orders[key], candidates, rows, keep_ties, ties)
         : visit_fixed_width(column.type(), [&]<typename T>() {
-            return compare_pairs<T>(column, orders[key], candidates, rows, ties);
+            return compare_pairs<T>(column, orders[key], candidates, rows, keep_ties, ties);
           });
     first = std::min(first, found);
     // Ties after the first descent cannot change the answer.
