@@ -102,7 +102,7 @@ TEST_F(SpillwayReport, ALaneForTheTasksOfTheSort) {
   EXPECT_NE(html.find("data-chart=\"task-lanes\""), std::string::npos);
 }
 
-TEST_F(SpillwayReport, AShuffleWritesAReportOfEachRanksDeviceWithALanePerTask) {
+TEST_F(SpillwayReport, ConcurrentRanksAndTasksOfAShuffleEachReportTheirDeviceWithALanePerTask) {
   // Each rank has a device of its own: rank r's report is report.rank-<r>.html. Each rank reads
   // one of the two files.
   ASSERT_EQ(run("gen uniform --rows 200000 --files 2 -o two"), 0);
