@@ -86,12 +86,11 @@ struct shuffle_arguments {
 
 /** @brief One rank's counters, summed or maximised over the ranks for the summary. */
 struct rank_totals {
-  std::uint64_t rows_in = 0, bytes_in = 0, rows_out = 0, files = 0, shards = 0, bytes_shuffled = 0,
-                messages = 0, recomputed = 0, backpressure_waits = 0, spilled_host = 0,
-                spilled_disk = 0, resumed = 0;
+  /// rows and bytes read and written so far (the run report's thread reads them as they grow)
+  std::atomic<std::uint64_t> rows_in{0}, bytes_in{0}, rows_out{0}, bytes_out{0};
+  std::uint64_t files = 0, shards = 0, bytes_shuffled = 0, messages = 0, recomputed = 0,
+                backpressure_waits = 0, spilled_host = 0, spilled_disk = 0, resumed = 0;
   std::uint64_t device_peak = 0, host_peak = 0;
-  /// rows and bytes read and written so far, for the run report (read by its thread)
-  std::atomic<std::uint64_t> rows_done{0}, bytes_done{0};
 };
 
 /** @return what names batch `index` of `piece` read in batches of `batch_bytes`, in every run */
@@ -293,8 +292,6 @@ void add_input_maps(shuffler& shuffle,
       std::size_t const bytes = read->allocated_bytes();
       totals.rows_in += rows;
       totals.bytes_in += bytes;
-      totals.rows_done += rows;
-      totals.bytes_done += bytes;
       std::size_t const map = shuffle.reserve_map();
       auto first            = std::make_shared<std::unique_ptr<table>>(std::move(read));
       auto again            = lineage(piece, batch);
@@ -384,8 +381,8 @@ int run_shuffle(shuffle_arguments const& args) {
       recorder_options.title    = "spillway shuffle " + args.input + ", rank " +
                                std::to_string(comm.rank()) + " of " + std::to_string(comm.size());
       recorder.emplace(environment_gauges([&sampled]() -> device_environment& { return *sampled; },
-                                          [&totals] { return totals.rows_done.load(); },
-                                          [&totals] { return totals.bytes_done.load(); }),
+                                          [&totals] { return totals.rows_in + totals.rows_out; },
+                                          [&totals] { return totals.bytes_in + totals.bytes_out; }),
                        recorder_options);
     }
     // Each task's allocation failures resolved by spilling, roll-backs and splits, passed on to
@@ -475,8 +472,7 @@ int run_shuffle(shuffle_arguments const& args) {
           writer_options, names, environment.stream(), memory_resources{io_scratch});
         shuffle.for_each_batch(partition, [&](table_view const& batch) {
           totals.rows_out += batch.num_rows();
-          totals.rows_done += batch.num_rows();
-          totals.bytes_done += estimate_size(batch);
+          totals.bytes_out += estimate_size(batch);
           writer.write(batch);
         });
         for (auto& name : writer.close()) {
