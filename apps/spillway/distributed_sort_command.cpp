@@ -17,6 +17,7 @@
 #include <spillway/io/dataset.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
+#include <spillway/retry/copy_to_device.hpp>
 #include <spillway/runtime/device_environment.hpp>
 #include <spillway/shuffle/distributed_sort.hpp>
 #include <spillway/spill/spill_directory.hpp>

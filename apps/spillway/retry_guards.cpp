@@ -1,9 +1,6 @@
 #include "retry_guards.hpp"
 
 #include <spillway/retry/retry_coverage.hpp>
-#include <spillway/retry/table_input.hpp>
-#include <spillway/retry/with_retry.hpp>
-#include <spillway/table/copy.hpp>
 
 #include <cstdio>
 #include <string>
@@ -15,21 +12,6 @@ namespace {
 constexpr std::size_t SHOWN_CALL_SITES = 8;
 
 }  // namespace
-
-std::vector<std::unique_ptr<table>> copy_to_device(std::unique_ptr<table> batch,
-                                                   oom_coordinator& coordinator,
-                                                   task_context& task,
-                                                   stream_view stream,
-                                                   resource_ref device,
-                                                   retry_counts* counted) {
-  return with_retry(
-    coordinator,
-    task,
-    table_input{std::shared_ptr<table const>{std::move(batch)}},
-    [&](table_input& piece) { return spillway::copy(piece.materialize(), stream, device); },
-    split_in_half<table_input>,
-    counted);
-}
 
 void report_retry_coverage(std::string_view command, nlohmann::ordered_json& summary) {
   if (!retry_coverage_enabled()) {

@@ -1,8 +1,8 @@
-#include "retry_guards.hpp"
 #include "sort_tasks.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/lease/task_context.hpp>
+#include <spillway/retry/copy_to_device.hpp>
 
 #include <atomic>
 #include <exception>

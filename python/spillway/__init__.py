@@ -132,10 +132,12 @@ class Environment:
 
     def statistics(self) -> dict:
         """What the device, the lease arbiter, the spill store and the last sort did, as a dict:
-        ``device`` (capacity, used, peak bytes, host budget and peak), ``leases`` (grants, waits,
-        bytes lent and borrowed, ...), ``spill`` (bytes on each tier now, the moves between tiers
-        with their counts and bytes, disk compression, errors) and ``last_sort`` (rows, batches,
-        merge rounds, retries, splits, copies per input byte)."""
+        ``device`` (capacity, used, peak bytes, host budget and peak, out-of-memory failures
+        injected by ``SPILLWAY_INJECT_OOM``), ``leases`` (grants, waits, bytes lent and borrowed,
+        ...), ``spill`` (bytes on each tier now, the moves between tiers with their counts and
+        bytes, disk compression, errors), ``last_sort`` (rows, batches, merge rounds, retries,
+        splits, copies per input byte) and ``unprotected_allocations`` (device allocations made
+        outside every retry block, counted with ``SPILLWAY_RETRY_COVERAGE=1``)."""
         return self._handle().statistics()
 
     def report(self) -> dict:

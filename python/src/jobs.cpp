@@ -11,6 +11,8 @@
 #include <spillway/io/csv.hpp>
 #include <spillway/io/dataset.hpp>
 #include <spillway/io/parquet.hpp>
+#include <spillway/retry/copy_to_device.hpp>
+#include <spillway/retry/table_input.hpp>
 #include <spillway/spill/spill_failures.hpp>
 #include <spillway/table/column.hpp>
 #include <spillway/table/copy.hpp>
@@ -364,11 +366,17 @@ sort_job::sort_job(std::shared_ptr<environment> env,
       while (auto batch = source.next()) {
         in_pieces(*batch, batch_bytes, [&](table_view const& piece) {
           interrupted();
-          auto on_device   = spillway::copy(piece, device.stream(), device.device());
-          auto const bytes = on_device->allocated_bytes();
-          env_->rows_done += on_device->num_rows();
-          env_->bytes_done += bytes;
-          sorter_->push(std::move(on_device));
+          // The stream's batch stays alive while its rows are copied, pieces included.
+          for (auto& on_device : copy_to_device(table_input{piece},
+                                                device.coordinator(),
+                                                task_->context(),
+                                                device.stream(),
+                                                device.device(),
+                                                &copies_)) {
+            env_->rows_done += on_device->num_rows();
+            env_->bytes_done += on_device->allocated_bytes();
+            sorter_->push(std::move(on_device));
+          }
           ++input_batches_;
         });
       }
@@ -450,8 +458,8 @@ std::map<std::string, double> sort_job::statistics() const {
           {"output_rows", static_cast<double>(stats.output_rows)},
           {"output_batches", static_cast<double>(stats.output_batches)},
           {"rounds", static_cast<double>(stats.rounds)},
-          {"retries", static_cast<double>(stats.retries)},
-          {"splits", static_cast<double>(stats.splits)},
+          {"retries", static_cast<double>(stats.retries + copies_.retries)},
+          {"splits", static_cast<double>(stats.splits + copies_.splits)},
           {"copies_per_input_byte", stats.copies_per_input_byte()},
           {"sample_strategy", stats.strategy_used == sort_strategy::SAMPLE ? 1.0 : 0.0},
           {"order_check_seconds", stats.order_check_seconds},
@@ -493,16 +501,20 @@ shuffle_job::shuffle_job(std::shared_ptr<environment> env,
       in_pieces(*batch, batch_bytes, [&](table_view const& piece) {
         interrupted();
         env_->rows_done += piece.num_rows();
-        // The map task copies the rows into the device once; they are gone from the input
-        // afterwards, so a lost shard cannot be recomputed (one rank loses none).
-        auto first = std::make_shared<bool>(true);
+        // The map task copies the rows into the device while `add_map` runs (again when an
+        // out-of-memory rolls an attempt back). They are gone from the input afterwards, so a
+        // shard lost later cannot be recomputed (one rank loses none).
+        auto const readable = std::make_shared<bool>(true);
+        struct unreadable_on_return {
+          std::shared_ptr<bool> flag;
+          ~unreadable_on_return() { *flag = false; }
+        } const on_return{readable};
         static_cast<void>(shuffle_->add_map(
-          [piece, first, name = source.name()](stream_view stream, memory_resources mrs) {
-            if (!*first) {
+          [piece, readable, name = source.name()](stream_view stream, memory_resources mrs) {
+            if (!*readable) {
               throw io_error("a shard of a map task of " + name +
                              " was lost, and the input cannot be read again");
             }
-            *first = false;
             return spillway::copy(piece, stream, mrs.output());
           }));
       });

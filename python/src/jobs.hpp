@@ -13,6 +13,7 @@
 #include <spillway/lease/memory_lease.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/ooc/external_sort.hpp>
+#include <spillway/retry/with_retry.hpp>
 #include <spillway/runtime/device_environment.hpp>
 #include <spillway/runtime/run_report.hpp>
 #include <spillway/shuffle/in_process_communicator.hpp>
@@ -181,6 +182,7 @@ class sort_job {
   std::unique_ptr<device_task> task_;
   std::optional<memory_lease> base_lease_;
   std::unique_ptr<external_sorter> sorter_;
+  retry_counts copies_;  ///< what the copies of the input onto the device rolled back
   std::size_t input_batches_ = 0;
   bool done_                 = false;
 };

@@ -13,6 +13,7 @@
 #include <spillway/core/worker_pool.hpp>
 #include <spillway/io/arrow_c_stream.hpp>
 #include <spillway/io/file_format.hpp>
+#include <spillway/retry/retry_coverage.hpp>
 #include <spillway/spill/spill_tier.hpp>
 
 #include <arrow/c/abi.h>
@@ -247,7 +248,10 @@ nb::dict statistics(environment_handle const& handle) {
   device_stats["host_budget"]    = device.host_memory();
   device_stats["host_peak"]      = device.host_tier().statistics().peak_bytes;
   device_stats["worker_threads"] = worker_threads();
+  device_stats["oom_injected"]   = device.injected_failures();
   result["device"]               = device_stats;
+  // Device allocations made outside every retry block (counted with SPILLWAY_RETRY_COVERAGE=1).
+  result["unprotected_allocations"] = unprotected_allocations().size();
 
   auto const leases = device.arbiter().total_statistics();
   nb::dict lease_stats;

@@ -1,6 +1,7 @@
 /**
  * @file table_input_test.cpp
- * @brief The in-memory retryable input: row ranges of a shared table, split in order.
+ * @brief The in-memory retryable input: row ranges of a shared table, or of rows viewed where their
+ * owner keeps them, split in order.
  */
 #include "testing/expect_tables_equal.hpp"
 #include "testing/table_generators.hpp"
@@ -47,6 +48,21 @@ TEST(TableInput, SplitAtMakesTwoOrderedPiecesSharingTheTable) {
   EXPECT_EQ(left.begin(), 5U);
   EXPECT_EQ(right.begin(), 7U);
   SPILLWAY_EXPECT_TABLES_EQUAL(slice(source->view(), 7, 12), right.materialize());
+}
+
+TEST(TableInput, OverRowsItDoesNotOwnSplitsAndMaterializesThem) {
+  host_memory_resource host;
+  auto const owner = sample_table(host, 12);
+  auto const rows  = slice(owner->view(), 2, 11);
+  table_input const input{rows};
+  EXPECT_EQ(input.rows(), 9U);
+  SPILLWAY_EXPECT_TABLES_EQUAL(rows, input.materialize());
+  auto const [first, second] = input.split_at(4);
+  EXPECT_EQ(first.begin(), 0U);
+  EXPECT_EQ(second.begin(), 4U);
+  EXPECT_EQ(second.end(), 9U);
+  SPILLWAY_EXPECT_TABLES_EQUAL(slice(owner->view(), 2, 6), first.materialize());
+  SPILLWAY_EXPECT_TABLES_EQUAL(slice(owner->view(), 6, 11), second.materialize());
 }
 
 TEST(TableInput, SplitAtMustLeaveTwoNonEmptyPieces) {

@@ -2,7 +2,7 @@
  * @file with_retry_test.cpp
  * @brief `with_retry` rolls back and retries on retry_oom, splits on split_and_retry_oom (pieces
  * and results in order), gives up on one row with a final out_of_memory naming the sizes, and
- * binds the task; `with_retry_no_split` refuses to split.
+ * binds the task; `with_retry_no_split` refuses to split; `copy_to_device` copies under it.
  *
  * Most tests use a task that is not registered with the coordinator: then a roll back is
  * followed by a retry at once (the protocol, tested in oom_coordinator_test.cpp, is not engaged).
@@ -15,7 +15,9 @@
 #include <spillway/core/error.hpp>
 #include <spillway/lease/task_context.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
+#include <spillway/retry/copy_to_device.hpp>
 #include <spillway/retry/oom_errors.hpp>
+#include <spillway/retry/oom_injection.hpp>
 #include <spillway/retry/retry_coverage.hpp>
 #include <spillway/retry/table_input.hpp>
 #include <spillway/retry/with_retry.hpp>
@@ -335,6 +337,36 @@ TEST_F(WithRetry, RegisteredTaskWithOneRowThatCannotRollBackFurtherFails) {
                             [&](test::range_input&) { throw make_retry_oom(task_.id()); }),
                  out_of_memory);
   });
+}
+
+TEST_F(WithRetry, CopyToDeviceRetriesAndSplitsTheCopyOfRowsItDoesNotOwn) {
+  // The first copy of the whole input asks to split; the next allocation (of the first half)
+  // fails once and is retried; the rest copy.
+  auto const rows = slice(source_->view(), 1, ROWS);
+  retry_counts counted;
+  device_.adaptor.testing_inject_oom(oom_injection{task_.id(), injected_oom_kind::SPLIT, 0, 1});
+  auto pieces = copy_to_device(
+    table_input{rows}, device_.coordinator, task_, default_stream(), device_.adaptor, &counted);
+  EXPECT_EQ(device_.adaptor.injected_failures(), 1U);
+  ASSERT_EQ(pieces.size(), 2U);
+  EXPECT_EQ(pieces[0]->num_rows(), (ROWS - 1) / 2);
+  SPILLWAY_EXPECT_TABLES_EQUAL(rows, concatenated(pieces)->view());
+  EXPECT_EQ(counted.splits, 1U);
+  EXPECT_EQ(counted.retries, 0U);
+  pieces.clear();
+
+  // An owned batch is taken over; a retry copies it again whole.
+  device_.adaptor.testing_inject_oom(oom_injection{task_.id(), injected_oom_kind::RETRY, 0, 1});
+  auto owned = copy_to_device(copy(source_->view(), default_stream(), host_),
+                              device_.coordinator,
+                              task_,
+                              default_stream(),
+                              device_.adaptor,
+                              &counted);
+  ASSERT_EQ(owned.size(), 1U);
+  SPILLWAY_EXPECT_TABLES_EQUAL(source_->view(), owned[0]->view());
+  EXPECT_EQ(counted.retries, 1U);
+  EXPECT_EQ(device_.adaptor.injected_failures(), 2U);
 }
 
 }  // namespace

@@ -69,8 +69,9 @@ enum class shuffle_mode : std::uint8_t {
 };
 
 /**
- * @brief A map task's input: called once by `add_map`, and again only to recompute a lost shard.
- * Must return the same rows every time, and may be called from the shuffle's service thread.
+ * @brief A map task's input: called by `add_map` (again there when an out-of-memory rolls the
+ * map's attempt back), and later only to recompute a lost shard. Must return the same rows every
+ * time, and may be called from the shuffle's service thread.
  */
 using map_input = std::function<std::unique_ptr<table>(stream_view stream, memory_resources mrs)>;
 
