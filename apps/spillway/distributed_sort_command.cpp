@@ -142,7 +142,8 @@ int run_distributed_sort(distributed_sort_request const& request) {
                         stats.shuffle.bytes_written,
                         spills.between(spill_tier::DEVICE, spill_tier::HOST).raw_bytes,
                         spills.between(spill_tier::DEVICE, spill_tier::DISK).raw_bytes +
-                          spills.between(spill_tier::HOST, spill_tier::DISK).raw_bytes});
+                          spills.between(spill_tier::HOST, spill_tier::DISK).raw_bytes,
+                        environment.injected_failures()});
       auto const peaks = max_over_ranks(comm,
                                         {environment.device_peak_bytes(),
                                          environment.host_tier().statistics().peak_bytes,
@@ -190,6 +191,7 @@ int run_distributed_sort(distributed_sort_request const& request) {
                  {"device_peak_max", peaks[0]},
                  {"host_memory_per_rank", host_memory},
                  {"host_peak_max", peaks[1]},
+                 {"oom_injected", sums[6]},
                  {"output_files", written.size()}};
       char line[256];
       std::snprintf(line,

@@ -135,7 +135,10 @@ void oom_coordinator::resolve_deadlock() {
     }
   }
   if (victim != nullptr) {
-    victim->state = oom_state::SPLIT_THROW;
+    // Its first roll back since a success anywhere: nothing has tried to allocate since it freed
+    // what it held and let its input spill, so it runs again once before it splits.
+    victim->state      = victim->retry_owed ? oom_state::RETRYING : oom_state::SPLIT_THROW;
+    victim->retry_owed = false;
     ++stats_.deadlocks;
     changed_.notify_all();
   }
@@ -283,8 +286,9 @@ resume_action oom_coordinator::wait_after_rollback(task_id task) {
   if (found == tasks_.end()) {
     return resume_action::RETRY;
   }
-  task_entry& entry               = found->second;
-  entry.rolled_back               = true;
+  task_entry& entry = found->second;
+  entry.retry_owed  = !entry.rolled_back || entry.success_epoch_at_rollback != success_epoch_;
+  entry.rolled_back = true;
   entry.success_epoch_at_rollback = success_epoch_;
   // The roll back made this task's input spillable: BLOCKED tasks retry their allocations, whose
   // spill can now free it, before anybody is chosen to roll back in turn.

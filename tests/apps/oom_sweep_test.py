@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Out-of-memory injected at every device allocation of a small sort and a small shuffle.
 
-For each command, each kind (retry, split) and 1 and 4 tasks, the run with
+For each command, each kind (retry, split) and 1 and 4 tasks, and for the sort across 2 ranks
+each kind of the failure path a run takes (retry, oom: its splitters are a step of one row, which
+a split request ends by design), the run with
 SPILLWAY_INJECT_OOM=task=*,...,skip=k,count=1 (every task's k-th allocation fails) must succeed and
 write byte for byte the files of the run without injection, for every k from 0 until a run reports
 that nothing was injected (k is then past every task's last allocation). Every run also has
@@ -26,7 +28,9 @@ COMMANDS = {
     "sort, 4 tasks": ["sort", "--by", "key", "--tasks", "4"],
     "shuffle": ["shuffle", "--by", "key", "--partitions", "3", "--tasks", "1"],
     "shuffle, 4 tasks": ["shuffle", "--by", "key", "--partitions", "3", "--tasks", "4"],
+    "sort, 2 ranks": ["sort", "--by", "key", "--ranks", "2"],
 }
+KINDS = {"sort, 2 ranks": ("retry", "oom")}
 MOST_ALLOCATIONS = 5000  # a guard against a run that never stops injecting
 
 
@@ -47,7 +51,8 @@ def same_files(left, right):
 
 
 def sweep(exe, work, data, command, kind, stride):
-    reference = os.path.join(work, COMMANDS[command][0] + "-reference")
+    ranks = "-ranks" if "--ranks" in COMMANDS[command] else ""
+    reference = os.path.join(work, COMMANDS[command][0] + ranks + "-reference")
     if not os.path.exists(reference):
         summary = run(exe, [COMMANDS[command][0], data, "-o", reference] + COMMANDS[command][1:]
                       + COMMON, {})
@@ -78,7 +83,7 @@ def main():
         subprocess.run([exe, "gen", "strings", "-o", data, "--rows", str(ROWS), "--seed", "5"],
                        check=True, capture_output=True)
         for command in COMMANDS:
-            for kind in ("retry", "split"):
+            for kind in KINDS.get(command, ("retry", "split")):
                 allocations = sweep(exe, work, data, command, kind, stride)
                 print(f"{command}, {kind}: every {stride} of {allocations} allocations: "
                       "the same files", flush=True)

@@ -307,24 +307,59 @@ TEST_F(WithRetry, CountsEachAttemptRolledBackAsARetryOrASplit) {
   EXPECT_EQ(failed.splits, 1U) << "2 -> 1 + 1, then the first row cannot split";
 }
 
-TEST_F(WithRetry, RegisteredTaskAloneSplitsAfterARollBack) {
-  // With the protocol engaged, a lone task that rolled back is in a deadlock by itself: nobody
-  // will free memory for it, so it splits rather than retrying the same input.
+TEST_F(WithRetry, RegisteredTaskAloneRetriesOnceAfterARollBackThenSplits) {
+  // With the protocol engaged, a lone task that rolled back is in a deadlock by itself. Its roll
+  // back freed what it held, and nothing has allocated since: it runs its input once more (a
+  // passing failure is over), and splits only when that fails too.
   test::run_with_watchdog([&] {
     oom_coordinator::registration const registered{device_.coordinator, task_};
-    std::vector<std::size_t> sizes;
-    auto const results =
-      with_retry(device_.coordinator, task_, test::range_input{8}, [&](test::range_input& piece) {
-        sizes.push_back(piece.rows());
-        if (sizes.size() == 1) {
+    for (std::size_t const failures : {1U, 2U}) {
+      std::vector<std::size_t> sizes;
+      std::size_t const splits_before = device_.coordinator.statistics().splits;
+      auto const results =
+        with_retry(device_.coordinator, task_, test::range_input{8}, [&](test::range_input& piece) {
+          sizes.push_back(piece.rows());
+          if (sizes.size() <= failures) {
+            throw make_retry_oom(task_.id());
+          }
+          return piece.rows();
+        });
+      if (failures == 1) {
+        EXPECT_EQ(sizes, (std::vector<std::size_t>{8, 8}));
+        EXPECT_EQ(results, (std::vector<std::size_t>{8}));
+      } else {
+        EXPECT_EQ(sizes, (std::vector<std::size_t>{8, 8, 4, 4}));
+        EXPECT_EQ(results, (std::vector<std::size_t>{4, 4}));
+      }
+      EXPECT_EQ(device_.coordinator.state(task_.id()), oom_state::RUNNING);
+      EXPECT_EQ(device_.coordinator.statistics().splits - splits_before, failures - 1);
+    }
+  });
+}
+
+TEST_F(WithRetry, RegisteredTaskAloneRetriesAStepThatCannotSplitOnceAfterARollBack) {
+  // A passing failure of a step that cannot split (one row, or with_retry_no_split) is not final.
+  test::run_with_watchdog([&] {
+    oom_coordinator::registration const registered{device_.coordinator, task_};
+    std::size_t calls = 0;
+    auto const rows =
+      with_retry(device_.coordinator, task_, test::range_input{1}, [&](test::range_input& piece) {
+        if (++calls == 1) {
           throw make_retry_oom(task_.id());
         }
         return piece.rows();
       });
-    EXPECT_EQ(sizes, (std::vector<std::size_t>{8, 4, 4}));
-    EXPECT_EQ(results, (std::vector<std::size_t>{4, 4}));
-    EXPECT_EQ(device_.coordinator.state(task_.id()), oom_state::RUNNING);
-    EXPECT_EQ(device_.coordinator.statistics().splits, 1U);
+    EXPECT_EQ(rows, (std::vector<std::size_t>{1}));
+    calls             = 0;
+    auto const result = with_retry_no_split(
+      device_.coordinator, task_, test::range_input{8}, [&](test::range_input& piece) {
+        if (++calls == 1) {
+          throw make_retry_oom(task_.id());
+        }
+        return piece.rows();
+      });
+    EXPECT_EQ(result, 8U);
+    EXPECT_EQ(calls, 2U);
   });
 }
 

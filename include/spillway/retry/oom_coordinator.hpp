@@ -20,7 +20,9 @@
  *  BUFN_THROW ──allocation throws retry_oom; with_retry rolls back─────────▶ BUFN_WAIT
  *  BUFN_WAIT ──memory was freed since the failure, or a later free and it
  *              is the highest-priority BUFN_WAIT task with none BLOCKED ───▶ RETRYING
- *  BUFN_WAIT ──deadlock with no BLOCKED task, highest-priority BUFN_WAIT ──▶ SPLIT_THROW
+ *  BUFN_WAIT ──deadlock with no BLOCKED task, highest-priority BUFN_WAIT:
+ *              its first roll back since a success anywhere ───────────────▶ RETRYING
+ *              otherwise ──────────────────────────────────────────────────▶ SPLIT_THROW
  *  SPLIT_THROW ──split_and_retry_oom; with_retry splits the input ─────────▶ RUNNING
  *  RETRYING ──the attempt succeeds────────────────────────────────────────▶ RUNNING
  * ```
@@ -30,9 +32,13 @@
  * back lets its input spill; BLOCKED tasks then retry their allocations first) — unless it already
  * rolled back with no success anywhere since and is the highest priority: another roll back
  * cannot help it, so it splits (BLOCKED -> SPLIT_THROW). Otherwise every task has rolled back and
- * still cannot proceed, so the highest-priority BUFN_WAIT task splits its input. Every step either
- * frees memory, lets a task run, or shrinks an input; an input of one row that still fails is a
- * final error. No timeout decides anything.
+ * waits. The highest-priority BUFN_WAIT task runs its input again if this was its first roll back
+ * since a success anywhere: its roll back freed what the attempt held and let its input spill,
+ * and no allocation has tried since (a lone task would otherwise split, or fail for good on a
+ * step that cannot split, after one passing failure). If it fails again with no success
+ * anywhere, it splits (as a BLOCKED task does above); a task that had its retry splits its input
+ * at once. Every step either frees memory, lets a task run, or shrinks an input; an input of one
+ * row that still fails is a final error. No timeout decides anything.
  *
  * A task whose memory is not all spillable never blocks (it would hold memory hostage): it
  * rolls back at once. A BLOCKED task is woken (back to RUNNING or RETRYING) the moment memory is
@@ -163,6 +169,9 @@ class oom_coordinator {
     bool waiting_elsewhere                  = false;
     bool rolled_back                        = false;  ///< rolled back with no success since
     std::uint64_t success_epoch_at_rollback = 0;
+    /// Its last roll back was its first since a success anywhere, and no deadlock has let it
+    /// run again since: a deadlock of BUFN_WAIT tasks that picks it lets it retry, not split.
+    bool retry_owed           = false;
     std::size_t foreign_frees = 0;  ///< frees by other tasks since this task's last failure
     oom_state resume_state    = oom_state::RUNNING;  ///< what a BLOCKED task returns to
   };
