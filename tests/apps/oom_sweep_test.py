@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Out-of-memory injected at every device allocation of a small sort and a small shuffle.
 
-For each command, each kind (retry, split) and 1 and 4 tasks, and for the sort across 2 ranks
-each kind of the failure path a run takes (retry, oom: its splitters are a step of one row, which
-a split request ends by design), the run with
+For each command and 1 and 4 tasks, each kind (retry, split, and oom: the upstream allocation
+fails, so that the whole failure path runs), and for the sort across 2 ranks retry and oom (its
+splitters are a step of one row, which a split request ends by design), the run with
 SPILLWAY_INJECT_OOM=task=*,...,skip=k,count=1 (every task's k-th allocation fails) must succeed and
 write byte for byte the files of the run without injection, for every k from 0 until a run reports
 that nothing was injected (k is then past every task's last allocation). Every run also has
@@ -83,7 +83,7 @@ def main():
         subprocess.run([exe, "gen", "strings", "-o", data, "--rows", str(ROWS), "--seed", "5"],
                        check=True, capture_output=True)
         for command in COMMANDS:
-            for kind in KINDS.get(command, ("retry", "split")):
+            for kind in KINDS.get(command, ("retry", "split", "oom")):
                 allocations = sweep(exe, work, data, command, kind, stride)
                 print(f"{command}, {kind}: every {stride} of {allocations} allocations: "
                       "the same files", flush=True)
