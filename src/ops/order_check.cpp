@@ -5,6 +5,7 @@
 #include "table/cuda/device_table.hpp"
 
 #include <spillway/core/error.hpp>
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/ops/order_check.hpp>
 #include <spillway/ops/sort.hpp>
 #include <spillway/table/copy.hpp>
@@ -81,28 +82,88 @@ int compare_rows(table_view const& lhs,
   return 0;
 }
 
+/// Pairs of adjacent rows checked per part of a batch, at least: smaller batches stay on the
+/// caller. A pair costs about a nanosecond; a part of 64k pairs costs far more than handing it to
+/// the pool.
+constexpr std::size_t MIN_PAIRS_PER_PART = std::size_t{1} << 16;
+/// Pairs compared per block, without a branch per pair, in the check of the last key column.
+constexpr std::size_t DESCENT_BLOCK = 1024;
+
+/**
+ * @return whether value `lhs`, ahead of `rhs`, sorts after it (ascending), without branches:
+ * NaN after every number, -0.0 equal to +0.0 (as `compare_values`)
+ */
+template <typename T>
+bool descends(T lhs, T rhs) noexcept {
+  if constexpr (std::is_floating_point_v<T>) {
+    bool const lhs_nan = lhs != lhs;  // NOLINT(misc-redundant-expression): true for NaN only
+    bool const rhs_nan = rhs != rhs;  // NOLINT(misc-redundant-expression)
+    return (lhs_nan & !rhs_nan) | (rhs < lhs);
+  } else {
+    return rhs < lhs;
+  }
+}
+
+/**
+ * @return the first `row` in [`begin`, `end`) whose value of the last key column (no nulls, fixed
+ * width) sorts before the value at `row - 1`, or `rows` when none does: blocks of pairs are
+ * compared without a branch per pair, and only a block holding a descent is searched.
+ */
+template <typename T>
+std::size_t first_descent_of_values(
+  T const* values, bool descending, std::size_t begin, std::size_t end, std::size_t rows) {
+  for (std::size_t block = begin; block < end; block += DESCENT_BLOCK) {
+    std::size_t const block_end = std::min(end, block + DESCENT_BLOCK);
+    bool any                    = false;
+    if (descending) {
+      for (std::size_t row = block; row < block_end; ++row) {
+        any |= descends(values[row], values[row - 1]);
+      }
+    } else {
+      for (std::size_t row = block; row < block_end; ++row) {
+        any |= descends(values[row - 1], values[row]);
+      }
+    }
+    if (any) {
+      for (std::size_t row = block; row < block_end; ++row) {
+        if (descending ? descends(values[row], values[row - 1])
+                       : descends(values[row - 1], values[row])) {
+          return row;
+        }
+      }
+    }
+  }
+  return rows;
+}
+
 /**
  * @brief Compares the adjacent rows (row - 1, row) of one key column for every `row` in
- * `pairs`, keeping in `ties` those that tie there (to be decided by the next key) when
- * `keep_ties` (the last key has no next: its ties are in order).
+ * `pairs`, or for every `row` in [`begin`, `end`) when `pairs` is null, keeping in `ties` those
+ * that tie there (to be decided by the next key) when `keep_ties` (the last key has no next: its
+ * ties are in order).
  * @return the first `row` whose row sorts before the row ahead of it, or `rows` when none does
  */
 template <typename T>
 std::size_t compare_pairs(column_view const& column,
                           column_order ordering,
                           std::vector<std::uint32_t> const* pairs,
+                          std::size_t begin,
+                          std::size_t end,
                           std::size_t rows,
                           bool keep_ties,
                           std::vector<std::uint32_t>& ties) {
-  bool const descending   = ordering.direction == order::DESCENDING;
-  bool const nullable     = column.has_nulls();
-  std::size_t const count = pairs == nullptr ? rows - 1 : pairs->size();
-  T const* values         = nullptr;
+  bool const descending = ordering.direction == order::DESCENDING;
+  bool const nullable   = column.has_nulls();
+  T const* values       = nullptr;
   if constexpr (!std::is_same_v<T, std::string_view>) {
     values = column.data<T>();
+    if (pairs == nullptr && !keep_ties && !nullable) {
+      return first_descent_of_values(values, descending, begin, end, rows);
+    }
   }
+  std::size_t const count = pairs == nullptr ? end - begin : pairs->size();
   for (std::size_t at = 0; at < count; ++at) {
-    std::size_t const row = pairs == nullptr ? at + 1 : (*pairs)[at];
+    std::size_t const row = pairs == nullptr ? begin + at : (*pairs)[at];
     int result            = 0;
     if (nullable && (column.is_null(row - 1) || column.is_null(row))) {
       result = compare_cells(column, row - 1, column, row, ordering);
@@ -125,18 +186,14 @@ std::size_t compare_pairs(column_view const& column,
 }
 
 /**
- * @return the first row of `keys` (from 1) that sorts before the row ahead of it, or
- * `keys.num_rows()` when every row is in order
+ * @return the first row in [`begin`, `end`) (from 1) of `keys` that sorts before the row ahead
+ * of it, or `keys.num_rows()` when every row there is in order
  */
-std::size_t first_descent(table_view const& keys, sort_order const& orders) {
+std::size_t first_descent_in(table_view const& keys,
+                             sort_order const& orders,
+                             std::size_t begin,
+                             std::size_t end) {
   std::size_t const rows = keys.num_rows();
-  if (rows < 2) {
-    return rows;
-  }
-  SPILLWAY_EXPECTS_LE(rows,
-                      std::size_t{UINT32_MAX},
-                      "order check: a batch has too many rows to check",
-                      invalid_argument);
   // Key by key: the first key compares every adjacent pair; each further key only the pairs
   // the keys before it tied. A pair out of order at a key is out of order (the keys before it
   // tied); the first such pair over all keys is the answer.
@@ -150,9 +207,11 @@ std::size_t first_descent(table_view const& keys, sort_order const& orders) {
     ties.clear();
     std::size_t const found =
       !is_fixed_width(column.type())
-        ? compare_pairs<std::string_view>(column, orders[key], candidates, rows, keep_ties, ties)
+        ? compare_pairs<std::string_view>(
+            column, orders[key], candidates, begin, end, rows, keep_ties, ties)
         : visit_fixed_width(column.type(), [&]<typename T>() {
-            return compare_pairs<T>(column, orders[key], candidates, rows, keep_ties, ties);
+            return compare_pairs<T>(
+              column, orders[key], candidates, begin, end, rows, keep_ties, ties);
           });
     first = std::min(first, found);
     // Ties after the first descent cannot change the answer.
@@ -165,6 +224,35 @@ std::size_t first_descent(table_view const& keys, sort_order const& orders) {
     std::swap(pairs, ties);
   }
   return first;
+}
+
+/**
+ * @return the first row of `keys` (from 1) that sorts before the row ahead of it, or
+ * `keys.num_rows()` when every row is in order. The pairs of adjacent rows are cut into parts
+ * checked on the worker pool (each part's first pair reads the last row of the part before); the
+ * answer is the smallest part's answer.
+ */
+std::size_t first_descent(table_view const& keys, sort_order const& orders) {
+  std::size_t const rows = keys.num_rows();
+  if (rows < 2) {
+    return rows;
+  }
+  SPILLWAY_EXPECTS_LE(rows,
+                      std::size_t{UINT32_MAX},
+                      "order check: a batch has too many rows to check",
+                      invalid_argument);
+  std::size_t const pairs = rows - 1;
+  std::size_t const parts = parallel_parts(pairs, MIN_PAIRS_PER_PART);
+  if (parts == 1) {
+    return first_descent_in(keys, orders, 1, rows);
+  }
+  std::vector<std::size_t> firsts(parts, rows);
+  parallel_for(parts, [&](std::size_t part) {
+    std::size_t const begin = 1 + part * pairs / parts;
+    std::size_t const end   = 1 + (part + 1) * pairs / parts;
+    firsts[part]            = first_descent_in(keys, orders, begin, end);
+  });
+  return *std::min_element(firsts.begin(), firsts.end());
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "testing/table_generators.hpp"
+#include "testing/worker_threads_guard.hpp"
 
 #include <spillway/core/error.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -146,6 +148,147 @@ TEST_F(OrderCheckTest, ManyTiesOfTheFirstKeyOrderedByTheSecond) {
   std::swap(values[row], values[row + 1]);
   order_checker swapped{{0, 1}, {}, host_};
   EXPECT_EQ(swapped.next(make()->view(), default_stream()), std::optional<std::size_t>{row + 1});
+}
+
+/// Rows of a batch cut into parts on the pool (parts hold at least 64k pairs).
+constexpr std::size_t LARGE_BATCH_ROWS = 600000;
+
+/**
+ * @return the first row (from 1) whose value sorts before the one ahead of it, ascending (NaN
+ * last) or descending (NaN first), or `values.size()`: a plain scan, the test's oracle
+ */
+template <typename T>
+std::size_t first_descent_oracle(std::vector<T> const& values, bool descending) {
+  auto const rank = [](T value) {  // NaN above every number
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::pair{std::isnan(value), std::isnan(value) ? T{0} : value};
+    } else {
+      return std::pair{false, value};
+    }
+  };
+  for (std::size_t row = 1; row < values.size(); ++row) {
+    auto const ahead = rank(values[row - 1]);
+    auto const here  = rank(values[row]);
+    if (descending ? here > ahead : here < ahead) {
+      return row;
+    }
+  }
+  return values.size();
+}
+
+TEST_F(OrderCheckTest, LargeBatchesCutIntoPartsFindTheFirstDescentOfAnyPart) {
+  // Sorted values with descents put at random rows, one or two at once, so that the first
+  // descent falls in any part of the batch (and on the rows where parts meet), with more pool
+  // threads than cores; checked against a plain scan.
+  std::mt19937_64 engine{11};
+  std::vector<std::int64_t> ascending(LARGE_BATCH_ROWS);
+  for (auto& value : ascending) {
+    value = static_cast<std::int64_t>(engine() % 1000000) - 500000;
+  }
+  std::sort(ascending.begin(), ascending.end());
+  for (std::size_t const threads : testing::POOL_SIZES) {
+    testing::worker_threads_guard const pool{threads};
+    for (bool const descending : {false, true}) {
+      for (int trial = 0; trial < 6; ++trial) {
+        auto values = ascending;
+        if (descending) {
+          std::reverse(values.begin(), values.end());
+        }
+        // trial 0: in order; 1: a descent where parts of 2 threads meet; later: at random.
+        for (int descent = 0; descent < std::min(trial, 2); ++descent) {
+          std::size_t const row =
+            trial == 1 ? LARGE_BATCH_ROWS / 2 : 1 + engine() % (LARGE_BATCH_ROWS - 1);
+          values[row] = values[row - 1] + (descending ? 1 : -1);
+        }
+        auto const batch    = one_column(data_type{type_id::INT64}, values);
+        auto const expected = first_descent_oracle(values, descending);
+        auto check =
+          checker(descending ? sort_order{{order::DESCENDING, null_order::BEFORE}} : sort_order{});
+        auto const found = check.next(batch->view(), default_stream());
+        if (expected == values.size()) {
+          EXPECT_EQ(found, std::nullopt) << threads << " threads";
+        } else {
+          EXPECT_EQ(found, std::optional<std::size_t>{expected}) << threads << " threads";
+        }
+      }
+    }
+  }
+}
+
+TEST_F(OrderCheckTest, LargeFloatBatchesFindADescentIntoOrOutOfNan) {
+  double const nan = std::nan("");
+  testing::worker_threads_guard const pool{8};
+  std::vector<double> values(LARGE_BATCH_ROWS);
+  for (std::size_t row = 0; row < values.size(); ++row) {
+    values[row] =
+      row < LARGE_BATCH_ROWS - 1000 ? static_cast<double>(row / 3) - 100.0 : nan;  // 0 at 300
+  }
+  values[300] = -0.0;  // -0.0 ties +0.0: no descent between them, either way
+  values[302] = -0.0;
+  EXPECT_EQ(
+    checker().next(one_column(data_type{type_id::FLOAT64}, values)->view(), default_stream()),
+    std::nullopt);
+  auto number_after_nan                   = values;
+  number_after_nan[LARGE_BATCH_ROWS - 10] = 1.0;
+  std::size_t const expected_number_after = first_descent_oracle(number_after_nan, false);
+  EXPECT_EQ(expected_number_after, LARGE_BATCH_ROWS - 10);
+  EXPECT_EQ(checker().next(one_column(data_type{type_id::FLOAT64}, number_after_nan)->view(),
+                           default_stream()),
+            std::optional<std::size_t>{expected_number_after});
+  auto nan_early        = values;
+  nan_early[300000]     = nan;
+  std::size_t const row = first_descent_oracle(nan_early, false);
+  EXPECT_EQ(row, 300001U);
+  EXPECT_EQ(
+    checker().next(one_column(data_type{type_id::FLOAT64}, nan_early)->view(), default_stream()),
+    std::optional<std::size_t>{row});
+}
+
+TEST_F(OrderCheckTest, LargeBatchesOfTwoKeysWithTiesAcrossParts) {
+  // A first key of few values (its ties span the parts' boundaries) and a nullable second key,
+  // with one pair swapped inside a run of ties; every pool size finds the same row.
+  std::mt19937_64 engine{5};
+  std::vector<std::pair<std::int32_t, std::int64_t>> values(LARGE_BATCH_ROWS);
+  for (auto& [first, second] : values) {
+    first  = static_cast<std::int32_t>(engine() % 4);
+    second = static_cast<std::int64_t>(engine() % 100000);
+  }
+  std::sort(values.begin(), values.end());
+  std::size_t swapped = 450000;
+  while (values[swapped].first != values[swapped + 1].first ||
+         values[swapped].second == values[swapped + 1].second) {
+    ++swapped;
+  }
+  for (bool const swap : {false, true}) {
+    auto rows = values;
+    if (swap) {
+      std::swap(rows[swapped], rows[swapped + 1]);
+    }
+    std::vector<std::int32_t> firsts;
+    std::vector<std::int64_t> seconds;
+    std::vector<bool> valid;
+    for (std::size_t row = 0; row < rows.size(); ++row) {
+      firsts.push_back(rows[row].first);
+      seconds.push_back(rows[row].second);
+      // Nulls first: only a run's first row of each first key may be null, in order.
+      valid.push_back(row == 0 || rows[row - 1].first == rows[row].first);
+    }
+    for (std::size_t const threads : testing::POOL_SIZES) {
+      testing::worker_threads_guard const pool{threads};
+      std::vector<std::unique_ptr<column>> columns;
+      columns.push_back(testing::make_fixed_column(data_type{type_id::INT32}, firsts, {}, host_));
+      columns.push_back(
+        testing::make_fixed_column(data_type{type_id::INT64}, seconds, valid, host_));
+      table const batch{std::move(columns)};
+      order_checker check{{0, 1}, {}, host_};
+      auto const found = check.next(batch.view(), default_stream());
+      if (swap) {
+        EXPECT_EQ(found, std::optional<std::size_t>{swapped + 1}) << threads << " threads";
+      } else {
+        EXPECT_EQ(found, std::nullopt) << threads << " threads";
+      }
+    }
+  }
 }
 
 TEST_F(OrderCheckTest, RefusesAKeyWhoseTypeChangesBetweenBatches) {

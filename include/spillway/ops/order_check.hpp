@@ -27,8 +27,9 @@ namespace spillway {
  * The order is that of the sort: per key, values ascending or descending, nulls first or last
  * whatever the direction (`null_order::BEFORE` puts them first); floating-point NaN after every
  * number (+inf included) in ascending order, -0.0 equal to +0.0; strings by their bytes, unsigned.
- * Each key column is compared with a loop typed for its values, so a check costs a fraction of
- * the sort it follows.
+ * Each key column is compared with a loop typed for its values (the last key, without nulls,
+ * in blocks of pairs without a branch per pair), and a large batch is cut into parts checked on
+ * the worker pool, so a check costs a fraction of the sort it follows.
  *
  * Batches in host memory are compared there. A batch in CUDA device memory is checked with
  * `is_sorted` on the device, and its first and last rows are copied to `host` for the boundaries.
