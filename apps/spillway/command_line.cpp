@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -328,6 +329,52 @@ std::unique_ptr<batch_reader> open_dataset(std::string const& source,
     }
   }
   throw usage_error("unknown input format");
+}
+
+std::unique_ptr<batch_reader> read_dataset_ahead(std::string const& source,
+                                                 file_format format,
+                                                 std::size_t target_batch_bytes,
+                                                 memory_resources mrs,
+                                                 stream_view stream,
+                                                 table_schema const& csv_types,
+                                                 std::size_t readers,
+                                                 std::size_t* readers_used) {
+  // Opened first as one reader: the dataset's files, its schema and their errors, as always.
+  auto whole = open_dataset(source, format, target_batch_bytes, mrs, stream, csv_types);
+  if (readers_used != nullptr) {
+    *readers_used = 1;
+  }
+  if (format != file_format::PARQUET || readers <= 1) {
+    return read_ahead(std::move(whole));
+  }
+  auto const files = expand_dataset(source);
+  auto shares      = split_parquet(files, readers * PIECES_PER_READER);
+  std::erase_if(shares, [](auto const& share) { return share.empty(); });
+  if (shares.size() <= 1) {
+    return read_ahead(std::move(whole));
+  }
+  table_schema schema = whole->schema();
+  whole.reset();
+  auto const pieces =
+    std::make_shared<std::vector<std::vector<parquet_row_groups>> const>(std::move(shares));
+  std::string const first_file = files.front();
+  auto open = [pieces, schema, first_file, target_batch_bytes, mrs, stream](std::size_t piece) {
+    parquet_read_options options;
+    options.target_batch_bytes = target_batch_bytes;
+    auto const& groups         = (*pieces)[piece];
+    auto reader                = open_parquet(groups, options, stream, mrs);
+    if (reader->schema() != schema) {
+      throw invalid_argument("'" + groups.front().path + "' has columns (" +
+                             to_string(reader->schema()) + ") unlike those of '" + first_file +
+                             "' (" + to_string(schema) + ")");
+    }
+    return reader;
+  };
+  std::size_t const count = pieces->size();
+  if (readers_used != nullptr) {
+    *readers_used = std::min(readers, count);
+  }
+  return read_in_parallel(std::move(schema), count, std::move(open), readers, 1);
 }
 
 void check_host_budget(std::size_t host_memory) {

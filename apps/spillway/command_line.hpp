@@ -191,6 +191,29 @@ std::unique_ptr<batch_reader> open_dataset(std::string const& source,
                                            stream_view stream            = default_stream(),
                                            table_schema const& csv_types = {});
 
+/// A Parquet dataset read by several readers is cut into this many pieces per reader, so that a
+/// reader done early takes another piece rather than idle while the others finish theirs.
+inline constexpr std::size_t PIECES_PER_READER = 2;
+
+/**
+ * @brief Opens `source` as `open_dataset` does and reads it ahead of its consumer, on threads of
+ * its own: a Parquet dataset's row groups in pieces of about equal rows (`split_parquet`), up to
+ * `readers` pieces at once (`read_in_parallel`: each piece's batches in order, the pieces'
+ * interleaved, at most `readers + 1` batches held); any other format, or `readers` 1, one batch
+ * ahead in order (`read_ahead`). `readers_used`, when not null, is set to the readers it uses
+ * (fewer than `readers` when the dataset has fewer row groups than two pieces need).
+ * @throws as `open_dataset`; later, from `next()`, invalid_argument naming both files when a
+ * piece's file has other columns than the dataset's first file
+ */
+std::unique_ptr<batch_reader> read_dataset_ahead(std::string const& source,
+                                                 file_format format,
+                                                 std::size_t target_batch_bytes,
+                                                 memory_resources mrs,
+                                                 stream_view stream,
+                                                 table_schema const& csv_types,
+                                                 std::size_t readers,
+                                                 std::size_t* readers_used = nullptr);
+
 /**
  * @return the output batch (from 0) that the sort hands out reversed before its order check, as
  * `SPILLWAY_TEST_REVERSE_OUTPUT_BATCH=<n>` says: how the tests see a sort fail that check

@@ -62,6 +62,9 @@ constexpr std::size_t MIN_BATCH_ROWS = 64;
 constexpr std::size_t MIN_STRING_CHARS = 16;
 /// Output batches are at most this large, whatever the device.
 constexpr std::size_t MAX_OUTPUT_BATCH = 64_MiB;
+/// Input readers hold at most 1/READER_HOST_SHARE of the host budget in decoded batches (one
+/// each, while it is read, and one ready), so that the spill store's host tier keeps the rest.
+constexpr std::size_t READER_HOST_SHARE = 4;
 /// How often the progress line is redrawn.
 constexpr std::chrono::milliseconds PROGRESS_PERIOD{200};
 
@@ -343,18 +346,25 @@ int run_sort(sort_arguments const& args) {
   }
 
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
-  // Decoded on a thread of its own into host memory, one batch ahead of the sort, which copies
-  // each batch to the device (as a GPU's input arrives too).
-  auto reader          = read_ahead(open_dataset(args.input,
-                                        format,
-                                        std::max<std::size_t>(batch_bytes, 1),
-                                        memory_resources{io_scratch},
-                                        default_stream(),
-                                        csv_types));
-  auto const schema    = reader->schema();  // a copy: it outlives the reader
-  auto const resolved  = resolve_sort_keys(keys, schema, args.input);
-  auto const row_bytes = min_row_bytes(schema);
-  auto const needed    = DEVICE_SHARE_PER_BATCH * MIN_BATCH_ROWS * row_bytes;
+  // Decoded on threads of their own into host memory, ahead of the sort, which copies each batch
+  // to the device (as a GPU's input arrives too): pieces of a Parquet dataset side by side, one
+  // reader per pool thread while the batches they hold (one each, and one ready) stay within a
+  // share of the host budget; one reader, one batch ahead, for the other formats.
+  std::size_t const readers = std::clamp<std::size_t>(
+    host_memory / (READER_HOST_SHARE * std::max<std::size_t>(batch_bytes, 1)), 1, worker_threads());
+  std::size_t readers_used = 1;
+  auto reader              = read_dataset_ahead(args.input,
+                                   format,
+                                   std::max<std::size_t>(batch_bytes, 1),
+                                   memory_resources{io_scratch},
+                                   default_stream(),
+                                   csv_types,
+                                   readers,
+                                   &readers_used);
+  auto const schema        = reader->schema();  // a copy: it outlives the reader
+  auto const resolved      = resolve_sort_keys(keys, schema, args.input);
+  auto const row_bytes     = min_row_bytes(schema);
+  auto const needed        = DEVICE_SHARE_PER_BATCH * MIN_BATCH_ROWS * row_bytes;
   if (device_memory < needed) {
     throw usage_error("--device-memory " + format_bytes(device_memory) + " is too small for " +
                       args.input + ": a batch (1/" + std::to_string(DEVICE_SHARE_PER_BATCH) +
@@ -518,6 +528,7 @@ int run_sort(sort_arguments const& args) {
       {"spill_callbacks", coordinator.statistics().failures},
       {"lease_waits", arbiter.total_statistics().waits},
       {"input_batches", input_batches},
+      {"readers", readers_used},
       {"output_batches", stats.output_batches},
       {"output_files", written.size()},
       {"order_check_seconds", stats.order_check_seconds},

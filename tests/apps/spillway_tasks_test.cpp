@@ -84,6 +84,39 @@ TEST_F(SpillwayTasks, ManyTasksSortTiesAndStringsInOrder) {
   }
 }
 
+TEST_F(SpillwayTasks, ConcurrentReadersOfPiecesOfManyRowGroupsSortEveryRowOnce) {
+  // Three files of 16 row groups each, read by as many readers as threads (the budgets allow
+  // sixteen), more threads than cores: each piece's batches in order, the pieces' interleaved.
+  run_ok("gen strings --rows 48000 --files 3 --row-group-rows 1000 --seed 21 -o in");
+  for (int const threads : {2, 8}) {
+    SCOPED_TRACE(threads);
+    auto const result = run_ok("sort in -o out --overwrite --by key --json --threads " +
+                               std::to_string(threads) + std::string{BUDGETS});
+    EXPECT_EQ(last_json_line(result.out)["readers"], threads);
+    run_ok("verify out --by key --against in");
+  }
+  // One thread: one reader, one batch ahead.
+  auto const one =
+    run_ok("sort in -o out --overwrite --by key --json --threads 1" + std::string{BUDGETS});
+  EXPECT_EQ(last_json_line(one.out)["readers"], 1);
+}
+
+TEST_F(SpillwayTasks, ReadersNameAFileWithOtherColumnsBesideTheFirst) {
+  // The last file of the dataset has other columns: whichever reader opens it names it beside a
+  // file of the dataset's columns (the first of its piece, or of the dataset), and nothing is
+  // written.
+  run_ok("gen uniform --rows 8000 --files 3 --row-group-rows 500 --seed 5 -o mixed");
+  run_ok("gen strings --rows 1000 --files 1 -o other");
+  auto const other = files_in("other");
+  ASSERT_EQ(other.size(), 1U);
+  fs::copy_file(path("other") + "/" + other.front(), path("mixed") + "/zz.parquet");
+  auto const result =
+    run("sort mixed -o out --by key --threads 4 --spill-dir spill" + std::string{BUDGETS});
+  expect_failure(result, 1, "zz.parquet' has columns (key: string", "out");
+  EXPECT_NE(result.err.find("unlike those of 'mixed/part-"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("(key: int64"), std::string::npos) << result.err;
+}
+
 TEST_F(SpillwayTasks, ConcurrentSixteenTasksOnADeviceOfTwoBaseLeasesFinish) {
   // The base lease is four batches of an eighth of the device: two of them fill it. Sixteen tasks
   // queue for the two slots, lend and borrow, and the OOM protocol rolls back and splits among

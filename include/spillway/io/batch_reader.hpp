@@ -10,6 +10,7 @@
 #include <spillway/table/table.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 namespace spillway {
@@ -52,6 +53,28 @@ class batch_reader {
  * batch, and by every later one.
  */
 std::unique_ptr<batch_reader> read_ahead(std::unique_ptr<batch_reader> source);
+
+/// Opens piece `index` of a dataset for reading (called on a reading thread).
+using piece_opener = std::function<std::unique_ptr<batch_reader>(std::size_t index)>;
+
+/**
+ * @brief A reader of `pieces` pieces of one dataset read side by side: each of `threads` threads
+ * (at most one per piece) takes the next piece no thread has taken, opens it with `open`, and
+ * reads its batches; `next()` returns batches in the order they are ready, so each piece's
+ * batches come in order but the pieces' batches interleave. At most `max_ready` batches wait to
+ * be taken, so that the reader holds at most `max_ready + threads` batches at once.
+ *
+ * Each piece's reader must return batches of `schema` (`open` may throw when it does not) and
+ * allocate from resources any thread may use (host memory, not a task's device budget). The first
+ * failure (of `open` or of a read) is thrown by the next `next()` and by every later one; the
+ * threads stop at their next batch.
+ * @throws invalid_argument when `open` is empty or `threads` or `max_ready` is 0
+ */
+std::unique_ptr<batch_reader> read_in_parallel(table_schema schema,
+                                               std::size_t pieces,
+                                               piece_opener open,
+                                               std::size_t threads,
+                                               std::size_t max_ready);
 
 /**
  * @brief Reads every remaining batch of `reader` into one table from `mrs.output()`; the batches
