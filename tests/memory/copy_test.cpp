@@ -3,13 +3,17 @@
  * @brief copy_bytes and copy_bytes_async: move the bytes, count them per (source, destination)
  * kind, reject DISK; a stream_fence on the CPU backend has nothing to wait for.
  */
+#include "testing/worker_threads_guard.hpp"
+
 #include <spillway/core/error.hpp>
 #include <spillway/memory/copy.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace spillway {
@@ -96,6 +100,36 @@ TEST(Copy, AsyncCopiesOnTheCpuAreCompleteAtReturnAndCounted) {
                                 back.size(),
                                 default_stream()),
                invalid_argument);
+}
+
+TEST(Copy, ConcurrentLargeCopiesCutIntoPartsMoveEveryByteAndNoOther) {
+  // Sizes around the parts' edges (1 MiB a part at least, cut on 64-byte lines), at offsets off
+  // any alignment, with more pool threads than cores; the bytes around the destination stay.
+  constexpr std::size_t MIB = std::size_t{1} << 20;
+  for (std::size_t const threads : {1U, 2U, 3U, 8U, 16U}) {
+    testing::worker_threads_guard const pool{threads};
+    for (std::size_t const bytes : {2 * MIB - 1, 2 * MIB, 3 * MIB + 17, 16 * MIB + 65}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, " + std::to_string(bytes) + " bytes");
+      std::vector<unsigned char> source(bytes + 3);
+      for (std::size_t index = 0; index < source.size(); ++index) {
+        source[index] = static_cast<unsigned char>(index * 131 + index / 251);
+      }
+      std::vector<unsigned char> destination(bytes + 10, 0xA5);
+      copy_counters const before = copied_bytes();
+      copy_bytes(destination.data() + 5,
+                 memory_kind::DEVICE,
+                 source.data() + 3,
+                 memory_kind::HOST,
+                 bytes,
+                 default_stream());
+      expect_counted(before, memory_kind::HOST, memory_kind::DEVICE, bytes);
+      EXPECT_TRUE(std::equal(source.begin() + 3, source.end(), destination.begin() + 5));
+      EXPECT_TRUE(std::all_of(
+        destination.begin(), destination.begin() + 5, [](auto byte) { return byte == 0xA5; }));
+      EXPECT_TRUE(std::all_of(
+        destination.end() - 5, destination.end(), [](auto byte) { return byte == 0xA5; }));
+    }
+  }
 }
 
 TEST(Copy, ZeroBytesCountsNothing) {
