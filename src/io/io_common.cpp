@@ -14,12 +14,16 @@
 #include <spillway/table/copy.hpp>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <glob.h>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 namespace spillway {
@@ -34,6 +38,94 @@ std::string to_string(table_schema const& schema) {
       column.name + ": " + (column.nested ? column.nested->arrow_type : to_string(column.type));
   }
   return result;
+}
+
+namespace {
+
+/// The reader of `read_ahead`: one batch (or the end, or a failure) waits in `ready_`; the thread
+/// reads the next one as soon as it is taken. The state below is guarded by `mutex_`.
+class read_ahead_reader final : public batch_reader {
+ public:
+  explicit read_ahead_reader(std::unique_ptr<batch_reader> source)
+    : source_(std::move(source)), schema_(source_->schema()), thread_([this] { run(); }) {}
+  ~read_ahead_reader() override {
+    {
+      std::lock_guard const lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();  // after the read in progress, if any
+  }
+  read_ahead_reader(read_ahead_reader const&)            = delete;
+  read_ahead_reader& operator=(read_ahead_reader const&) = delete;
+  read_ahead_reader(read_ahead_reader&&)                 = delete;
+  read_ahead_reader& operator=(read_ahead_reader&&)      = delete;
+
+  [[nodiscard]] table_schema const& schema() const noexcept override { return schema_; }
+
+  [[nodiscard]] std::unique_ptr<table> next() override {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return has_ready_; });
+    if (failure_) {
+      std::rethrow_exception(failure_);
+    }
+    if (!ready_) {
+      return nullptr;  // the end: it stays ready for every later call
+    }
+    auto batch = std::move(ready_);
+    has_ready_ = false;
+    lock.unlock();
+    changed_.notify_all();
+    return batch;
+  }
+
+ private:
+  void run() {
+    while (true) {
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [this] { return !has_ready_ || stopping_; });
+        if (stopping_) {
+          return;
+        }
+      }
+      std::unique_ptr<table> batch;
+      std::exception_ptr failure;
+      try {
+        batch = source_->next();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      bool const last = batch == nullptr;
+      {
+        std::lock_guard const lock(mutex_);
+        ready_     = std::move(batch);
+        failure_   = failure;
+        has_ready_ = true;
+      }
+      changed_.notify_all();
+      if (last) {
+        return;  // the end or a failure: nothing more to read
+      }
+    }
+  }
+
+  std::unique_ptr<batch_reader> source_;
+  table_schema schema_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::unique_ptr<table> ready_;  ///< the batch read ahead (null at the end)
+  std::exception_ptr failure_;
+  bool has_ready_ = false;
+  bool stopping_  = false;
+  std::thread thread_;  ///< last: starts once the state above exists
+};
+
+}  // namespace
+
+std::unique_ptr<batch_reader> read_ahead(std::unique_ptr<batch_reader> source) {
+  SPILLWAY_EXPECTS(source != nullptr, std::string{"read_ahead of no reader"}, invalid_argument);
+  return std::make_unique<read_ahead_reader>(std::move(source));
 }
 
 std::unique_ptr<table> read_all(batch_reader& reader, stream_view stream, memory_resources mrs) {

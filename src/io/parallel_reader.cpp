@@ -1,7 +1,6 @@
 /**
  * @file parallel_reader.cpp
- * @brief `read_in_parallel`: pieces of a dataset read side by side, each on a thread of its own;
- * `read_ahead`, one reader on one thread.
+ * @brief `read_in_parallel`: pieces of a dataset read side by side, each on a thread of its own.
  */
 #include <spillway/core/error.hpp>
 #include <spillway/io/batch_reader.hpp>
@@ -10,9 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
-#include <memory>
 #include <mutex>
-#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -56,10 +53,10 @@ class parallel_reader final : public batch_reader {
   [[nodiscard]] std::unique_ptr<table> next() override {
     std::unique_lock lock(mutex_);
     changed_.wait(lock, [this] { return failure_ || !ready_.empty() || working_ == 0; });
+    if (failure_) {
+      std::rethrow_exception(failure_);
+    }
     if (ready_.empty()) {
-      if (failure_) {  // after the batches read before it
-        std::rethrow_exception(failure_);
-      }
       return nullptr;  // every piece read: the end, for every later call too
     }
     auto batch = std::move(ready_.front());
@@ -150,15 +147,6 @@ std::unique_ptr<batch_reader> read_in_parallel(table_schema schema,
                    invalid_argument);
   return std::make_unique<parallel_reader>(
     std::move(schema), pieces, std::move(open), threads, max_ready);
-}
-
-std::unique_ptr<batch_reader> read_ahead(std::unique_ptr<batch_reader> source) {
-  SPILLWAY_EXPECTS(source != nullptr, std::string{"read_ahead of no reader"}, invalid_argument);
-  auto schema = source->schema();
-  // One piece, the source itself, on one thread: one batch ready and the next being read.
-  auto held = std::make_shared<std::unique_ptr<batch_reader>>(std::move(source));
-  return read_in_parallel(
-    std::move(schema), 1, [held](std::size_t) { return std::move(*held); }, 1, 1);
 }
 
 }  // namespace spillway

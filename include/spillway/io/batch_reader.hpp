@@ -50,7 +50,7 @@ class batch_reader {
  *
  * `source` must allocate from resources any thread may use (host memory, not a task's device
  * budget). A failure of the read ahead is thrown by the `next()` that would have returned its
- * batch, and by every later one. It is `read_in_parallel` of one piece, the source, on one thread.
+ * batch, and by every later one.
  */
 std::unique_ptr<batch_reader> read_ahead(std::unique_ptr<batch_reader> source);
 
@@ -66,8 +66,8 @@ using piece_opener = std::function<std::unique_ptr<batch_reader>(std::size_t ind
  *
  * Each piece's reader must return batches of `schema` (`open` may throw when it does not) and
  * allocate from resources any thread may use (host memory, not a task's device budget). The first
- * failure (of `open` or of a read) is thrown by `next()` once the batches ready before it are
- * taken, and by every later call; the threads stop at their next batch.
+ * failure (of `open` or of a read) is thrown by the next `next()` and by every later one; the
+ * threads stop at their next batch.
  * @throws invalid_argument when `open` is empty or `threads` or `max_ready` is 0
  */
 std::unique_ptr<batch_reader> read_in_parallel(table_schema schema,
