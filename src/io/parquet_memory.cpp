@@ -16,6 +16,12 @@ parquet_write_options parquet_write_options_within(parquet_write_options options
   }
   constexpr std::size_t copies = 2;  // Arrow's arrays and the encoded pages
   constexpr std::size_t least  = PARQUET_LEAST_BOUNDED_ROW_GROUP_BYTES;
+  if (options.encoders) {
+    // Shared encoders bound the row groups in flight: the bound is the one being filled's.
+    options.row_group_bytes = std::min(
+      options.row_group_bytes, std::max(bytes / copies, PARQUET_SMALLEST_BOUNDED_ROW_GROUP_BYTES));
+    return options;
+  }
   if (options.encode_threads > 0) {
     // One row group being filled, the others encoding; fewer threads before smaller row groups.
     std::size_t const groups_at_least = std::max<std::size_t>(bytes / (copies * least), 2);

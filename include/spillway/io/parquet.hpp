@@ -52,6 +52,42 @@ enum class parquet_dictionary : std::uint8_t {
   OFF,  ///< no column
 };
 
+/**
+ * @brief Encoding threads shared by several Parquet writers, and the row groups they may hold in
+ * flight all together: encoding, or encoded and not yet appended to their files.
+ *
+ * A writer given them (`parquet_write_options::encoders`) encodes each row group on these threads
+ * once it has one of the `groups` slots, appending its own oldest row groups to free one when
+ * none is free; a writer without any row group in flight waits for another writer to append one.
+ * Writers that each append their own row groups in order therefore always make progress, as long
+ * as no writer's owner waits for another writer between its writes or before its close: a writer
+ * holds its slots until its own writes or close append their row groups. What a shuffle's partition
+ * writers share: one writer's row groups encode on every core while its owner fills the next,
+ * and the memory they take is bounded for all writers at once, not per writer.
+ * @note Thread-safe; it outlives no writer it was given to (they keep what they use alive).
+ */
+class parquet_encoders {
+ public:
+  struct state;  ///< the threads and slots (defined where Parquet is written)
+
+  /**
+   * @param threads encoding threads (at least 1)
+   * @param groups row groups in flight at most, all writers together (at least 1)
+   * @throws spillway::invalid_argument for 0 threads or groups
+   */
+  parquet_encoders(std::size_t threads, std::size_t groups);
+
+  [[nodiscard]] std::size_t threads() const noexcept { return threads_; }
+  [[nodiscard]] std::size_t groups() const noexcept { return groups_; }
+  /// The threads and slots; null in a build without Arrow (its writers fail before using them).
+  [[nodiscard]] std::shared_ptr<state> const& shared() const noexcept { return state_; }
+
+ private:
+  std::size_t threads_;
+  std::size_t groups_;
+  std::shared_ptr<state> state_;
+};
+
 /** @brief How a Parquet file is written. */
 struct parquet_write_options {
   parquet_compression compression = parquet_compression::ZSTD;  ///< page compression
@@ -66,14 +102,20 @@ struct parquet_write_options {
   /// end of the file. Files written with 1 or more threads are laid out alike, byte for byte.
   /// A sorted key column is one column chunk per row group: encoded on one thread, it was most
   /// of a sort's output time.
-  std::size_t encode_threads    = 0;
+  std::size_t encode_threads = 0;
+  /// Threads and row group slots shared with other writers (see parquet_encoders): when set, the
+  /// row groups are encoded on them, as with `encode_threads` (laid out alike), and the number in
+  /// flight is theirs; `encode_threads` is then not used.
+  std::shared_ptr<parquet_encoders> encoders;
   parquet_dictionary dictionary = parquet_dictionary::AUTO;  ///< see parquet_dictionary
   /// Host memory the row groups in flight may take: the one being filled and those encoding,
   /// each about twice its table in memory (Arrow's arrays and its encoded pages). The writer
   /// lowers `encode_threads` (to at least one, when asked for any) while row groups of 4 MiB
   /// do not fit, then `row_group_bytes` until they do (`parquet_write_options_within`): under
   /// 16 MiB (8 MiB without encode threads) row groups are cut below 4 MiB, to at least 64 KiB;
-  /// only a bound under 256 KiB (128 KiB) is exceeded. 0: unbounded, both taken as they are.
+  /// only a bound under 256 KiB (128 KiB) is exceeded. With `encoders`, whose slots bound the
+  /// row groups in flight, it bounds the one being filled: `row_group_bytes` is cut to half of
+  /// it (at least 64 KiB). 0: unbounded, both taken as they are.
   std::size_t memory_bytes = 0;
 };
 

@@ -4,6 +4,7 @@
  */
 #include "io/arrow/arrow_memory_pool.hpp"
 #include "io/arrow/direct_output_stream.hpp"
+#include "io/arrow/parquet_encoders.hpp"
 #include "io/arrow/parquet_footer.hpp"
 #include "io/arrow/type_conversion.hpp"
 #include "io/io_detail.hpp"
@@ -140,7 +141,7 @@ class parquet_file_writer final : public format_writer {
                       stream_view stream,
                       memory_resources mrs)
     : path_(std::move(path)),
-      pool_(std::make_unique<arrow_memory_pool>(mrs.temporary())),
+      pool_(std::make_shared<arrow_memory_pool>(mrs.temporary())),
       schema_(to_arrow_schema(schema)),
       options_(options),
       row_group_rows_(std::clamp<std::size_t>(
@@ -163,6 +164,7 @@ class parquet_file_writer final : public format_writer {
     // Encodings in flight use the pool, the properties and their tables: they finish first.
     for (auto& group : encoding_) {
       group.encoded.Wait();
+      static_cast<void>(group.encoded.MoveResult());  // its bytes freed here, into the pool
     }
     encoding_.clear();
     writer_.reset();
@@ -308,9 +310,26 @@ class parquet_file_writer final : public format_writer {
   struct encoding_group {
     arrow::Future<std::shared_ptr<arrow::Buffer>> encoded;
     std::size_t bytes = 0;  ///< about its rows' bytes in memory
+    encode_slot slot;       ///< of shared encoders, until it is appended (or dropped)
   };
 
-  [[nodiscard]] bool parallel() const noexcept { return options_.encode_threads > 0; }
+  [[nodiscard]] bool parallel() const noexcept {
+    return options_.encode_threads > 0 || options_.encoders != nullptr;
+  }
+
+  /// A slot of the shared encoders for the next row group: this writer's oldest row groups are
+  /// appended while none is free, and only a writer with none in flight waits for another's.
+  [[nodiscard]] encode_slot take_slot() {
+    auto const& shared = options_.encoders->shared();
+    while (!shared->try_take_slot()) {
+      if (encoding_.empty()) {
+        shared->take_slot();
+        break;
+      }
+      append_oldest();
+    }
+    return encode_slot{shared};
+  }
 
   /// Whether the row group being filled takes no more rows of `row_bytes` each.
   [[nodiscard]] bool group_full(double row_bytes) const noexcept {
@@ -336,11 +355,19 @@ class parquet_file_writer final : public format_writer {
   /**
    * Cuts `input` into the row groups being filled. Rows without an owner are borrowed: full
    * groups are encoded from them and appended before this returns, and only the rows left
-   * waiting for the next write (less than a row group) are copied.
+   * waiting for the next write (less than a row group) are copied. With shared encoders, borrowed
+   * rows are copied instead (into the writer's temporary memory), so that their row groups
+   * encode on while the caller goes on: a copy costs a tenth of the encoding it no longer waits
+   * for, and the slots bound what the copies hold.
    */
   void write_in_groups(table_view const& input,
                        std::shared_ptr<void const> const& owner,
                        double row_bytes) {
+    if (!owner && options_.encoders) {
+      std::shared_ptr<table const> const copied = spillway::copy(input, stream_, mrs_.temporary());
+      fill_groups(copied->view(), copied, row_bytes);
+      return;
+    }
     try {
       fill_groups(input, owner, row_bytes);
     } catch (...) {
@@ -395,9 +422,11 @@ class parquet_file_writer final : public format_writer {
     }
   }
 
-  /// Hands the row group being filled to the pool, once fewer than `encode_threads` are there.
+  /// Hands the row group being filled to the pool, once fewer than `encode_threads` are there
+  /// (or once it has a slot of the shared encoders).
   void encode_group() {
-    while (encoding_.size() >= options_.encode_threads) {
+    encode_slot slot = options_.encoders ? take_slot() : encode_slot{};
+    while (!options_.encoders && encoding_.size() >= options_.encode_threads) {
       append_oldest();
     }
     auto batches = std::move(group_batches_);
@@ -414,14 +443,20 @@ class parquet_file_writer final : public format_writer {
                  schema     = schema_,
                  properties = properties_,
                  arrow      = arrow_properties_,
-                 pool       = pool_.get()]() -> arrow::Result<std::shared_ptr<arrow::Buffer>> {
+                 pool       = pool_]() mutable -> arrow::Result<std::shared_ptr<arrow::Buffer>> {
+      // The rows are let go when this returns, before the encoded bytes are handed over (a
+      // thread pool lets go of the task itself later, perhaps after the writer is gone).
+      auto const held = std::move(owners);
+      auto const rows = std::move(batches);
       try {
-        ARROW_ASSIGN_OR_RAISE(auto sink, arrow::io::BufferOutputStream::Create(capacity, pool));
+        ARROW_ASSIGN_OR_RAISE(auto sink,
+                              arrow::io::BufferOutputStream::Create(capacity, pool.get()));
         ARROW_ASSIGN_OR_RAISE(
-          auto writer, parquet::arrow::FileWriter::Open(*schema, pool, sink, properties, arrow));
+          auto writer,
+          parquet::arrow::FileWriter::Open(*schema, pool.get(), sink, properties, arrow));
         // One row group written column after column straight into the sink (a buffered row
         // group would hold every column's pages and copy them out at its close).
-        ARROW_ASSIGN_OR_RAISE(auto group, arrow::Table::FromRecordBatches(schema, batches));
+        ARROW_ASSIGN_OR_RAISE(auto group, arrow::Table::FromRecordBatches(schema, rows));
         ARROW_RETURN_NOT_OK(writer->WriteTable(*group, std::max<int64_t>(group->num_rows(), 1)));
         ARROW_RETURN_NOT_OK(writer->Close());
         return sink->Finish();
@@ -436,7 +471,8 @@ class parquet_file_writer final : public format_writer {
     encoding_.push_back(
       encoding_group{value_or_throw(encoders_->Submit(std::move(task)),
                                     "cannot start encoding Parquet file '" + path_ + "'"),
-                     group_bytes_});
+                     group_bytes_,
+                     std::move(slot)});
     group_rows_  = 0;
     group_bytes_ = 0;
   }
@@ -445,8 +481,9 @@ class parquet_file_writer final : public format_writer {
   void append_oldest() {
     encoding_group group = std::move(encoding_.front());
     encoding_.pop_front();
+    // Moved out of the future: the bytes are freed here, not by whichever thread lets go of it.
     auto const encoded =
-      value_or_throw(group.encoded.result(), "cannot write Parquet file '" + path_ + "'");
+      value_or_throw(group.encoded.MoveResult(), "cannot write Parquet file '" + path_ + "'");
     auto const* bytes      = encoded->data();
     auto const size        = static_cast<std::size_t>(encoded->size());
     last_encoded_bytes_    = size;
@@ -563,9 +600,11 @@ class parquet_file_writer final : public format_writer {
     }
     parquet::ArrowWriterProperties::Builder arrow_builder;
     arrow_builder.store_schema();  // keeps second timestamps and large_string
-    if (parallel()) {
-      // A pool of this writer's own: writers sharing Arrow's CPU pool can deadlock when
-      // several files are written at once (as a shuffle's ranks do).
+    if (options_.encoders) {
+      encoders_ = options_.encoders->shared()->threads;
+    } else if (parallel()) {
+      // A pool of this writer's own (or shared encoders'): writers sharing Arrow's CPU pool can
+      // deadlock when several files are written at once (as a shuffle's ranks do).
       encoders_ =
         value_or_throw(arrow::internal::ThreadPool::Make(static_cast<int>(options_.encode_threads)),
                        "cannot start Parquet encoding threads");
@@ -581,7 +620,9 @@ class parquet_file_writer final : public format_writer {
   }
 
   std::string path_;
-  std::unique_ptr<arrow_memory_pool> pool_;
+  /// Shared with the encodings, which may be let go by a shared encoder's thread after the
+  /// writer is gone.
+  std::shared_ptr<arrow_memory_pool> pool_;
   std::shared_ptr<arrow::Schema> schema_;
   parquet_write_options options_;
   std::size_t row_group_rows_;
