@@ -67,6 +67,7 @@ void shuffle_map_tasks::work(std::size_t index,
 }
 
 void shuffle_map_tasks::run(std::function<std::optional<map_work>()> const& next) {
+  SPILLWAY_EXPECTS(!tasks_.empty(), "the map tasks run once", logic_error);
   std::mutex taking;
   std::atomic<bool> failed{false};
   std::exception_ptr first_failure;
@@ -113,6 +114,10 @@ void shuffle_map_tasks::run(std::function<std::optional<map_work>()> const& next
       }
     }
   }
+  // Done, the tasks leave the device's OOM protocol and arbiter: registered, an idle task counts
+  // as one that may still free memory, and a task blocked later (the rank's, writing the
+  // partitions) would wait on it for ever. Their shards stay in the store, spillable.
+  tasks_.clear();
   if (first_failure) {
     std::rethrow_exception(first_failure);
   }

@@ -68,7 +68,8 @@ class shuffle_map_tasks {
 
   /**
    * @brief Runs every step `next` gives (called by one task at a time; empty at the end) on the
-   * tasks. The calling thread's own task, if it has one, counts as waiting meanwhile.
+   * tasks. The calling thread's own task, if it has one, counts as waiting meanwhile. Once run,
+   * the tasks are gone (out of the OOM protocol and the arbiter); it runs once.
    * @throws what a task threw first (the other tasks stop at their next step)
    */
   void run(std::function<std::optional<map_work>()> const& next);
