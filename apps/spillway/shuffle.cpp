@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "empty_output.hpp"
 #include "output_directory.hpp"
+#include "partition_writers.hpp"
 #include "preflight.hpp"
 #include "ranks.hpp"
 #include "report_gauges.hpp"
@@ -43,6 +44,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -438,18 +440,20 @@ int run_shuffle(shuffle_arguments const& args) {
                      totals);
       shuffle.finish_maps();
       std::vector<std::string> mine;
-      auto const options_of = [&](std::size_t partition) {
+      auto const parquet_options = partition_parquet_options(host_memory / 2, worker_threads());
+      auto const options_of      = [&](std::size_t partition) {
         batch_writer_options writer_options;
         writer_options.directory         = output.staging();
         writer_options.target_file_bytes = file_size;
         char prefix[32];
         std::snprintf(prefix, sizeof(prefix), "partition-%05zu", partition);
-        writer_options.file_prefix         = prefix;
+        writer_options.file_prefix = prefix;
+        // The row groups being filled and encoded, all writers together, take at most half the
+        // host budget.
+        writer_options.parquet             = parquet_options;
         writer_options.parquet.compression = compression;
-        // The row groups being filled and encoded take at most half the host budget.
-        writer_options.parquet.memory_bytes = host_memory / 2;
-        writer_options.format               = parse_output_format(args.output_format);
-        writer_options.schema               = input.schema;  // strings keep their Arrow type
+        writer_options.format              = parse_output_format(args.output_format);
+        writer_options.schema              = input.schema;  // strings keep their Arrow type
         return writer_options;
       };
       // The bytes of every rank's map tasks, read now or resumed: what a resumed run wrote too.
@@ -459,6 +463,9 @@ int run_shuffle(shuffle_arguments const& args) {
         bytes_mapped += shuffle.directory().partition_bytes(partition);
         no_rows = no_rows && shuffle.directory().partition_rows(partition) == 0;
       }
+      // Partitions are read one after another; each is closed (its last row groups encoded)
+      // while the next is read, as many at once as the pool has threads.
+      partition_writers writers(std::min(worker_threads(), PARTITION_WRITERS) - 1);
       for (auto const partition : shuffle.owned_partitions()) {
         if (shuffle.directory().partition_bytes(partition) == 0) {
           if (partition == 0 && no_rows) {  // one file still carries the columns
@@ -467,17 +474,17 @@ int run_shuffle(shuffle_arguments const& args) {
           }
           continue;
         }
-        auto const writer_options = options_of(partition);
-        batch_writer writer(
-          writer_options, names, environment.stream(), memory_resources{io_scratch});
+        auto writer = std::make_unique<batch_writer>(
+          options_of(partition), names, environment.stream(), memory_resources{io_scratch});
         shuffle.for_each_batch(partition, [&](table_view const& batch) {
           totals.rows_out += batch.num_rows();
           totals.bytes_out += estimate_size(batch);
-          writer.write(batch);
+          writer->write(batch);
         });
-        for (auto& name : writer.close()) {
-          mine.push_back(std::move(name));
-        }
+        writers.close(std::move(writer));
+      }
+      for (auto& name : writers.finish()) {
+        mine.push_back(std::move(name));
       }
       maybe_fail_after_writing(comm.rank());
       shuffle.close();
