@@ -30,6 +30,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -133,6 +134,20 @@ constexpr std::size_t PARQUET_MAX_ROW_GROUPS = 32767;  ///< a row group's ordina
  * indexes are those Arrow's writer makes on one thread, where a sorted string column, one column
  * chunk per row group, would be encoded and compressed on one core.
  */
+/**
+ * Arrow computes a schema's fingerprints (and its fields' and types') on first use, as
+ * Table::FromRecordBatches does comparing schemas, and publishes them with atomics of its own,
+ * which ThreadSanitizer does not see in the wheel's uninstrumented library. Computed here, before
+ * any row group is handed to an encoding thread, and under one lock for every writer (a type such
+ * as int64() is one object shared by the whole process), they are only read on those threads.
+ */
+void compute_fingerprints(arrow::Schema const& schema) {
+  static std::mutex computing;
+  std::lock_guard const lock(computing);
+  static_cast<void>(schema.fingerprint());
+  static_cast<void>(schema.metadata_fingerprint());
+}
+
 class parquet_file_writer final : public format_writer {
  public:
   parquet_file_writer(std::string path,
@@ -156,6 +171,7 @@ class parquet_file_writer final : public format_writer {
                          ", which Parquet cannot hold (" + part + "); write it as Arrow IPC",
                        not_supported);
     }
+    compute_fingerprints(*schema_);
     sink_ = value_or_throw(direct_output_stream::Open(path_, pool_.get(), DIRECT_WRITE_BYTES),
                            "cannot create Parquet file '" + path_ + "'");
   }
