@@ -32,7 +32,7 @@ class ShuffleMapTasks : public ::testing::Test {
   void TearDown() override { ::unsetenv("SPILLWAY_INJECT_OOM"); }
 };
 
-TEST_F(ShuffleMapTasks, ATaskBlockedAfterTheMapsIsNotLeftWaitingOnTheIdleMapTasks) {
+TEST_F(ShuffleMapTasks, ConcurrentTaskBlockedAfterTheMapsIsNotLeftWaitingOnTheIdleMapTasks) {
   device_environment_options options;
   options.device_memory = 1_MiB;
   options.host_memory   = 4_MiB;
