@@ -15,16 +15,13 @@ bool arrow_io_available() noexcept { return false; }
 
 void set_arrow_thread_pools(std::size_t /*threads*/) {}  // no Arrow, no pools
 
-// No threads: a Parquet writer fails before it would use them.
-parquet_encoders::parquet_encoders(std::size_t threads, std::size_t groups)
-  : threads_(threads), groups_(groups) {
-  SPILLWAY_EXPECTS(threads > 0 && groups > 0,
-                   "parquet_encoders: " + std::to_string(threads) + " threads and " +
-                     std::to_string(groups) + " row groups; at least one of each",
-                   invalid_argument);
-}
-
 namespace detail {
+
+// No threads: a Parquet writer fails before it would use them.
+std::shared_ptr<parquet_encoders::state> make_parquet_encoders_state(std::size_t /*threads*/,
+                                                                     std::size_t /*groups*/) {
+  return nullptr;
+}
 namespace {
 
 [[noreturn]] void fail_without_arrow(std::string const& what) {

@@ -89,6 +89,10 @@ class format_writer {
   virtual void close() = 0;
 };
 
+/** @return the threads and slots of `parquet_encoders`; null in a build without Arrow */
+std::shared_ptr<parquet_encoders::state> make_parquet_encoders_state(std::size_t threads,
+                                                                     std::size_t groups);
+
 /** @brief Opens `path` for a Parquet writer of `schema`. */
 std::unique_ptr<format_writer> make_parquet_writer(std::string const& path,
                                                    table_schema const& schema,

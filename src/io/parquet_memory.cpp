@@ -1,13 +1,27 @@
 /**
  * @file parquet_memory.cpp
- * @brief A Parquet writer's encode threads and row group size within its memory bound.
+ * @brief A Parquet writer's encode threads and row group size within its memory bound, and the
+ * encoders writers share.
  */
+#include "io/io_detail.hpp"
+
+#include <spillway/core/error.hpp>
 #include <spillway/io/parquet.hpp>
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
 
 namespace spillway {
+
+parquet_encoders::parquet_encoders(std::size_t threads, std::size_t groups)
+  : threads_(threads), groups_(groups) {
+  SPILLWAY_EXPECTS(threads > 0 && groups > 0,
+                   "parquet_encoders: " + std::to_string(threads) + " threads and " +
+                     std::to_string(groups) + " row groups; at least one of each",
+                   invalid_argument);
+  state_ = detail::make_parquet_encoders_state(threads, groups);
+}
 
 parquet_write_options parquet_write_options_within(parquet_write_options options) {
   std::size_t const bytes = options.memory_bytes;

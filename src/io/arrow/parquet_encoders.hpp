@@ -5,28 +5,20 @@
  */
 #pragma once
 
-#include <spillway/core/mutex.hpp>
 #include <spillway/io/parquet.hpp>
 
 #include <arrow/util/thread_pool.h>
 
-#include <condition_variable>
 #include <cstddef>
 #include <memory>
+#include <semaphore>
 
 namespace spillway {
 
 struct parquet_encoders::state {
+  explicit state(std::ptrdiff_t groups) : slots(groups) {}
   std::shared_ptr<arrow::internal::ThreadPool> threads;
-  mutex slots_mutex;
-  std::condition_variable slot_freed;
-  std::size_t free_slots SPILLWAY_GUARDED_BY(slots_mutex) = 0;
-
-  /** @return whether a slot was free (and is now taken) */
-  [[nodiscard]] bool try_take_slot();
-  /** @brief Waits until a slot is free, and takes it. */
-  void take_slot();
-  void give_back_slot() noexcept;
+  std::counting_semaphore<> slots;  ///< one for each row group in flight
 };
 
 namespace detail {
@@ -39,7 +31,7 @@ class encode_slot {
     : owner_(std::move(owner)) {}
   ~encode_slot() {
     if (owner_) {
-      owner_->give_back_slot();
+      owner_->slots.release();
     }
   }
   encode_slot(encode_slot&&) noexcept            = default;

@@ -337,9 +337,9 @@ class parquet_file_writer final : public format_writer {
   /// appended while none is free, and only a writer with none in flight waits for another's.
   [[nodiscard]] encode_slot take_slot() {
     auto const& shared = options_.encoders->shared();
-    while (!shared->try_take_slot()) {
+    while (!shared->slots.try_acquire()) {
       if (encoding_.empty()) {
-        shared->take_slot();
+        shared->slots.acquire();
         break;
       }
       append_oldest();
