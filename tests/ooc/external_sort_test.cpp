@@ -489,7 +489,7 @@ TEST_P(ExternalSortStrategy, WideTableWithLongStrings) {
   // inherent; what rounds copy again (rows merged again, remainders cut back into chunks) must
   // stay below one more copy of the input. With MERGE this case moved 5.72 / 4.38 / 3.19 / 3.09
   // bytes per input byte at chunks_per_batch 4 / 8 / 32 / 64 (7843efc:docs/BENCHMARKS.md,
-  // "Chunks per batch"; docs/BENCHMARKS.md, "Chunks per batch", keeps the 3.09 at 64).
+  // "Chunks per batch"; docs/BENCHMARKS.md, "Chunks per batch", has today's counts).
   RecordProperty("copies_per_input_byte", std::to_string(stats.copies_per_input_byte()));
   EXPECT_GE(stats.copies_per_input_byte(), 2.0);
   EXPECT_LE(stats.copies_per_input_byte(), WIDE_COPIES_BOUND);
