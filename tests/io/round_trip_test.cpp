@@ -614,6 +614,17 @@ TEST_F(RoundTripTest, DecimalsKeepTheirWidthPrecisionAndScaleInEveryFormat) {
   write_parquet(*input, names, path("d.parquet"), {}, default_stream(), host_);
   auto const parquet = read_parquet(path("d.parquet"), {}, default_stream(), host_);
   EXPECT_EQ(parquet->view().column(2).type(), (data_type{type_id::DECIMAL128, 38, 2}));
+  // Up to 18 digits as integers (as DuckDB and parquet-rs write them), wider ones as bytes.
+  auto const metadata = parquet::ParquetFileReader::OpenFile(path("d.parquet"))->metadata();
+  std::vector<parquet::Type::type> physical;
+  for (int column = 0; column < metadata->num_columns(); ++column) {
+    physical.push_back(metadata->schema()->Column(column)->physical_type());
+  }
+  EXPECT_EQ(physical,
+            (std::vector<parquet::Type::type>{parquet::Type::INT32,
+                                              parquet::Type::INT64,
+                                              parquet::Type::FIXED_LEN_BYTE_ARRAY,
+                                              parquet::Type::FIXED_LEN_BYTE_ARRAY}));
   SPILLWAY_EXPECT_TABLES_EQUAL(input->view(), parquet->view());
   write_arrow_ipc(
     *input, names, path("d.arrow"), file_format::ARROW_IPC_FILE, default_stream(), host_);
