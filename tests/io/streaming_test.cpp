@@ -198,6 +198,41 @@ std::unique_ptr<table> read_all(batch_reader& reader, resource_ref host) {
   return concatenate(views, default_stream(), memory_resources{host});
 }
 
+TEST_F(DatasetTest, ReadersOfOneFileShareItsFooterUntilTheFileIsReplaced) {
+  if (!testing::arrow_tests_enabled()) {
+    GTEST_SKIP() << testing::arrow_skip_reason();
+  }
+  auto const column_types = parquet_types();
+  auto const names        = this->names(column_types.size());
+  std::string const file  = path("shared.parquet");
+  parquet_write_options options;
+  options.row_group_rows = 500;
+  auto const first       = every_type_table(2000, 11, column_types);
+  write_parquet(*first, names, file, options, default_stream(), host_);
+  // Two readers of its halves at once (as a sort's readers are), the second opened while the
+  // first holds the footer; then the file is replaced while a reader of the old one is open, and
+  // a new reader reads the new file's row groups, not the old footer's.
+  auto front =
+    open_parquet(std::vector<parquet_row_groups>{{file, 0, 2, 1000}}, {}, default_stream(), host_);
+  auto back =
+    open_parquet(std::vector<parquet_row_groups>{{file, 2, 4, 1000}}, {}, default_stream(), host_);
+  auto const second      = every_type_table(3000, 12, column_types);
+  options.row_group_rows = 1000;
+  write_parquet(*second, names, path("next.parquet"), options, default_stream(), host_);
+  std::filesystem::rename(path("next.parquet"), file);
+  auto replaced =
+    open_parquet(std::vector<parquet_row_groups>{{file, 1, 3, 2000}}, {}, default_stream(), host_);
+  EXPECT_THROW((void)open_parquet(
+                 std::vector<parquet_row_groups>{{file, 3, 4, 1000}}, {}, default_stream(), host_),
+               invalid_argument);  // the new file has three row groups
+  auto const read_front    = read_all(*front, host_);
+  auto const read_back     = read_all(*back, host_);
+  auto const read_replaced = read_all(*replaced, host_);
+  SPILLWAY_EXPECT_TABLES_EQUAL(slice(first->view(), 0, 1000), read_front->view());
+  SPILLWAY_EXPECT_TABLES_EQUAL(slice(first->view(), 1000, 2000), read_back->view());
+  SPILLWAY_EXPECT_TABLES_EQUAL(slice(second->view(), 1000, 3000), read_replaced->view());
+}
+
 TEST_F(DatasetTest, ParquetRowGroupsSplitIntoSharesOfAboutEqualRowsThatReadBackAsTheDataset) {
   if (!testing::arrow_tests_enabled()) {
     GTEST_SKIP() << testing::arrow_skip_reason();

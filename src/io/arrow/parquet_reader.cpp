@@ -18,9 +18,12 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -30,14 +33,52 @@ namespace {
 /// Most rows Arrow decodes into one record batch before we cut it to the target size.
 constexpr int64_t MAX_DECODE_ROWS = 64 * 1024;
 
-/// @return the footer of the Parquet file `path`
-std::shared_ptr<parquet::FileMetaData> read_parquet_footer(std::string const& path) {
+/// @return the footer of the Parquet file `path`, parsed
+std::shared_ptr<parquet::FileMetaData> parse_parquet_footer(std::string const& path) {
   try {
     auto input = value_or_throw(open_mapped(path), "cannot open Parquet file '" + path + "'");
     return parquet::ReadMetaData(input);
   } catch (parquet::ParquetException const& error) {
     SPILLWAY_FAIL("'" + path + "' is not a valid Parquet file: " + error.what(), corruption_error);
   }
+}
+
+/**
+ * @return the footer of the Parquet file `path`: the one parsed already while something still
+ * holds it and the file has the same size and modification time, else a new one. The readers of
+ * one file's row groups side by side share it: a large file's footer takes megabytes (a row
+ * group's statistics for every column), and each reader parsed and kept its own.
+ */
+std::shared_ptr<parquet::FileMetaData> read_parquet_footer(std::string const& path) {
+  struct parsed {
+    std::uintmax_t size = 0;
+    std::filesystem::file_time_type modified;
+    std::weak_ptr<parquet::FileMetaData> footer;
+  };
+  static std::mutex mutex;
+  static std::unordered_map<std::string, parsed> footers;
+  std::error_code error;
+  auto const size = std::filesystem::file_size(path, error);
+  auto const modified =
+    error ? std::filesystem::file_time_type{} : std::filesystem::last_write_time(path, error);
+  if (error) {
+    return parse_parquet_footer(path);  // which names what is wrong with the file
+  }
+  {
+    std::scoped_lock const lock(mutex);
+    if (auto const found = footers.find(path); found != footers.end() &&
+                                               found->second.size == size &&
+                                               found->second.modified == modified) {
+      if (auto footer = found->second.footer.lock()) {
+        return footer;
+      }
+    }
+  }
+  auto footer = parse_parquet_footer(path);
+  std::scoped_lock const lock(mutex);
+  std::erase_if(footers, [](auto const& entry) { return entry.second.footer.expired(); });
+  footers[path] = parsed{size, modified, footer};
+  return footer;
 }
 
 /// Whether `type` holds a dictionary inside a nested type (at `depth` 0, `type` is a column's).
@@ -70,7 +111,7 @@ class parquet_batches final : public file_batches {
       // into a pool that is gone.
       arrow_properties.set_pre_buffer(false);
       parquet::arrow::FileReaderBuilder builder;
-      check_arrow(builder.Open(std::move(input), properties),
+      check_arrow(builder.Open(std::move(input), properties, read_parquet_footer(path)),
                   "'" + path + "' is not a valid Parquet file");
       // Rows per decoded batch: about the target, from the file's own size per row.
       auto const metadata    = builder.raw_reader()->metadata();
@@ -167,13 +208,19 @@ std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_piece> piec
   std::size_t const target = options.target_batch_bytes;
   bool const parallel      = options.parallel_columns;
   std::vector<std::string> files;
+  // The first piece's footer is kept until it is opened (right away), so that its reader and
+  // those of the file's other pieces parse it only once.
+  std::shared_ptr<parquet::FileMetaData> first_footer;
   for (auto const& piece : pieces) {
     files.push_back(piece.path);
     if (piece.row_groups) {
       // Every run checked before any row is read: later files open only as the reader reaches
       // them.
-      auto const groups =
-        static_cast<std::size_t>(read_parquet_footer(piece.path)->num_row_groups());
+      auto footer       = read_parquet_footer(piece.path);
+      auto const groups = static_cast<std::size_t>(footer->num_row_groups());
+      if (files.size() == 1) {
+        first_footer = std::move(footer);
+      }
       auto const [first, end] = *piece.row_groups;
       SPILLWAY_EXPECTS(first < end && end <= groups,
                        "'" + piece.path + "' has " + std::to_string(groups) +
@@ -186,10 +233,18 @@ std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_piece> piec
     std::move(files),
     options.columns,
     target,
-    [pieces = std::move(pieces), target, parallel](std::size_t index, arrow::MemoryPool* pool) {
+    [pieces = std::move(pieces),
+     target,
+     parallel,
+     first = std::make_shared<std::shared_ptr<parquet::FileMetaData>>(std::move(first_footer))](
+      std::size_t index, arrow::MemoryPool* pool) {
       auto const& piece = pieces[index];
-      return std::make_unique<parquet_batches>(
-        piece.path, piece.row_groups, target, parallel, pool);
+      auto batches =
+        std::make_unique<parquet_batches>(piece.path, piece.row_groups, target, parallel, pool);
+      if (index == 0) {
+        first->reset();  // its reader holds it now
+      }
+      return batches;
     },
     stream,
     mrs);
