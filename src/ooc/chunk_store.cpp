@@ -11,6 +11,7 @@
 #include <spillway/ops/sample.hpp>
 #include <spillway/ops/sort.hpp>
 #include <spillway/retry/oom_errors.hpp>
+#include <spillway/table/concatenate.hpp>
 #include <spillway/table/copy.hpp>
 #include <spillway/table/size_estimate.hpp>
 
@@ -339,11 +340,12 @@ external_sorter::chunk external_sorter::make_chunk(std::unique_ptr<table> rows) 
   table_view const view = rows->view();
   table_view const keys = view.select(options_.key_columns);
   chunk entry;
-  entry.rows    = view.num_rows();
-  entry.bytes   = estimate_size(view);
-  entry.min_key = detail::copy(slice(keys, 0, 1), stream_, memory_resources{host_});
-  entry.max_key =
-    detail::copy(slice(keys, entry.rows - 1, entry.rows), stream_, memory_resources{host_});
+  entry.rows  = view.num_rows();
+  entry.bytes = estimate_size(view);
+  entry.ends  = detail::concatenate(
+    std::vector<table_view>{slice(keys, 0, 1), slice(keys, entry.rows - 1, entry.rows)},
+    stream_,
+    memory_resources{host_});
   entry.handle = store_.make_spillable(std::move(rows), options_.chunk_priority);
   ++stats_.chunks_created;
   return entry;

@@ -30,13 +30,26 @@ constexpr double UNCOPIED_BATCH_MIN_FILL = 0.5;
 
 struct external_sorter::chunk {
   spillable_table handle;
-  std::unique_ptr<table> min_key;  ///< the first row's keys, on the host
-  std::unique_ptr<table> max_key;  ///< the last row's keys, on the host (null after a split)
-  std::size_t rows  = 0;           ///< stored rows
-  std::size_t bytes = 0;           ///< stored bytes
+  /// The first and the last row's keys, two rows on the host (one table: a sort of a large input
+  /// keeps tens of thousands of chunks); null for the second half of a split.
+  std::unique_ptr<table> ends;
+  /// The first live row's keys, when they are not the first row's (rows before it were emitted,
+  /// or the chunk is the second half of a split).
+  std::unique_ptr<table> live_min;
+  std::size_t rows  = 0;  ///< stored rows
+  std::size_t bytes = 0;  ///< stored bytes
   /// Rows before it are merged and emitted: a round emits a prefix of each chunk it loads, and
   /// the rest stays where it is stored instead of being copied into new chunks.
   std::size_t offset = 0;
+
+  /// The first live row's keys.
+  [[nodiscard]] table_view min_key() const {
+    return live_min ? live_min->view() : slice(ends->view(), 0, 1);
+  }
+  /// Whether the last row's keys are known (not in the second half of a split).
+  [[nodiscard]] bool has_max_key() const noexcept { return ends != nullptr; }
+  /// The last row's keys (at or above those of the first half of a split).
+  [[nodiscard]] table_view max_key() const { return slice(ends->view(), 1, 2); }
 };
 
 struct external_sorter::pending_piece {

@@ -168,18 +168,18 @@ bool external_sorter::emit_leading_chunks(std::uint64_t const* order) {
   // The chunk with the smallest minimum overlaps no other when its last key is <= the next
   // smallest minimum; then the same holds for the next chunk, and so on. Only whole chunks go.
   detail::row_comparator const comparator{
-    chunks_.front().min_key->view(),
+    chunks_.front().min_key(),
     detail::resolve_orders(options_.orders, options_.key_columns.size())};
   std::vector<std::size_t> leading;
   for (std::size_t position = 0; position < chunks_.size(); ++position) {
     auto const index   = static_cast<std::size_t>(order[position]);
     chunk const& entry = chunks_[index];
-    if (entry.offset != 0) {
+    if (entry.offset != 0 || !entry.has_max_key()) {
       break;
     }
     if (position + 1 < chunks_.size()) {
       chunk const& next = chunks_[static_cast<std::size_t>(order[position + 1])];
-      if (comparator.compare(entry.max_key->view(), 0, next.min_key->view(), 0) > 0) {
+      if (comparator.compare(entry.max_key(), 0, next.min_key(), 0) > 0) {
         break;
       }
     }
@@ -204,7 +204,7 @@ void external_sorter::merge_round() {
   std::vector<table_view> minimums;
   minimums.reserve(chunks_.size());
   for (auto const& entry : chunks_) {
-    minimums.push_back(entry.min_key->view());
+    minimums.push_back(entry.min_key());
   }
   auto const all_minimums = detail::concatenate(minimums, stream_, host);
   auto const by_minimum   = detail::sorted_order(
@@ -258,7 +258,7 @@ void external_sorter::merge_round() {
         if (entry.offset == entry.rows) {
           emptied.push_back(loaded[input]);
         } else {
-          entry.min_key = std::move(result.next_min_keys[input]);
+          entry.live_min = std::move(result.next_min_keys[input]);
         }
       }
       std::sort(emptied.begin(), emptied.end(), std::greater<>{});
@@ -307,7 +307,7 @@ void external_sorter::merge_round() {
     lone.rows   = first_rows;
     {
       pinned_table const pinned = second.acquire();
-      other.min_key =
+      other.live_min =
         detail::copy(slice(pinned.view().select(options_.key_columns), 0, 1), stream_, host);
     }
     other.handle = std::move(second);
@@ -323,7 +323,7 @@ bool external_sorter::in_key_order(std::vector<chunk>& pieces) {
   memory_resources const host{host_};
   std::vector<table_view> minimums;
   for (auto const& piece : pieces) {
-    minimums.push_back(piece.min_key->view());
+    minimums.push_back(piece.min_key());
   }
   auto const all_minimums = detail::concatenate(minimums, stream_, host);
   auto const by_minimum   = detail::sorted_order(
@@ -334,8 +334,8 @@ bool external_sorter::in_key_order(std::vector<chunk>& pieces) {
   std::vector<table_view> ends;
   for (std::size_t index = 0; index < pieces.size(); ++index) {
     auto const& piece = pieces[static_cast<std::size_t>(order[index])];
-    ends.push_back(piece.min_key->view());
-    ends.push_back(piece.max_key->view());
+    ends.push_back(piece.min_key());
+    ends.push_back(piece.max_key());
   }
   auto const all_ends = detail::concatenate(ends, stream_, host);
   auto const by_end =

@@ -232,8 +232,8 @@ void external_sorter::partition_into_ranges() {
   std::vector<table_view> minimums;
   std::vector<table_view> maximums;
   for (auto const& entry : chunks_) {
-    minimums.push_back(entry.min_key->view());
-    maximums.push_back(entry.max_key->view());
+    minimums.push_back(entry.min_key());
+    maximums.push_back(entry.max_key());
   }
   auto const range_of = [&](std::vector<table_view> const& keys) {
     auto const all = detail::concatenate(keys, stream_, host);
@@ -305,10 +305,13 @@ void external_sorter::cut_chunks(std::deque<chunk> pending,
         if (end > begin) {
           if (begin == 0 && end == entry.rows) {
             whole = range;
-            if (entry.min_key == nullptr || entry.max_key == nullptr) {
+            if (entry.ends == nullptr) {
               // A half of a split chunk: its first and last keys, for the range's planning.
-              entry.min_key = detail::copy(slice(keys, 0, 1), stream_, host);
-              entry.max_key = detail::copy(slice(keys, end - 1, end), stream_, host);
+              entry.ends = detail::concatenate(
+                std::vector<table_view>{slice(keys, 0, 1), slice(keys, end - 1, end)},
+                stream_,
+                host);
+              entry.live_min.reset();
             }
             return;
           }
