@@ -37,6 +37,12 @@ spill_store_options store_options(resource_ref device,
   return out;
 }
 
+/// The most the host resource's cache keeps mapped, live and freed blocks together: the device's
+/// bytes (on the emulated device, host memory sharing the cache) and the host's.
+std::size_t mapped_ceiling(device_environment_options const& options, bool cuda) {
+  return cuda ? options.host_memory : options.device_memory + options.host_memory;
+}
+
 }  // namespace
 
 std::unique_ptr<device_environment::cuda_parts> device_environment::make_cuda_parts(
@@ -95,12 +101,19 @@ device_environment::device_environment(device_environment_options const& options
     coordinator_(options.events),
     device_with_spill_(device_, coordinator_, options.device_memory, options.events),
     arbiter_(options.device_memory, options.events),
-    store_(store_options(device_with_spill_, host_tier_, stream_, options)),
+    store_([&] {
+      auto out = store_options(device_with_spill_, host_tier_, stream_, options);
+      // The store's bookkeeping is counted in the host budget but lives on the heap, beside the
+      // cache: the cache keeps that much less mapped.
+      out.bookkeeping_changed =
+        [this, ceiling = mapped_ceiling(options, cuda_ != nullptr)](std::size_t bytes) {
+          host_.set_mapped_ceiling(ceiling - std::min(ceiling, bytes));
+        };
+      return out;
+    }()),
     budgeted_host_(store_, host_) {
-  // The cache of freed blocks takes no memory beyond the budgets: the device's bytes (on the
-  // emulated device, host memory sharing the cache) and the host's, live and cached together.
-  host_.set_mapped_ceiling(cuda_ ? options.host_memory
-                                 : options.device_memory + options.host_memory);
+  // The cache of freed blocks takes no memory beyond the budgets, live and cached together.
+  host_.set_mapped_ceiling(mapped_ceiling(options, cuda_ != nullptr));
   coordinator_.set_spill_function(
     [this](std::size_t bytes) -> std::size_t { return store_.spill(bytes, spill_tier::DEVICE); });
 }

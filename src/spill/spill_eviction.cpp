@@ -6,8 +6,10 @@
 
 #include <spillway/core/error.hpp>
 #include <spillway/spill/spill_store.hpp>
+#include <spillway/table/pack.hpp>
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 namespace spillway::detail {
@@ -20,7 +22,7 @@ bool spill_store_impl::reserve_host(scoped_lock& lock, std::size_t bytes, bool w
     // back): bytes that the store's own would leave room for are taken past the budget, and
     // counted. Not for what may go elsewhere instead (`wait` false: a device spill then goes to
     // disk).
-    std::size_t const callers = caller_host_ - caller_over_;
+    std::size_t const callers = caller_host_ - caller_over_ + bookkeeping_ - bookkeeping_over_;
     if (!wait || bytes > general_limit_ || host_used_ - callers + bytes > general_limit_) {
       return false;
     }
@@ -38,7 +40,7 @@ void spill_store_impl::reserve_host_past_budget(std::size_t bytes) {
 }
 
 void spill_store_impl::note_over_budget() {
-  std::size_t const held = host_used_ + caller_over_;
+  std::size_t const held = host_used_ + caller_over_ + bookkeeping_over_;
   if (held > general_limit_) {
     statistics_.host_over_budget_peak =
       std::max(statistics_.host_over_budget_peak, held - general_limit_);
@@ -112,6 +114,59 @@ void spill_store_impl::settle_in_flight(std::size_t bytes) {
 void spill_store_impl::release_host_now(std::size_t bytes) {
   scoped_lock lock(mutex_);
   release_host(bytes, true);
+}
+
+namespace {
+
+/// Bookkeeping bytes the bookkeeping_changed callback is told about at a time.
+constexpr std::size_t BOOKKEEPING_REPORT_STEP = std::size_t{1} << 20;
+/// An entry's places in the catalog: a node of the map by id and one of its tier's set, with
+/// the allocator's headers.
+constexpr std::size_t CATALOG_NODE_BYTES = 128;
+
+}  // namespace
+
+void spill_store_impl::charge_bookkeeping(spill_entry& entry) {
+  std::size_t bytes = sizeof(spill_entry) + CATALOG_NODE_BYTES;
+  if (entry.is_table) {
+    // The pack metadata: made now, or when the table first spills.
+    bytes += !entry.metadata.empty() ? entry.metadata.size()
+             : entry.device_table != nullptr
+               ? packed_metadata_size(entry.device_table->num_columns())
+               : 0;
+  }
+  entry.bookkeeping = bytes;
+  // Counted as callers' bytes are (reserve_caller_host), without waiting: within the room they
+  // leave for one device spill's staging, the rest past the budget (bookkeeping_over_), and never
+  // in the way of the store's own work (reserve_host), so that the store can always move device
+  // buffers to disk; host entries go to disk to make room for them.
+  std::size_t const limit   = general_limit_ - std::min(general_limit_, staging_reserve_);
+  std::size_t const room    = limit > host_used_ ? limit - host_used_ : 0;
+  std::size_t const counted = std::min(bytes, room);
+  host_used_ += counted;
+  bookkeeping_over_ += bytes - counted;
+  bookkeeping_ += bytes;
+  keep_headroom();
+  statistics_.bookkeeping_peak = std::max(statistics_.bookkeeping_peak, bookkeeping_);
+  note_over_budget();
+  if (options_.bookkeeping_changed &&
+      bookkeeping_ >= bookkeeping_reported_ + BOOKKEEPING_REPORT_STEP) {
+    bookkeeping_reported_ = bookkeeping_;
+    options_.bookkeeping_changed(bookkeeping_);
+  }
+}
+
+void spill_store_impl::release_bookkeeping(spill_entry& entry) {
+  std::size_t const bytes = std::exchange(entry.bookkeeping, 0);
+  std::size_t const over  = std::min(bytes, bookkeeping_over_);
+  bookkeeping_over_ -= over;
+  bookkeeping_ -= bytes;
+  release_host(bytes - over, false);
+  if (options_.bookkeeping_changed &&
+      bookkeeping_ + BOOKKEEPING_REPORT_STEP <= bookkeeping_reported_) {
+    bookkeeping_reported_ = bookkeeping_;
+    options_.bookkeeping_changed(bookkeeping_);
+  }
 }
 
 void spill_store_impl::schedule_evictions(std::size_t bytes) {

@@ -56,8 +56,9 @@ void spill_store_impl::record_error(std::string const& message, bool is_write, b
 
 spill_statistics spill_store_impl::statistics() const {
   scoped_lock lock(mutex_);
-  auto result     = statistics_;
-  result.bytes_on = bytes_on_;
+  auto result              = statistics_;
+  result.bytes_on          = bytes_on_;
+  result.bookkeeping_bytes = bookkeeping_;
   for (std::size_t tier = 0; tier < NUM_SPILL_TIERS; ++tier) {
     result.buffers_on[tier] = by_tier_[tier].size();
   }

@@ -129,6 +129,7 @@ std::uint64_t spill_store_impl::insert(std::unique_ptr<spill_entry> entry) {
   bytes_on_[index_of(entry->tier)] +=
     entry->tier == spill_tier::DEVICE ? entry->device_bytes : entry->host_bytes;
   by_tier_[index_of(entry->tier)].insert(entry.get());
+  charge_bookkeeping(*entry);
   entries_.emplace(id, std::move(entry));
   return id;
 }
@@ -409,6 +410,7 @@ void spill_store_impl::erase(spill_entry& entry,
   free_host_pieces(entry);
   drop_blocks(entry.blocks, dead_files);
   by_tier_[index_of(entry.tier)].erase(&entry);
+  release_bookkeeping(entry);
   auto const it = entries_.find(entry.id);
   trash.push_back(std::move(it->second));
   entries_.erase(it);

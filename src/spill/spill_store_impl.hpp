@@ -94,6 +94,7 @@ struct spill_entry {
   std::vector<disk_block> blocks;
   std::size_t disk_bytes = 0;
 
+  std::size_t bookkeeping    = 0;  ///< host bytes of the entry's bookkeeping, counted in host_used_
   std::uint64_t write_ticket = 0;  ///< identifies the queued write; bumped to cancel it
   std::exception_ptr read_error;
 };
@@ -194,6 +195,11 @@ class spill_store_impl {
   void settle_in_flight(std::size_t bytes) SPILLWAY_REQUIRES(mutex_);
   void release_host_now(std::size_t bytes) SPILLWAY_EXCLUDES(mutex_);
   void schedule_evictions(std::size_t bytes) SPILLWAY_REQUIRES(mutex_);
+  /// Counts `entry`'s bookkeeping in the host budget as callers' bytes (past it if need be: it
+  /// cannot wait).
+  void charge_bookkeeping(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
+  /// Releases what `charge_bookkeeping` counted for `entry`.
+  void release_bookkeeping(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
   void keep_headroom() SPILLWAY_REQUIRES(mutex_);
   void free_host_pieces(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
   void emit(event_kind kind,
@@ -274,6 +280,10 @@ class spill_store_impl {
   std::size_t caller_over_ SPILLWAY_GUARDED_BY(mutex_) = 0;
   /// Host bytes of entries queued for or being written to disk.
   std::size_t host_writing_ SPILLWAY_GUARDED_BY(mutex_) = 0;
+  /// Host bytes of the entries' bookkeeping (in host_used_), and what bookkeeping_changed last got.
+  std::size_t bookkeeping_ SPILLWAY_GUARDED_BY(mutex_)          = 0;
+  std::size_t bookkeeping_over_ SPILLWAY_GUARDED_BY(mutex_)     = 0;  ///< of it, past the room
+  std::size_t bookkeeping_reported_ SPILLWAY_GUARDED_BY(mutex_) = 0;
   /// Bumped whenever room may have appeared (or a write failed); what waiters for room wait on.
   std::uint64_t room_epoch_ SPILLWAY_GUARDED_BY(mutex_) = 0;
   std::array<std::size_t, NUM_SPILL_TIERS> bytes_on_ SPILLWAY_GUARDED_BY(mutex_){};

@@ -10,6 +10,7 @@
 #include <spillway/core/error.hpp>
 #include <spillway/core/worker_pool.hpp>
 #include <spillway/memory/buffer.hpp>
+#include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/runtime/device_environment.hpp>
 #include <spillway/spill/spill_store.hpp>
 
@@ -92,6 +93,30 @@ TEST_P(DeviceEnvironment, ATaskLeasesFromTheArbiterAndOwnsItsSpillableBuffers) {
   EXPECT_EQ(environment.store().spill_task(task.context().id(), 512_KiB), 512_KiB);
   EXPECT_NE(owned.tier(), spill_tier::DEVICE);
   EXPECT_EQ(environment.device_used_bytes(), 0U);
+}
+
+TEST(DeviceEnvironmentBookkeeping, TheHostCacheKeepsLessMappedAsTheStoresBookkeepingGrows) {
+  // On the emulated device the host resource keeps freed blocks mapped up to the two budgets
+  // (8 MiB here); the store's bookkeeping, counted in the host budget but on the heap, takes
+  // from that: with more than 7 MiB of it, a freed 3 MiB block is not kept.
+  auto options          = small_options(device_backend::EMULATED);
+  options.device_memory = 4_MiB;
+  device_environment environment{options};
+  auto& host = dynamic_cast<host_memory_resource&>(environment.host().get());
+  std::vector<spillable_buffer> handles;
+  for (std::size_t index = 0; index < 20000; ++index) {
+    handles.push_back(environment.store().make_spillable(
+      buffer{64, environment.stream(), environment.device()}, 0));
+  }
+  std::size_t const bookkeeping = environment.store().statistics().bookkeeping_bytes;
+  EXPECT_GE(bookkeeping, 7_MiB);
+  { buffer const freed{3_MiB, environment.stream(), environment.host()}; }
+  EXPECT_EQ(host.cached_bytes(), 0U);
+  handles.clear();
+  EXPECT_EQ(environment.store().statistics().bookkeeping_bytes, 0U);
+  // Without it, the cache keeps such a block again.
+  { buffer const freed{3_MiB, environment.stream(), environment.host()}; }
+  EXPECT_GE(host.cached_bytes(), 3_MiB);
 }
 
 TEST_P(DeviceEnvironment, TheDeviceAndTheHostTierAreOfTheBackendsKinds) {

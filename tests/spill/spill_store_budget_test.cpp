@@ -13,6 +13,7 @@
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/spill/host_budget_resource.hpp>
 #include <spillway/spill/spill_store.hpp>
+#include <spillway/table/pack.hpp>
 
 #include <gtest/gtest.h>
 
@@ -115,6 +116,48 @@ INSTANTIATE_TEST_SUITE_P(Codecs,
                            return std::string(to_string(param_info.param.host)) + "_" +
                                   std::string(to_string(param_info.param.disk));
                          });
+
+TEST_F(SpillStoreBudgetTest, TheCatalogsBookkeepingCountsInTheBudgetAndIsReportedByTheMiB) {
+  // 3000 tables of a few rows: their bookkeeping (each entry, its pack metadata) is several times
+  // a 256 KiB budget. It is counted, past the budget where it must be, while the tables still
+  // spill and read back; the callback hears of it a MiB at a time, and of its going.
+  constexpr std::size_t budget = 256_KiB;
+  constexpr std::size_t tables = 3000;
+  std::vector<std::size_t> reported;
+  auto store_options                = counted_options(budget);
+  store_options.bookkeeping_changed = [&reported](std::size_t bytes) { reported.push_back(bytes); };
+  spill_store store(store_options);
+  std::vector<spillable_table> handles;
+  std::vector<std::unique_ptr<table>> expected;
+  for (std::uint64_t index = 0; index < tables; ++index) {
+    auto [device_table, copy] = make_table(4, 500 + index);
+    handles.push_back(store.make_spillable(std::move(device_table), 0));
+    expected.push_back(std::move(copy));
+  }
+  std::size_t const columns = expected.front()->num_columns();
+  auto statistics           = store.statistics();
+  EXPECT_GE(statistics.bookkeeping_bytes, tables * packed_metadata_size(columns));
+  EXPECT_LE(statistics.bookkeeping_bytes, tables * (packed_metadata_size(columns) + 1024));
+  EXPECT_EQ(statistics.bookkeeping_peak, statistics.bookkeeping_bytes);
+  EXPECT_GE(statistics.host_over_budget_peak, statistics.bookkeeping_bytes - budget);
+  ASSERT_GE(reported.size(), 2U);
+  for (std::size_t index = 1; index < reported.size(); ++index) {
+    EXPECT_GE(reported[index], reported[index - 1] + 1_MiB);
+  }
+  EXPECT_LE(reported.back(), statistics.bookkeeping_bytes);
+  EXPECT_GT(store.spill(1_GiB, spill_tier::DEVICE), 0U);
+  store.wait_for_io();
+  for (std::size_t index = 0; index < tables; index += 97) {
+    SPILLWAY_EXPECT_TABLES_EQUAL(expected[index]->view(), handles[index].acquire().view());
+  }
+  EXPECT_EQ(store.statistics().write_errors + store.statistics().read_errors, 0U)
+    << store.statistics().last_error;
+  EXPECT_LE(host_peak(), budget);  // the data itself stayed within it
+  handles.clear();
+  statistics = store.statistics();
+  EXPECT_EQ(statistics.bookkeeping_bytes, 0U);
+  EXPECT_LT(reported.back(), 1_MiB);
+}
 
 TEST_F(SpillStoreBudgetTest, BufferLargerThanTheHostBudgetStreamsThroughStaging) {
   constexpr std::size_t budget = 128_KiB;

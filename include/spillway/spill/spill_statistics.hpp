@@ -40,6 +40,11 @@ struct spill_statistics {
   /// caller's allocation that no eviction could make room for, or a spill or read the store's own
   /// bytes left room for but its callers' did not. 0: the budget held.
   std::size_t host_over_budget_peak = 0;
+  /// Host bytes the store's catalog takes beside the data (each entry, its places in the
+  /// catalog, a table's pack metadata), counted in the host budget: now, and the most at once.
+  /// A sort of a large input keeps tens of thousands of chunks.
+  std::size_t bookkeeping_bytes = 0;
+  std::size_t bookkeeping_peak  = 0;
   std::string last_error;  ///< the message of the last write or read error
   /// The message of the last error of the disk itself (full, failing, a corrupt block). Once the
   /// disk fails, later errors are often the host running out of room for what could not go to

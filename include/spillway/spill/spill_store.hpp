@@ -33,6 +33,7 @@
 #include <spillway/table/table.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -79,6 +80,10 @@ struct spill_store_options {
    *   stages through one window of the largest smaller piece that fits (at least 4 KiB; counted
    *   in `spill_statistics::small_staging_spills`). Only when not even that fits does the spill
    *   fail (the buffer stays on the device, counted as a write error).
+   * - The catalog's own host bytes (each entry, its places in the catalog and a table's pack
+   *   metadata: `spill_statistics::bookkeeping_bytes`) count like callers' bytes: host entries
+   *   go to disk to make room for them, and past the room they leave for staging they are
+   *   counted in `host_over_budget_peak` rather than refused.
    * - The store goes past the budget only where the alternative is a failed job, and counts it
    *   (`spill_statistics::host_over_budget_peak`): a table too large for the host whose packed
    *   copy the full device has no room for either is packed on the host; a read from disk with
@@ -122,6 +127,11 @@ struct spill_store_options {
   /// Recorded with the store's lock held: a sink must not call into the store.
   event_sink* events = nullptr;
   stream_view stream = default_stream();  ///< the stream copies are ordered on
+  /// Optional. Called with `spill_statistics::bookkeeping_bytes` each time they moved by 1 MiB
+  /// or more since the last call (with the store's lock held: it must not call into the store),
+  /// so that memory kept beside the budget (freed blocks a host resource keeps mapped) can make
+  /// room for them.
+  std::function<void(std::size_t)> bookkeeping_changed;
 };
 
 /**
