@@ -521,6 +521,7 @@ int run_sort(sort_arguments const& args) {
       {"host_peak", host_tier.statistics().peak_bytes},
       {"io_scratch_peak", io_scratch.statistics().peak_bytes},
       {"host_over_budget_peak", spilled.host_over_budget_peak},
+      {"host_bookkeeping_peak", spilled.bookkeeping_peak},
       {"spilled", tiers},
       {"disk_compression", spilled.disk_compression_ratio()},
       {"retries", retries},

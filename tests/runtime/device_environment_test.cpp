@@ -103,6 +103,10 @@ TEST(DeviceEnvironmentBookkeeping, TheHostCacheKeepsLessMappedAsTheStoresBookkee
   options.device_memory = 4_MiB;
   device_environment environment{options};
   auto& host = dynamic_cast<host_memory_resource&>(environment.host().get());
+  { buffer const freed{3_MiB, environment.stream(), environment.host()}; }
+  if (host.cached_bytes() == 0) {
+    GTEST_SKIP() << "this build's host resource keeps no freed blocks (sanitizers)";
+  }
   std::vector<spillable_buffer> handles;
   for (std::size_t index = 0; index < 20000; ++index) {
     handles.push_back(environment.store().make_spillable(
