@@ -37,9 +37,8 @@ struct external_sorter::round_result {
   std::size_t copied_bytes = 0;
 };
 
-external_sorter::round_result external_sorter::merge_attempt(std::vector<std::size_t> const& loaded,
-                                                             std::optional<std::size_t> bound_row,
-                                                             table_view const& minimums) {
+external_sorter::round_result external_sorter::merge_attempt(
+  std::vector<std::size_t> const& loaded, std::optional<table_view> const& bound) {
   memory_resources const scratch = mrs_.with_output(mrs_.temporary());
   memory_resources const host    = mrs_.with_output(host_);  // as in cut_chunks
   round_result result;
@@ -49,6 +48,11 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
   std::size_t loaded_rows  = 0;
   std::size_t live_rows    = 0;
   pins.reserve(loaded.size());
+  // Chunks on disk are read side by side on the store's I/O threads (each acquire would wait for
+  // its own read, one after another): as many as the host has room for now.
+  for (std::size_t const index : loaded) {
+    store_.prefetch(chunks_[index].handle);
+  }
   for (std::size_t const index : loaded) {
     chunk const& entry = chunks_[index];
     pins.push_back(entry.handle.acquire());
@@ -63,10 +67,9 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
   std::size_t emittable_rows = 0;
   for (std::size_t input = 0; input < live.size(); ++input) {
     emittable[input] = live[input].num_rows();
-    if (bound_row) {
-      table_view const bound = slice(minimums, *bound_row, *bound_row + 1);
-      auto const cut         = detail::upper_bound(
-        live[input].select(options_.key_columns), bound, options_.orders, stream_, host);
+    if (bound) {
+      auto const cut = detail::upper_bound(
+        live[input].select(options_.key_columns), *bound, options_.orders, stream_, host);
       emittable[input] = static_cast<std::size_t>(cut->view().data<std::uint64_t>()[0]);
     }
     emittable_rows += emittable[input];
@@ -94,7 +97,7 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
     static_cast<std::size_t>(
       std::ceil(static_cast<double>(options_.output_batch_bytes) / std::max(row_bytes, 1.0))) +
       1);
-  if (bound_row && emit_rows >= piece_rows &&
+  if (bound && emit_rows >= piece_rows &&
       static_cast<double>(emit_rows % piece_rows) <
         UNCOPIED_BATCH_MIN_FILL * static_cast<double>(piece_rows)) {
     // No last piece too short to be handed out alone (see take_pending): its rows wait for a
@@ -164,7 +167,7 @@ external_sorter::round_result external_sorter::merge_attempt(std::vector<std::si
   return result;
 }
 
-bool external_sorter::emit_leading_chunks(std::uint64_t const* order) {
+bool external_sorter::emit_leading_chunks(std::size_t const* order) {
   // The chunk with the smallest minimum overlaps no other when its last key is <= the next
   // smallest minimum; then the same holds for the next chunk, and so on. Only whole chunks go.
   detail::row_comparator const comparator{
@@ -172,13 +175,13 @@ bool external_sorter::emit_leading_chunks(std::uint64_t const* order) {
     detail::resolve_orders(options_.orders, options_.key_columns.size())};
   std::vector<std::size_t> leading;
   for (std::size_t position = 0; position < chunks_.size(); ++position) {
-    auto const index   = static_cast<std::size_t>(order[position]);
+    auto const index   = order[position];
     chunk const& entry = chunks_[index];
     if (entry.offset != 0 || !entry.has_max_key()) {
       break;
     }
     if (position + 1 < chunks_.size()) {
-      chunk const& next = chunks_[static_cast<std::size_t>(order[position + 1])];
+      chunk const& next = chunks_[order[position + 1]];
       if (comparator.compare(entry.max_key(), 0, next.min_key(), 0) > 0) {
         break;
       }
@@ -192,14 +195,11 @@ bool external_sorter::emit_leading_chunks(std::uint64_t const* order) {
     emit_stored(std::move(chunks_[index]));
   }
   stats_.chunks_unmerged += leading.size();
-  std::sort(leading.begin(), leading.end(), std::greater<>{});
-  for (std::size_t const index : leading) {
-    chunks_.erase(chunks_.begin() + static_cast<std::ptrdiff_t>(index));
-  }
+  remove_chunks(std::move(leading));
   return true;
 }
 
-void external_sorter::merge_round() {
+void external_sorter::order_chunks() {
   memory_resources const host{host_};
   std::vector<table_view> minimums;
   minimums.reserve(chunks_.size());
@@ -207,13 +207,82 @@ void external_sorter::merge_round() {
     minimums.push_back(entry.min_key());
   }
   auto const all_minimums = detail::concatenate(minimums, stream_, host);
-  auto const by_minimum   = detail::sorted_order(
+  auto const sorted       = detail::sorted_order(
     all_minimums->view(), options_.orders, sort_stability::STABLE, stream_, host);
-  auto const* order = by_minimum->view().data<std::uint64_t>();
-  if (emit_leading_chunks(order)) {
+  auto const* order = sorted->view().data<std::uint64_t>();
+  by_minimum_.assign(order, order + chunks_.size());
+  by_minimum_valid_ = true;
+}
+
+void external_sorter::reorder_chunks(std::vector<std::size_t> moved) {
+  if (moved.empty()) {
+    return;
+  }
+  detail::row_comparator const comparator{
+    chunks_[moved.front()].min_key(),
+    detail::resolve_orders(options_.orders, options_.key_columns.size())};
+  // By minimum, then by index: the order `order_chunks` gives.
+  auto const before = [&](std::size_t lhs, std::size_t rhs) {
+    int const order = comparator.compare(chunks_[lhs].min_key(), 0, chunks_[rhs].min_key(), 0);
+    return order != 0 ? order < 0 : lhs < rhs;
+  };
+  std::sort(moved.begin(), moved.end());
+  std::erase_if(by_minimum_, [&moved](std::size_t index) {
+    return std::binary_search(moved.begin(), moved.end(), index);
+  });
+  std::sort(moved.begin(), moved.end(), before);
+  // Each moved chunk goes after those that precede it (a binary search from where the last one
+  // went: a few comparisons per chunk rather than one per chunk in all).
+  std::vector<std::size_t> merged;
+  merged.reserve(by_minimum_.size() + moved.size());
+  auto from = by_minimum_.begin();
+  for (std::size_t const index : moved) {
+    auto const at = std::upper_bound(from, by_minimum_.end(), index, before);
+    merged.insert(merged.end(), from, at);
+    merged.push_back(index);
+    from = at;
+  }
+  merged.insert(merged.end(), from, by_minimum_.end());
+  by_minimum_ = std::move(merged);
+}
+
+void external_sorter::remove_chunks(std::vector<std::size_t> indices) {
+  std::sort(indices.begin(), indices.end());
+  // Where each kept chunk moves to (the others keep their order); removed ones map to npos.
+  constexpr auto removed = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> moved_to(chunks_.size(), removed);
+  std::size_t kept = 0;
+  auto next        = indices.begin();
+  for (std::size_t index = 0; index < chunks_.size(); ++index) {
+    if (next != indices.end() && *next == index) {
+      ++next;
+      continue;
+    }
+    if (kept != index) {
+      chunks_[kept] = std::move(chunks_[index]);
+    }
+    moved_to[index] = kept++;
+  }
+  chunks_.resize(kept);
+  std::vector<std::size_t> order;
+  order.reserve(by_minimum_.size());
+  for (std::size_t const index : by_minimum_) {
+    if (index < moved_to.size() && moved_to[index] != removed) {
+      order.push_back(moved_to[index]);
+    }
+  }
+  by_minimum_ = std::move(order);
+}
+
+void external_sorter::merge_round() {
+  if (!by_minimum_valid_ || by_minimum_.size() != chunks_.size()) {
+    order_chunks();
+  }
+  if (emit_leading_chunks(by_minimum_.data())) {
     return;
   }
   ++stats_.rounds;
+  std::size_t const* order = by_minimum_.data();
 
   // Load the chunks with the smallest minimums while inputs plus merged output fit the budget.
   std::size_t count        = 0;
@@ -227,9 +296,9 @@ void external_sorter::merge_round() {
   }
   while (true) {
     std::vector<std::size_t> loaded(order, order + count);
-    std::optional<std::size_t> bound_row;
+    std::optional<table_view> bound;
     if (count < chunks_.size()) {
-      bound_row = static_cast<std::size_t>(order[count]);
+      bound = chunks_[order[count]].min_key();
     }
     std::optional<memory_lease> lease;
     round_result result;
@@ -245,29 +314,31 @@ void external_sorter::merge_round() {
           lease.emplace(options_.task->request_lease(need - base));
         }
       }
-      result = merge_attempt(loaded, bound_row, all_minimums->view());
+      result = merge_attempt(loaded, bound);
     });
     lease.reset();
     if (done) {
       stats_.bytes_copied += result.copied_bytes;
-      // Chunks move past what they gave; those that gave all are freed on every tier.
+      // Chunks move past what they gave; those that gave all are freed on every tier. The
+      // others, and the merged remainder's new chunks, take their places by minimum again.
       std::vector<std::size_t> emptied;
+      std::vector<std::size_t> moved;
       for (std::size_t input = 0; input < loaded.size(); ++input) {
         chunk& entry = chunks_[loaded[input]];
         entry.offset += result.consumed[input];
         if (entry.offset == entry.rows) {
           emptied.push_back(loaded[input]);
-        } else {
+        } else if (result.consumed[input] > 0) {
           entry.live_min = std::move(result.next_min_keys[input]);
+          moved.push_back(loaded[input]);
         }
       }
-      std::sort(emptied.begin(), emptied.end(), std::greater<>{});
-      for (std::size_t const index : emptied) {
-        chunks_.erase(chunks_.begin() + static_cast<std::ptrdiff_t>(index));
-      }
       for (auto& rest : result.remainder) {
+        moved.push_back(chunks_.size());
         add_chunk(std::move(rest));
       }
+      reorder_chunks(std::move(moved));
+      remove_chunks(std::move(emptied));
       for (auto& piece : result.emitted) {
         std::size_t const rows = piece->num_rows();
         emit(std::move(piece), rows);
@@ -296,6 +367,8 @@ void external_sorter::merge_round() {
     SPILLWAY_EXPECTS(lone.rows > 1,
                      "external sort: a chunk of one row does not fit the device even alone",
                      out_of_memory);
+    memory_resources const host{host_};
+    by_minimum_valid_            = false;  // the halves are ordered again
     auto [first, second]         = lone.handle.split_at(lone.rows / 2);
     std::size_t const first_rows = lone.rows / 2;
     lone.handle                  = std::move(first);
@@ -374,7 +447,8 @@ void external_sorter::start_range(std::vector<chunk> pieces) {
     // The sample misjudged this range: the merge strategy's rounds take it.
     ++stats_.ranges_in_rounds;
   }
-  chunks_ = std::move(pieces);
+  chunks_           = std::move(pieces);
+  by_minimum_valid_ = false;
 }
 
 void external_sorter::emit_stored(chunk piece) {

@@ -338,11 +338,22 @@ class external_sorter {
    * chunks by minimum key).
    * @return whether it handed any
    */
-  bool emit_leading_chunks(std::uint64_t const* order);
+  bool emit_leading_chunks(std::size_t const* order);
   void merge_round();
+  /// Orders every chunk by minimum key into `by_minimum_` (ties in `chunks_` order).
+  void order_chunks();
+  /**
+   * Puts `moved` (indices of chunks whose minimum changed, or that are new; in no order) back
+   * into `by_minimum_` where they belong, the others keeping their order: a round changes the
+   * few chunks it loaded and adds a few, of tens of thousands when the input is large.
+   */
+  void reorder_chunks(std::vector<std::size_t> moved);
+  /// Drops the chunks at `indices` from `chunks_` and `by_minimum_`, the others keeping their
+  /// order.
+  void remove_chunks(std::vector<std::size_t> indices);
+  /// `bound`: the keys of the smallest minimum of the chunks not loaded (none: all are loaded).
   round_result merge_attempt(std::vector<std::size_t> const& loaded,
-                             std::optional<std::size_t> bound_row,
-                             table_view const& minimums);
+                             std::optional<table_view> const& bound);
   /// Runs `attempt` under the OOM protocol; returns false when the protocol asks to split.
   template <typename Attempt>
   bool run_protected(Attempt&& attempt);
@@ -356,6 +367,10 @@ class external_sorter {
   memory_resources mrs_;
   resource_ref host_;
   std::vector<chunk> chunks_;
+  /// Indices of `chunks_` by minimum key, ties in `chunks_` order: what `order_chunks` makes,
+  /// kept up to date by the rounds; rebuilt when it does not cover `chunks_`.
+  std::vector<std::size_t> by_minimum_;
+  bool by_minimum_valid_ = false;
   /// Unsorted batches kept while the whole input may fit one sort (see `may_defer`).
   std::vector<spillable_table> deferred_;
   std::vector<std::size_t> deferred_sizes_;  ///< estimated bytes of each deferred batch
