@@ -83,14 +83,8 @@ void spill_store_impl::release_host(std::size_t bytes, bool in_flight) {
 
 bool spill_store_impl::reserve_caller_host(std::size_t bytes) {
   scoped_lock lock(mutex_);
-  // Callers' bytes leave room for one device spill's staging, so that the store can always move
-  // device buffers to disk however much the callers hold.
-  std::size_t const limit   = general_limit_ - std::min(general_limit_, staging_reserve_);
-  bool const within         = make_room(lock, bytes, true, limit);
-  std::size_t const room    = limit > host_used_ ? limit - host_used_ : 0;
-  std::size_t const counted = within ? bytes : std::min(bytes, room);
-  host_used_ += counted;
-  caller_over_ += bytes - counted;
+  bool const within = make_room(lock, bytes, true, beside_limit());
+  count_beside(bytes, within, caller_over_);
   caller_host_ += bytes;
   statistics_.caller_host_peak = std::max(statistics_.caller_host_peak, caller_host_);
   note_over_budget();
@@ -99,10 +93,28 @@ bool spill_store_impl::reserve_caller_host(std::size_t bytes) {
 
 void spill_store_impl::release_caller_host(std::size_t bytes) {
   scoped_lock lock(mutex_);
-  std::size_t const over = std::min(bytes, caller_over_);
-  caller_over_ -= over;
   caller_host_ -= bytes;
-  release_host(bytes - over, false);
+  uncount_beside(bytes, caller_over_);
+}
+
+std::size_t spill_store_impl::beside_limit() const {
+  // Bytes held beside the store's data leave room for one device spill's staging, so that the
+  // store can always move device buffers to disk however much is held beside them.
+  return general_limit_ - std::min(general_limit_, staging_reserve_);
+}
+
+void spill_store_impl::count_beside(std::size_t bytes, bool within, std::size_t& over) {
+  std::size_t const limit   = beside_limit();
+  std::size_t const room    = limit > host_used_ ? limit - host_used_ : 0;
+  std::size_t const counted = within ? bytes : std::min(bytes, room);
+  host_used_ += counted;
+  over += bytes - counted;
+}
+
+void spill_store_impl::uncount_beside(std::size_t bytes, std::size_t& over) {
+  std::size_t const past = std::min(bytes, over);
+  over -= past;
+  release_host(bytes - past, false);
 }
 
 void spill_store_impl::settle_in_flight(std::size_t bytes) {
@@ -136,34 +148,29 @@ void spill_store_impl::charge_bookkeeping(spill_entry& entry) {
                : 0;
   }
   entry.bookkeeping = bytes;
-  // Counted as callers' bytes are (reserve_caller_host), without waiting: within the room they
-  // leave for one device spill's staging, the rest past the budget (bookkeeping_over_), and never
-  // in the way of the store's own work (reserve_host), so that the store can always move device
-  // buffers to disk; host entries go to disk to make room for them.
-  std::size_t const limit   = general_limit_ - std::min(general_limit_, staging_reserve_);
-  std::size_t const room    = limit > host_used_ ? limit - host_used_ : 0;
-  std::size_t const counted = std::min(bytes, room);
-  host_used_ += counted;
-  bookkeeping_over_ += bytes - counted;
+  // Counted as callers' bytes are, without waiting: the rest past the budget (bookkeeping_over_),
+  // and never in the way of the store's own work (reserve_host); host entries go to disk to make
+  // room for them.
+  count_beside(bytes, false, bookkeeping_over_);
   bookkeeping_ += bytes;
   keep_headroom();
   statistics_.bookkeeping_peak = std::max(statistics_.bookkeeping_peak, bookkeeping_);
   note_over_budget();
-  if (options_.bookkeeping_changed &&
-      bookkeeping_ >= bookkeeping_reported_ + BOOKKEEPING_REPORT_STEP) {
-    bookkeeping_reported_ = bookkeeping_;
-    options_.bookkeeping_changed(bookkeeping_);
-  }
+  report_bookkeeping();
 }
 
 void spill_store_impl::release_bookkeeping(spill_entry& entry) {
   std::size_t const bytes = std::exchange(entry.bookkeeping, 0);
-  std::size_t const over  = std::min(bytes, bookkeeping_over_);
-  bookkeeping_over_ -= over;
   bookkeeping_ -= bytes;
-  release_host(bytes - over, false);
-  if (options_.bookkeeping_changed &&
-      bookkeeping_ + BOOKKEEPING_REPORT_STEP <= bookkeeping_reported_) {
+  uncount_beside(bytes, bookkeeping_over_);
+  report_bookkeeping();
+}
+
+void spill_store_impl::report_bookkeeping() {
+  std::size_t const moved = bookkeeping_ > bookkeeping_reported_
+                              ? bookkeeping_ - bookkeeping_reported_
+                              : bookkeeping_reported_ - bookkeeping_;
+  if (options_.bookkeeping_changed && moved >= BOOKKEEPING_REPORT_STEP) {
     bookkeeping_reported_ = bookkeeping_;
     options_.bookkeeping_changed(bookkeeping_);
   }

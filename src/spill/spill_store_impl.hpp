@@ -200,6 +200,16 @@ class spill_store_impl {
   void charge_bookkeeping(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
   /// Releases what `charge_bookkeeping` counted for `entry`.
   void release_bookkeeping(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
+  /// Calls `bookkeeping_changed` when the bookkeeping moved by a step since it last did.
+  void report_bookkeeping() SPILLWAY_REQUIRES(mutex_);
+  /// The most host_used_ reaches with bytes held beside the store's data (callers', the
+  /// catalog's): one device spill's staging stays free.
+  [[nodiscard]] std::size_t beside_limit() const SPILLWAY_REQUIRES(mutex_);
+  /// Counts `bytes` held beside the store's data in host_used_: all of them when `within`, else
+  /// what beside_limit() leaves room for, the rest in `over` (past the budget).
+  void count_beside(std::size_t bytes, bool within, std::size_t& over) SPILLWAY_REQUIRES(mutex_);
+  /// Releases what count_beside counted (`over` first).
+  void uncount_beside(std::size_t bytes, std::size_t& over) SPILLWAY_REQUIRES(mutex_);
   void keep_headroom() SPILLWAY_REQUIRES(mutex_);
   void free_host_pieces(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
   void emit(event_kind kind,
