@@ -21,6 +21,10 @@
 #include <string>
 #include <vector>
 
+namespace parquet::arrow {
+class FileReader;
+}  // namespace parquet::arrow
+
 namespace spillway::detail {
 
 /**
@@ -35,6 +39,18 @@ namespace spillway::detail {
  * cache, not allocations; what Arrow decodes still comes from our pool.
  */
 arrow::Result<std::shared_ptr<arrow::io::RandomAccessFile>> open_mapped(std::string const& path);
+
+/**
+ * @brief Makes `reader` decode its top-level string_view and binary_view columns (as the stored
+ * Arrow schema of files that tpchgen-cli and Polars write makes them) as large_string and
+ * large_binary; its schema (`GetSchema`) still says views. Arrow's decoder then appends each
+ * value's bytes after the last, where a view builder also writes a 16-byte view per row, and
+ * their conversion to spillway's characters and 64-bit offsets copies the characters at once
+ * instead of value by value (`from_arrow_chunks`). The decoder takes each column's type from the
+ * reader's schema manifest, whose fields this changes; call it before reading any batch.
+ * TPC-H lineitem at scale factor 1 (5 string_view columns) sorted 6% faster in CPU and wall time.
+ */
+void decode_views_as_large_strings(parquet::arrow::FileReader& reader);
 
 /** @brief One file's stream of record batches. */
 class file_batches {

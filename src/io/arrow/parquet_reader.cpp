@@ -4,6 +4,7 @@
  * row group.
  */
 #include "io/arrow/arrow_batch_reader.hpp"
+#include "io/arrow/string_arrays.hpp"
 #include "io/arrow/type_conversion.hpp"
 #include "io/io_detail.hpp"
 
@@ -11,6 +12,7 @@
 #include <spillway/io/parquet.hpp>
 
 #include <parquet/arrow/reader.h>
+#include <parquet/arrow/schema.h>
 #include <parquet/exception.h>
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
@@ -130,6 +132,9 @@ class parquet_batches final : public file_batches {
       reader_ = value_or_throw(builder.Build(), "cannot read Parquet file '" + path + "'");
       std::shared_ptr<arrow::Schema> schema;
       check_arrow(reader_->GetSchema(&schema), "cannot read Parquet file '" + path + "'");
+      // String views are decoded as large strings; the columns keep the file's types.
+      decode_views_as_large_strings(*reader_);
+      schema_ = schema;
       if (std::any_of(schema->fields().begin(), schema->fields().end(), [](auto const& field) {
             return has_inner_dictionary(*field->type());
           })) {
@@ -159,9 +164,9 @@ class parquet_batches final : public file_batches {
     }
   }
 
-  [[nodiscard]] std::shared_ptr<arrow::Schema> schema() const override {
-    return batches_->schema();
-  }
+  /// The file's columns as its stored Arrow schema says (string_view ones too, which its
+  /// batches hold as large strings: see `decode_views_as_large_strings`).
+  [[nodiscard]] std::shared_ptr<arrow::Schema> schema() const override { return schema_; }
 
   std::shared_ptr<arrow::RecordBatch> next() override {
     try {
@@ -179,6 +184,7 @@ class parquet_batches final : public file_batches {
 
  private:
   std::string path_;
+  std::shared_ptr<arrow::Schema> schema_;
   std::unique_ptr<parquet::arrow::FileReader> reader_;
   std::unique_ptr<arrow::RecordBatchReader> batches_;
   std::vector<int> groups_;     ///< read one by one (see has_inner_dictionary), else none
@@ -186,6 +192,31 @@ class parquet_batches final : public file_batches {
 };
 
 }  // namespace
+
+void decode_views_as_large_strings(parquet::arrow::FileReader& reader) {
+  std::shared_ptr<arrow::Schema> schema;
+  check_arrow(reader.GetSchema(&schema), "reading the schema of a Parquet file");
+  auto const large = with_large_strings(*schema, true);
+  if (!large) {
+    return;
+  }
+  // The manifest's top-level fields are the schema's, in order. The reader owns its manifest and
+  // hands it out read-only; it is changed before any batch is read.
+  auto& fields = const_cast<parquet::arrow::SchemaManifest&>(reader.manifest()).schema_fields;
+  for (std::size_t index = 0; index < fields.size(); ++index) {
+    auto& field = fields[index];
+    if (!field.is_leaf() || field.field == nullptr ||
+        index >= static_cast<std::size_t>(large->num_fields())) {
+      continue;
+    }
+    auto const& wanted = large->field(static_cast<int>(index));
+    auto const id      = field.field->type()->id();
+    if (wanted->name() == field.field->name() &&
+        (id == arrow::Type::STRING_VIEW || id == arrow::Type::BINARY_VIEW)) {
+      field.field = field.field->WithType(wanted->type());
+    }
+  }
+}
 
 std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
   std::vector<std::string> const& files) {

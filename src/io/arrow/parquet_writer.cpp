@@ -6,6 +6,7 @@
 #include "io/arrow/direct_output_stream.hpp"
 #include "io/arrow/parquet_encoders.hpp"
 #include "io/arrow/parquet_footer.hpp"
+#include "io/arrow/string_arrays.hpp"
 #include "io/arrow/type_conversion.hpp"
 #include "io/io_detail.hpp"
 
@@ -16,6 +17,7 @@
 #include <spillway/table/table_view.hpp>
 
 #include <arrow/io/memory.h>
+#include <arrow/util/key_value_metadata.h>
 #include <arrow/util/thread_pool.h>
 #include <parquet/arrow/writer.h>
 #include <parquet/exception.h>
@@ -158,6 +160,7 @@ class parquet_file_writer final : public format_writer {
     : path_(std::move(path)),
       pool_(std::make_shared<arrow_memory_pool>(mrs.temporary())),
       schema_(to_arrow_schema(schema)),
+      encoded_schema_(with_large_strings(*schema_, false)),
       options_(options),
       row_group_rows_(std::clamp<std::size_t>(
         options.row_group_rows, 1, static_cast<std::size_t>(std::numeric_limits<int64_t>::max()))),
@@ -171,7 +174,15 @@ class parquet_file_writer final : public format_writer {
                          ", which Parquet cannot hold (" + part + "); write it as Arrow IPC",
                        not_supported);
     }
+    if (encoded_schema_) {
+      // Encoded from the columns' own characters and offsets, stored as the schema says.
+      stored_schema_ =
+        arrow::key_value_metadata({ARROW_SCHEMA_KEY}, {stored_arrow_schema(*schema_)});
+    } else {
+      encoded_schema_ = schema_;
+    }
     compute_fingerprints(*schema_);
+    compute_fingerprints(*encoded_schema_);
     sink_ = value_or_throw(direct_output_stream::Open(path_, pool_.get(), DIRECT_WRITE_BYTES),
                            "cannot create Parquet file '" + path_ + "'");
   }
@@ -228,8 +239,8 @@ class parquet_file_writer final : public format_writer {
         }
         std::size_t const take = rows_to_take(rows - begin, row_bytes);
         auto const part        = slice(input, begin, begin + take);
-        for (auto const& batch :
-             to_arrow_batches(part, schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
+        for (auto const& batch : to_arrow_batches(
+               part, encoded_schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
           check_arrow(writer_->WriteRecordBatch(*batch),
                       "cannot write Parquet file '" + path_ + "'");
         }
@@ -276,6 +287,10 @@ class parquet_file_writer final : public format_writer {
         // Nothing written (or one thread): Arrow's writer finishes the file.
         if (!writer_) {
           open_writer();
+        }
+        if (stored_schema_) {
+          check_arrow(writer_->AddKeyValueMetadata(stored_schema_),
+                      "cannot finish Parquet file '" + path_ + "'");
         }
         check_arrow(writer_->Close(), "cannot finish Parquet file '" + path_ + "'");
       }
@@ -408,16 +423,19 @@ class parquet_file_writer final : public format_writer {
       add_to_group(take, row_bytes);
       begin += take;
       if (owner || group_full(row_bytes)) {
-        for (auto& batch :
-             to_arrow_batches(part, schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
+        for (auto& batch : to_arrow_batches(
+               part, encoded_schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
           group_batches_.push_back(std::move(batch));
           group_owners_.push_back(owner);
         }
       } else {
         // The last rows of a borrowed input wait for the next write: a copy of them does.
         std::shared_ptr<table const> copied = spillway::copy(part, stream_, mrs_.temporary());
-        for (auto& batch : to_arrow_batches(
-               copied->view(), schema_, pool_.get(), MAX_STRING_ARRAY_CHARS, &dictionaries_)) {
+        for (auto& batch : to_arrow_batches(copied->view(),
+                                            encoded_schema_,
+                                            pool_.get(),
+                                            MAX_STRING_ARRAY_CHARS,
+                                            &dictionaries_)) {
           group_batches_.push_back(std::move(batch));
           group_owners_.push_back(copied);
         }
@@ -456,7 +474,8 @@ class parquet_file_writer final : public format_writer {
     auto task = [batches = std::move(batches),
                  owners  = std::move(owners),
                  capacity,
-                 schema     = schema_,
+                 schema     = encoded_schema_,
+                 stored     = stored_schema_,
                  properties = properties_,
                  arrow      = arrow_properties_,
                  pool       = pool_]() mutable -> arrow::Result<std::shared_ptr<arrow::Buffer>> {
@@ -474,6 +493,9 @@ class parquet_file_writer final : public format_writer {
         // group would hold every column's pages and copy them out at its close).
         ARROW_ASSIGN_OR_RAISE(auto group, arrow::Table::FromRecordBatches(schema, rows));
         ARROW_RETURN_NOT_OK(writer->WriteTable(*group, std::max<int64_t>(group->num_rows(), 1)));
+        if (stored) {
+          ARROW_RETURN_NOT_OK(writer->AddKeyValueMetadata(stored));
+        }
         ARROW_RETURN_NOT_OK(writer->Close());
         return sink->Finish();
       } catch (std::bad_alloc const&) {
@@ -633,16 +655,21 @@ class parquet_file_writer final : public format_writer {
   }
 
   void open_writer() {
-    writer_ = value_or_throw(parquet::arrow::FileWriter::Open(
-                               *schema_, pool_.get(), sink_, properties_, arrow_properties_),
-                             "cannot write Parquet file '" + path_ + "'");
+    writer_ =
+      value_or_throw(parquet::arrow::FileWriter::Open(
+                       *encoded_schema_, pool_.get(), sink_, properties_, arrow_properties_),
+                     "cannot write Parquet file '" + path_ + "'");
   }
 
   std::string path_;
   /// Shared with the encodings, which may be let go by a shared encoder's thread after the
   /// writer is gone.
   std::shared_ptr<arrow_memory_pool> pool_;
-  std::shared_ptr<arrow::Schema> schema_;
+  std::shared_ptr<arrow::Schema> schema_;  ///< the columns' types, as the file stores them
+  /// What Arrow's encoder is handed: `schema_` with large strings (`with_large_strings`).
+  std::shared_ptr<arrow::Schema> encoded_schema_;
+  /// `schema_` as the file's stored Arrow schema, when the encoded one differs; else null.
+  std::shared_ptr<arrow::KeyValueMetadata const> stored_schema_;
   parquet_write_options options_;
   std::size_t row_group_rows_;
   std::size_t row_group_bytes_;

@@ -8,6 +8,9 @@
 #include <spillway/core/error.hpp>
 #include <spillway/table/null_mask.hpp>
 
+#include <arrow/ipc/api.h>
+#include <arrow/util/base64.h>
+
 #include <cstring>
 #include <limits>
 #include <string>
@@ -143,6 +146,42 @@ std::shared_ptr<arrow::Array> to_built_binary_array(column_view const& view,
     check_arrow(status, "building a " + type->ToString() + " array");
   }
   return value_or_throw(builder->Finish(), "building a " + type->ToString() + " array");
+}
+
+std::shared_ptr<arrow::Schema> with_large_strings(arrow::Schema const& schema, bool views_only) {
+  bool changed = false;
+  arrow::FieldVector fields;
+  fields.reserve(static_cast<std::size_t>(schema.num_fields()));
+  for (auto const& field : schema.fields()) {
+    std::shared_ptr<arrow::DataType> large;
+    switch (field->type()->id()) {
+      case arrow::Type::STRING_VIEW:
+        large = arrow::large_utf8();
+        break;
+      case arrow::Type::BINARY_VIEW:
+        large = arrow::large_binary();
+        break;
+      case arrow::Type::STRING:
+        large = views_only ? nullptr : arrow::large_utf8();
+        break;
+      case arrow::Type::BINARY:
+        large = views_only ? nullptr : arrow::large_binary();
+        break;
+      default:
+        break;
+    }
+    changed = changed || large != nullptr;
+    fields.push_back(large != nullptr ? field->WithType(std::move(large)) : field);
+  }
+  return changed ? arrow::schema(std::move(fields), schema.metadata()) : nullptr;
+}
+
+std::string stored_arrow_schema(arrow::Schema const& schema) {
+  auto const serialized =
+    value_or_throw(arrow::ipc::SerializeSchema(schema), "serializing an Arrow schema");
+  return arrow::util::base64_encode(
+    std::string_view(reinterpret_cast<char const*>(serialized->data()),
+                     static_cast<std::size_t>(serialized->size())));
 }
 
 }  // namespace spillway::detail

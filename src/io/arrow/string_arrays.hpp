@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace spillway::detail {
@@ -59,6 +60,27 @@ std::shared_ptr<arrow::Array> to_view_array(column_view const& view,
 std::shared_ptr<arrow::Array> to_built_binary_array(column_view const& view,
                                                     arrow::MemoryPool* pool,
                                                     std::shared_ptr<arrow::DataType> const& type);
+
+/**
+ * @return `schema` with its top-level string, binary, string_view and binary_view fields (names,
+ * nullability and metadata kept) made large_string and large_binary when `views_only` is false,
+ * only the view fields when it is true; null when no field changes. Parquet stores all of them
+ * alike (BYTE_ARRAY, with or without the STRING annotation); the type is what Arrow's Parquet
+ * encoder is handed and its decoder builds, and large ones are spillway's own layout (characters
+ * and 64-bit offsets): encoding takes the column's buffers as they are, and decoding builds no
+ * views that are then copied out one by one.
+ */
+std::shared_ptr<arrow::Schema> with_large_strings(arrow::Schema const& schema, bool views_only);
+
+/// The key under which Parquet files keep the Arrow schema they were written from.
+inline constexpr char const* ARROW_SCHEMA_KEY = "ARROW:schema";
+
+/**
+ * @return the value Arrow's Parquet writer stores under ARROW_SCHEMA_KEY for `schema` (its IPC
+ * serialization, base64-encoded), so that a file encoded from large strings reads back as
+ * `schema` says
+ */
+std::string stored_arrow_schema(arrow::Schema const& schema);
 
 /**
  * @brief Calls `visit(row, value)` for every row of a string_view or binary_view `chunk`, in
