@@ -2,6 +2,7 @@
  * @file spill_copies.cpp
  * @brief Spill store copies: device memory to and from the host and disk through staging windows.
  */
+#include "spill/compact_metadata.hpp"
 #include "spill/spill_store_impl.hpp"
 #include "spill/spill_store_util.hpp"
 
@@ -525,10 +526,14 @@ std::size_t spill_store_impl::spill_device_entry(spill_entry& entry) {
   }
   auto const elapsed = since(start);
   std::size_t freed  = 0;
+  if (!metadata.empty()) {
+    metadata = compact_metadata(metadata);  // kept as long as the table is stored
+  }
   {
     scoped_lock lock(mutex_);
     if (!metadata.empty()) {
       entry.metadata = std::move(metadata);
+      recount_bookkeeping(entry);  // its pack metadata, estimated until now
     }
     old_table  = std::move(entry.device_table);
     old_device = std::move(entry.device_data);

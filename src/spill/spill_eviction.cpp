@@ -136,18 +136,24 @@ constexpr std::size_t BOOKKEEPING_REPORT_STEP = std::size_t{1} << 20;
 /// the allocator's headers.
 constexpr std::size_t CATALOG_NODE_BYTES = 128;
 
-}  // namespace
-
-void spill_store_impl::charge_bookkeeping(spill_entry& entry) {
+/// What `entry` takes beside its data: itself, its catalog nodes and, for a table, its pack
+/// metadata (kept compact once made; until the table first spills, its size as made).
+std::size_t bookkeeping_of(spill_entry const& entry) {
   std::size_t bytes = sizeof(spill_entry) + CATALOG_NODE_BYTES;
   if (entry.is_table) {
-    // The pack metadata: made now, or when the table first spills.
-    bytes += !entry.metadata.empty() ? entry.metadata.size()
+    bytes += !entry.metadata.empty() ? entry.metadata.capacity()
              : entry.device_table != nullptr
                ? packed_metadata_size(entry.device_table->num_columns())
                : 0;
   }
-  entry.bookkeeping = bytes;
+  return bytes;
+}
+
+}  // namespace
+
+void spill_store_impl::charge_bookkeeping(spill_entry& entry) {
+  std::size_t const bytes = bookkeeping_of(entry);
+  entry.bookkeeping       = bytes;
   // Counted as callers' bytes are, without waiting: the rest past the budget (bookkeeping_over_),
   // and never in the way of the store's own work (reserve_host); host entries go to disk to make
   // room for them.
@@ -163,6 +169,24 @@ void spill_store_impl::release_bookkeeping(spill_entry& entry) {
   std::size_t const bytes = std::exchange(entry.bookkeeping, 0);
   bookkeeping_ -= bytes;
   uncount_beside(bytes, bookkeeping_over_);
+  report_bookkeeping();
+}
+
+void spill_store_impl::recount_bookkeeping(spill_entry& entry) {
+  std::size_t const bytes = bookkeeping_of(entry);
+  if (bytes < entry.bookkeeping) {
+    // Smaller than estimated (the usual case: compact metadata): the difference goes back.
+    std::size_t const less = entry.bookkeeping - bytes;
+    bookkeeping_ -= less;
+    uncount_beside(less, bookkeeping_over_);
+  } else {
+    std::size_t const more = bytes - entry.bookkeeping;
+    count_beside(more, false, bookkeeping_over_);
+    bookkeeping_ += more;
+    statistics_.bookkeeping_peak = std::max(statistics_.bookkeeping_peak, bookkeeping_);
+    note_over_budget();
+  }
+  entry.bookkeeping = bytes;
   report_bookkeeping();
 }
 

@@ -3,6 +3,7 @@
  * @brief The spill store's entries: registration, pin/acquire/release, removal, and the public
  * `spill_store` (the other parts of `spill_store_impl` are listed in spill_store_impl.hpp).
  */
+#include "spill/compact_metadata.hpp"
 #include "spill/spill_store_impl.hpp"
 
 #include <spillway/core/error.hpp>
@@ -190,7 +191,7 @@ spillable_table spill_store_impl::add_table_slice(table_view const& slice,
       release_host_now(raw);
       throw;
     }
-    entry->metadata   = std::move(packed.metadata);
+    entry->metadata   = compact_metadata(packed.metadata);
     entry->tier       = spill_tier::HOST;
     entry->host_bytes = packed.data.size();
     entry->host_pieces.push_back(host_piece{std::move(packed.data), raw});
@@ -202,7 +203,7 @@ spillable_table spill_store_impl::add_table_slice(table_view const& slice,
   }
   // Larger than the host may hold: packed on the device, from where it spills like any other.
   auto packed         = detail::pack(slice, options_.stream, options_.device);
-  entry->metadata     = std::move(packed.metadata);
+  entry->metadata     = compact_metadata(packed.metadata);
   entry->device_bytes = packed.data.size();
   entry->device_data  = std::move(packed.data);
   scoped_lock lock(mutex_);
@@ -230,8 +231,10 @@ acquired_data spill_store_impl::pin(spill_entry& entry) {
   if (entry.device_table != nullptr) {
     result.view = entry.device_table->view();
   } else if (entry.is_table) {
-    result.view = unpack(
-      entry.metadata, entry.device_data.data(), entry.device_data.size(), memory_kind::DEVICE);
+    result.view = unpack(expand_metadata(entry.metadata),
+                         entry.device_data.data(),
+                         entry.device_data.size(),
+                         memory_kind::DEVICE);
   } else {
     result.data = entry.device_data.data();
     result.size = entry.device_data.size();

@@ -77,7 +77,7 @@ struct spill_entry {
 
   bool is_table        = false;
   std::size_t num_rows = 0;
-  std::vector<std::uint8_t> metadata;  ///< pack metadata (tables, once packed)
+  std::vector<std::uint8_t> metadata;  ///< pack metadata, compact (tables, once packed)
   std::size_t raw_size = 0;            ///< packed bytes (or buffer bytes)
 
   // DEVICE: the original table, or packed bytes / a raw buffer.
@@ -200,6 +200,8 @@ class spill_store_impl {
   void charge_bookkeeping(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
   /// Releases what `charge_bookkeeping` counted for `entry`.
   void release_bookkeeping(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
+  /// Counts `entry`'s bookkeeping anew once its pack metadata is made (estimated until then).
+  void recount_bookkeeping(spill_entry& entry) SPILLWAY_REQUIRES(mutex_);
   /// Calls `bookkeeping_changed` when the bookkeeping moved by a step since it last did.
   void report_bookkeeping() SPILLWAY_REQUIRES(mutex_);
   /// The most host_used_ reaches with bytes held beside the store's data (callers', the
