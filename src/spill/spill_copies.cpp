@@ -332,7 +332,7 @@ std::vector<host_piece> spill_store_impl::copy_to_host(spill_entry& entry,
   buffer packed;
   if (entry.device_table != nullptr) {
     auto table_bytes = detail::pack(entry.device_table->view(), options_.stream, options_.host);
-    metadata         = std::move(table_bytes.metadata);
+    metadata         = compact_metadata(table_bytes.metadata);  // as the store keeps it
     packed           = std::move(table_bytes.data);
   }
   if (host_codec == codec::NONE) {
@@ -389,7 +389,7 @@ std::vector<disk_block> spill_store_impl::write_device_to_disk(
     try {
       task_context::detached_scope const detached;
       auto table_bytes = detail::pack(entry.device_table->view(), options_.stream, options_.device);
-      metadata         = std::move(table_bytes.metadata);
+      metadata         = compact_metadata(table_bytes.metadata);  // as the store keeps it
       packed           = std::move(table_bytes.data);
     } catch (out_of_memory const&) {
       pack_on_host = true;
@@ -433,7 +433,7 @@ std::vector<disk_block> spill_store_impl::write_device_to_disk(
   buffer packed_on_host;
   if (pack_on_host) {
     auto table_bytes = detail::pack(entry.device_table->view(), options_.stream, options_.host);
-    metadata         = std::move(table_bytes.metadata);
+    metadata         = compact_metadata(table_bytes.metadata);  // as the store keeps it
     packed_on_host   = std::move(table_bytes.data);
   }
   void const* const source_data = pack_on_host               ? packed_on_host.data()
@@ -526,9 +526,6 @@ std::size_t spill_store_impl::spill_device_entry(spill_entry& entry) {
   }
   auto const elapsed = since(start);
   std::size_t freed  = 0;
-  if (!metadata.empty()) {
-    metadata = compact_metadata(metadata);  // kept as long as the table is stored
-  }
   {
     scoped_lock lock(mutex_);
     if (!metadata.empty()) {

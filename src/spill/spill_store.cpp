@@ -186,12 +186,12 @@ spillable_table spill_store_impl::add_table_slice(table_view const& slice,
   if (on_host) {
     packed_columns packed;
     try {
-      packed = detail::pack(slice, options_.stream, options_.host);
+      packed          = detail::pack(slice, options_.stream, options_.host);
+      entry->metadata = compact_metadata(packed.metadata);
     } catch (...) {
       release_host_now(raw);
       throw;
     }
-    entry->metadata   = compact_metadata(packed.metadata);
     entry->tier       = spill_tier::HOST;
     entry->host_bytes = packed.data.size();
     entry->host_pieces.push_back(host_piece{std::move(packed.data), raw});
@@ -225,8 +225,6 @@ spillable_buffer spill_store_impl::add_buffer(buffer data, int priority, task_id
 // ---- acquire -------------------------------------------------------------------------------
 
 acquired_data spill_store_impl::pin(spill_entry& entry) {
-  ++entry.pins;
-  touch(entry);
   acquired_data result;
   if (entry.device_table != nullptr) {
     result.view = entry.device_table->view();
@@ -239,6 +237,10 @@ acquired_data spill_store_impl::pin(spill_entry& entry) {
     result.data = entry.device_data.data();
     result.size = entry.device_data.size();
   }
+  // Pinned once its view is made: a view that fails to be made (its metadata read back) leaves
+  // no pin behind that nothing would release.
+  ++entry.pins;
+  touch(entry);
   return result;
 }
 

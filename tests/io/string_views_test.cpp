@@ -23,8 +23,10 @@
 #include <parquet/file_reader.h>
 #endif
 
+#include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spillway {
@@ -191,6 +193,33 @@ TEST_F(StringViewsTest, ViewsReadByUsAreWrittenFromLargeStringsAndStoredAsViews)
     auto const again = read_parquet(files[0], {}, default_stream(), host_);
     SPILLWAY_EXPECT_TABLES_EQUAL(data->view(), again->view());
   }
+}
+
+TEST_F(StringViewsTest, TheFootersOwnKeyValuePairsStayInTheSchemaBesideTheStoredOnes) {
+  // Writers (pyarrow's add_key_value_metadata, arrow-rs) put pairs in the footer alone, outside
+  // the stored Arrow schema: the columns are the stored schema's, the pairs the footer's.
+  auto const input = views_table();
+  {
+    auto sink   = *arrow::io::FileOutputStream::Open(path("pairs.parquet"));
+    auto writer = *parquet::arrow::FileWriter::Open(
+      *input->schema(),
+      arrow::default_memory_pool(),
+      sink,
+      parquet::default_writer_properties(),
+      parquet::ArrowWriterProperties::Builder().store_schema()->build());
+    ASSERT_TRUE(writer->WriteTable(*input, 700).ok());
+    ASSERT_TRUE(writer->AddKeyValueMetadata(arrow::key_value_metadata({"k"}, {"v"})).ok());
+    ASSERT_TRUE(writer->Close().ok());
+    ASSERT_TRUE(sink->Close().ok());
+  }
+  auto reader       = open_parquet(path("pairs.parquet"), {}, default_stream(), host_);
+  auto const& pairs = reader->schema().metadata;
+  EXPECT_NE(std::find(pairs.begin(), pairs.end(), std::pair<std::string, std::string>{"k", "v"}),
+            pairs.end());
+  EXPECT_NE(
+    std::find(pairs.begin(), pairs.end(), std::pair<std::string, std::string>{"origin", "test"}),
+    pairs.end());
+  EXPECT_EQ(reader->schema()[1].storage, string_storage::VIEW);
 }
 
 #endif

@@ -132,8 +132,11 @@ class parquet_batches final : public file_batches {
       reader_ = value_or_throw(builder.Build(), "cannot read Parquet file '" + path + "'");
       std::shared_ptr<arrow::Schema> schema;
       check_arrow(reader_->GetSchema(&schema), "cannot read Parquet file '" + path + "'");
-      // String views are decoded as large strings; the columns keep the file's types.
+      // String views are decoded as large strings; the columns keep the file's types. The
+      // schema's metadata is the footer's (as a batch's schema has it), not only what the stored
+      // Arrow schema holds: writers add pairs to the footer alone.
       decode_views_as_large_strings(*reader_);
+      schema  = arrow::schema(schema->fields(), reader_->manifest().schema_metadata);
       schema_ = schema;
       if (std::any_of(schema->fields().begin(), schema->fields().end(), [](auto const& field) {
             return has_inner_dictionary(*field->type());
