@@ -164,20 +164,6 @@ std::shared_ptr<arrow::Table> input_table() {
     input_schema(), {input_batch(0, 100), input_batch(100, 200), input_batch(200, ROWS)});
 }
 
-void write_parquet_file(arrow::Table const& input, std::string const& file) {
-  auto sink = *arrow::io::FileOutputStream::Open(file);
-  // The Arrow schema kept in the file, as pyarrow keeps it.
-  ASSERT_TRUE(
-    parquet::arrow::WriteTable(input,
-                               arrow::default_memory_pool(),
-                               sink,
-                               100,
-                               parquet::default_writer_properties(),
-                               parquet::ArrowWriterProperties::Builder().store_schema()->build())
-      .ok());
-  ASSERT_TRUE(sink->Close().ok());
-}
-
 void write_ipc_file(arrow::Table const& input, std::string const& file) {
   auto sink    = *arrow::io::FileOutputStream::Open(file);
   auto options = arrow::ipc::IpcWriteOptions::Defaults();
@@ -254,7 +240,7 @@ std::vector<std::string> const NAMES{"k", "b", "lb", "f", "ls", "sv", "bv", "d",
 TEST_F(BinaryColumnsTest, ReadAsPhysicalTypesAndWrittenBackAsTheFileHadThem) {
   auto const input    = input_table();
   auto const expected = expected_table(host_);
-  write_parquet_file(*input, path("in.parquet"));
+  testing::write_parquet_with_arrow(*input, path("in.parquet"), 100);
   write_ipc_file(*input, path("in.arrow"));
   for (auto format : {file_format::PARQUET, file_format::ARROW_IPC_FILE}) {
     SCOPED_TRACE(std::string{extension(format)});

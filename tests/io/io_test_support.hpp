@@ -13,6 +13,12 @@
 
 #include <gtest/gtest.h>
 
+#if defined(SPILLWAY_IO_TEST_HAS_ARROW)
+#include <arrow/api.h>
+#include <arrow/io/file.h>
+#include <parquet/arrow/writer.h>
+#endif
+
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -132,5 +138,27 @@ class arrow_io_test : public io_test {
     }
   }
 };
+
+#if defined(SPILLWAY_IO_TEST_HAS_ARROW)
+/**
+ * @brief Writes `input` to the Parquet file `file` with Arrow's own writer, in row groups of
+ * `rows_per_group` rows, the Arrow schema kept in the file as pyarrow, Polars and tpchgen-cli keep
+ * it.
+ */
+inline void write_parquet_with_arrow(arrow::Table const& input,
+                                     std::string const& file,
+                                     std::int64_t rows_per_group) {
+  auto sink = *arrow::io::FileOutputStream::Open(file);
+  ASSERT_TRUE(
+    parquet::arrow::WriteTable(input,
+                               arrow::default_memory_pool(),
+                               sink,
+                               rows_per_group,
+                               parquet::default_writer_properties(),
+                               parquet::ArrowWriterProperties::Builder().store_schema()->build())
+      .ok());
+  ASSERT_TRUE(sink->Close().ok());
+}
+#endif
 
 }  // namespace spillway::testing

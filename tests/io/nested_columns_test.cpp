@@ -42,19 +42,6 @@ class NestedColumnsTest : public testing::arrow_io_test {};
 
 constexpr std::int64_t ROWS = 600;
 
-void write_parquet_file(arrow::Table const& input, std::string const& file) {
-  auto sink = *arrow::io::FileOutputStream::Open(file);
-  ASSERT_TRUE(
-    parquet::arrow::WriteTable(input,
-                               arrow::default_memory_pool(),
-                               sink,
-                               200,
-                               parquet::default_writer_properties(),
-                               parquet::ArrowWriterProperties::Builder().store_schema()->build())
-      .ok());
-  ASSERT_TRUE(sink->Close().ok());
-}
-
 void write_ipc_file(arrow::Table const& input, std::string const& file) {
   auto sink   = *arrow::io::FileOutputStream::Open(file);
   auto writer = *arrow::ipc::MakeFileWriter(sink, input.schema());
@@ -142,7 +129,7 @@ std::unique_ptr<batch_reader> open(std::string const& source,
 }
 
 TEST_F(NestedColumnsTest, ReadEncodedAndWrittenBackAsTheFileHadThem) {
-  write_parquet_file(*input_table(5, true), path("in.parquet"));
+  testing::write_parquet_with_arrow(*input_table(5, true), path("in.parquet"), 200);
   write_ipc_file(*input_table(5, false), path("in.arrow"));
   for (auto format : {file_format::PARQUET, file_format::ARROW_IPC_FILE}) {
     SCOPED_TRACE(std::string{extension(format)});

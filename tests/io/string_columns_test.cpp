@@ -151,17 +151,8 @@ std::shared_ptr<arrow::Schema> ipc_schema(std::string const& file) {
 TEST_F(StringColumnsTest, WrittenBackStringsKeepTheirArrowTypeAndTimestampsTheirZone) {
   auto const input = arrow_strings_table();
   {
-    auto sink = *arrow::io::FileOutputStream::Open(path("in.parquet"));
-    // The Arrow schema kept in the file, as pyarrow keeps it: large_string reads back as such.
-    ASSERT_TRUE(
-      parquet::arrow::WriteTable(*input,
-                                 arrow::default_memory_pool(),
-                                 sink,
-                                 1000,
-                                 parquet::default_writer_properties(),
-                                 parquet::ArrowWriterProperties::Builder().store_schema()->build())
-        .ok());
-    ASSERT_TRUE(sink->Close().ok());
+    // The Arrow schema kept in the file: large_string reads back as such.
+    testing::write_parquet_with_arrow(*input, path("in.parquet"), 1000);
   }
   {
     auto sink   = *arrow::io::FileOutputStream::Open(path("in.arrow"));

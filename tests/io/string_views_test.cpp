@@ -80,20 +80,6 @@ std::shared_ptr<arrow::Table> views_table() {
     {*keys.Finish(), *strings.Finish(), *bytes.Finish(), *plain.Finish(), *lists.Finish()});
 }
 
-void write_with_arrow(arrow::Table const& input, std::string const& file) {
-  auto sink = *arrow::io::FileOutputStream::Open(file);
-  // The Arrow schema kept in the file, as pyarrow, Polars and tpchgen-cli keep it.
-  ASSERT_TRUE(
-    parquet::arrow::WriteTable(input,
-                               arrow::default_memory_pool(),
-                               sink,
-                               700,
-                               parquet::default_writer_properties(),
-                               parquet::ArrowWriterProperties::Builder().store_schema()->build())
-      .ok());
-  ASSERT_TRUE(sink->Close().ok());
-}
-
 std::unique_ptr<parquet::arrow::FileReader> arrow_reader(std::string const& file) {
   auto input  = *arrow::io::ReadableFile::Open(file);
   auto reader = parquet::arrow::OpenFile(input, arrow::default_memory_pool());
@@ -128,7 +114,7 @@ bool same_values(arrow::ChunkedArray const& left, arrow::ChunkedArray const& rig
 
 TEST_F(StringViewsTest, ViewColumnsAreDecodedAsLargeStringsWhileTheSchemaKeepsTheirTypes) {
   auto const input = views_table();
-  write_with_arrow(*input, path("views.parquet"));
+  testing::write_parquet_with_arrow(*input, path("views.parquet"), 700);
   {
     // As Arrow reads it on its own: views, as the stored schema says.
     auto reader      = arrow_reader(path("views.parquet"));
@@ -157,7 +143,7 @@ TEST_F(StringViewsTest, ViewColumnsAreDecodedAsLargeStringsWhileTheSchemaKeepsTh
 
 TEST_F(StringViewsTest, ViewsReadByUsAreWrittenFromLargeStringsAndStoredAsViews) {
   auto const input = views_table();
-  write_with_arrow(*input, path("in.parquet"));
+  testing::write_parquet_with_arrow(*input, path("in.parquet"), 700);
   auto reader = open_parquet(path("in.parquet"), {}, default_stream(), host_);
   ASSERT_EQ(reader->schema().size(), 5U);
   EXPECT_EQ(reader->schema()[1].storage, string_storage::VIEW);
