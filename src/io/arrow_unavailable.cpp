@@ -60,6 +60,11 @@ std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
                      "'");
 }
 
+std::size_t parquet_decode_scratch_bytes(std::vector<std::string> const& files) {
+  fail_without_arrow("reading Parquet file '" + (files.empty() ? std::string{} : files.front()) +
+                     "'");
+}
+
 std::unique_ptr<batch_reader> open_arrow_ipc_files(std::vector<std::string> files,
                                                    file_format,
                                                    arrow_ipc_read_options const&,

@@ -65,6 +65,10 @@ std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
   return detail::parquet_row_group_rows(files);
 }
 
+std::size_t parquet_decode_scratch_bytes(std::vector<std::string> const& files) {
+  return detail::parquet_decode_scratch_bytes(files);
+}
+
 std::vector<std::vector<parquet_row_groups>> split_row_groups(
   std::vector<std::string> const& files,
   std::vector<std::vector<std::uint64_t>> const& rows,

@@ -134,6 +134,9 @@ std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_piece> piec
 std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
   std::vector<std::string> const& files);
 
+/** @brief `parquet_decode_scratch_bytes`. */
+std::size_t parquet_decode_scratch_bytes(std::vector<std::string> const& files);
+
 /** @brief Opens the Arrow IPC `files` (already expanded, at least one). */
 std::unique_ptr<batch_reader> open_arrow_ipc_files(std::vector<std::string> files,
                                                    file_format format,

@@ -180,6 +180,15 @@ std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
   std::vector<std::string> const& files);
 
 /**
+ * @return an estimate of the bytes of Parquet pages that one reader of any of `files` holds
+ * beside the batches it decodes: for each leaf column, a compressed and a decompressed page of
+ * at most the column's largest chunk (uncompressed) and at most 1 MiB (the page size of common
+ * writers), summed over the columns, the most of any file. From the footers alone.
+ * @throws spillway::io_error and spillway::corruption_error as `open_parquet`
+ */
+std::size_t parquet_decode_scratch_bytes(std::vector<std::string> const& files);
+
+/**
  * @brief `split_parquet` from row counts already read (`parquet_row_group_rows`, or gathered from
  * other ranks, each of which read the footers of some of the files): a pure function of its
  * arguments, so every rank that has the same counts cuts the same shares.

@@ -17,6 +17,7 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 #include <parquet/properties.h>
+#include <parquet/statistics.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -34,6 +35,11 @@ namespace {
 
 /// Most rows Arrow decodes into one record batch before we cut it to the target size.
 constexpr int64_t MAX_DECODE_ROWS = 64 * 1024;
+/// Arrow decodes a batch of the target size in about this many pieces.
+constexpr double PIECES_PER_TARGET = 4.0;
+/// The most bytes of one page that `parquet_decode_scratch_bytes` counts per column: the data
+/// page size that Arrow and parquet-mr write by default.
+constexpr int64_t PAGE_SCRATCH_BYTES = int64_t{1} << 20;
 
 /// @return the footer of the Parquet file `path`, parsed
 std::shared_ptr<parquet::FileMetaData> parse_parquet_footer(std::string const& path) {
@@ -93,6 +99,71 @@ bool has_inner_dictionary(arrow::DataType const& type, int depth = 0) {
   });
 }
 
+/// A leaf column's bytes per row in `metadata`: uncompressed (with its lengths), or for byte
+/// arrays the average of its smallest and largest values' lengths where that is more (a column of
+/// few distinct values is stored as a dictionary and small indices, but decodes to every value).
+double leaf_row_bytes(parquet::FileMetaData const& metadata, int column) {
+  double uncompressed = 0.0;
+  double value        = 0.0;
+  for (int group = 0; group < metadata.num_row_groups(); ++group) {
+    auto const chunk = metadata.RowGroup(group)->ColumnChunk(column);
+    uncompressed += static_cast<double>(chunk->total_uncompressed_size());
+    if (chunk->type() == parquet::Type::BYTE_ARRAY && chunk->is_stats_set()) {
+      auto const statistics = chunk->statistics();
+      if (statistics != nullptr && statistics->HasMinMax()) {
+        auto const lengths =
+          static_cast<double>(statistics->EncodeMin().size() + statistics->EncodeMax().size());
+        value = std::max(value, lengths / 2.0);
+      }
+    }
+  }
+  return std::max(uncompressed / static_cast<double>(std::max<int64_t>(1, metadata.num_rows())),
+                  value);
+}
+
+/// `field`'s bytes per row as Arrow decodes it, estimated from `metadata`: a fixed-width value's
+/// width, a byte array's offset and value, a nested field's offsets and its children's (twice
+/// what its leaves store, for lists of more than one value).
+double field_row_bytes(parquet::FileMetaData const& metadata,
+                       parquet::arrow::SchemaField const& field) {
+  constexpr double OFFSET_BYTES = 8.0;
+  auto const& type              = *field.field->type();
+  if (field.is_leaf()) {
+    if (arrow::is_fixed_width(type.id()) && type.id() != arrow::Type::DICTIONARY) {
+      auto const& fixed = static_cast<arrow::FixedWidthType const&>(type);
+      return std::max(1.0, static_cast<double>(fixed.bit_width()) / 8.0);
+    }
+    return OFFSET_BYTES + leaf_row_bytes(metadata, field.column_index);
+  }
+  double children = OFFSET_BYTES;
+  double leaves   = 0.0;
+  for (auto const& child : field.children) {
+    children += field_row_bytes(metadata, child);
+  }
+  std::vector<parquet::arrow::SchemaField const*> pending{&field};
+  while (!pending.empty()) {
+    auto const* next = pending.back();
+    pending.pop_back();
+    if (next->is_leaf()) {
+      leaves += leaf_row_bytes(metadata, next->column_index);
+    }
+    for (auto const& child : next->children) {
+      pending.push_back(&child);
+    }
+  }
+  return std::max(children, 2.0 * leaves);
+}
+
+/// The bytes per row that `metadata`'s columns decode to, at least one.
+double decoded_row_bytes(parquet::FileMetaData const& metadata,
+                         parquet::arrow::SchemaManifest const& manifest) {
+  double bytes = 0.0;
+  for (auto const& field : manifest.schema_fields) {
+    bytes += field_row_bytes(metadata, field);
+  }
+  return std::max(1.0, bytes);
+}
+
 class parquet_batches final : public file_batches {
  public:
   /// `row_groups` of `path` (checked by `open_parquet_files`); none: every row group.
@@ -115,19 +186,7 @@ class parquet_batches final : public file_batches {
       parquet::arrow::FileReaderBuilder builder;
       check_arrow(builder.Open(std::move(input), properties, read_parquet_footer(path)),
                   "'" + path + "' is not a valid Parquet file");
-      // Rows per decoded batch: about the target, from the file's own size per row.
-      auto const metadata    = builder.raw_reader()->metadata();
-      int64_t rows_per_batch = MAX_DECODE_ROWS;
-      if (metadata->num_row_groups() > 0 && metadata->num_rows() > 0) {
-        int64_t bytes = 0;
-        for (int group = 0; group < metadata->num_row_groups(); ++group) {
-          bytes += metadata->RowGroup(group)->total_byte_size();
-        }
-        int64_t const row_bytes = std::max<int64_t>(1, bytes / metadata->num_rows());
-        rows_per_batch =
-          std::clamp<int64_t>(static_cast<int64_t>(target_bytes) / row_bytes, 1, MAX_DECODE_ROWS);
-      }
-      arrow_properties.set_batch_size(rows_per_batch);
+      auto const metadata = builder.raw_reader()->metadata();
       builder.memory_pool(pool)->properties(arrow_properties);
       reader_ = value_or_throw(builder.Build(), "cannot read Parquet file '" + path + "'");
       std::shared_ptr<arrow::Schema> schema;
@@ -136,6 +195,14 @@ class parquet_batches final : public file_batches {
       // schema's metadata is the footer's (as a batch's schema has it), not only what the stored
       // Arrow schema holds: writers add pairs to the footer alone.
       decode_views_as_large_strings(*reader_);
+      // Rows per decoded piece: a 1/PIECES_PER_TARGET of the target, at the size the columns
+      // decode to. A batch is cut from whole pieces, so the rows decoded past it (kept for the
+      // next) are at most one piece.
+      auto const row_bytes = decoded_row_bytes(*metadata, reader_->manifest());
+      reader_->set_batch_size(std::clamp<int64_t>(
+        static_cast<int64_t>(static_cast<double>(target_bytes) / PIECES_PER_TARGET / row_bytes),
+        1,
+        MAX_DECODE_ROWS));
       schema  = arrow::schema(schema->fields(), reader_->manifest().schema_metadata);
       schema_ = schema;
       if (std::any_of(schema->fields().begin(), schema->fields().end(), [](auto const& field) {
@@ -233,6 +300,24 @@ std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
     }
   }
   return rows;
+}
+
+std::size_t parquet_decode_scratch_bytes(std::vector<std::string> const& files) {
+  std::size_t most = 0;
+  for (auto const& file : files) {
+    auto const metadata = read_parquet_footer(file);
+    std::size_t bytes   = 0;
+    for (int column = 0; column < metadata->num_columns(); ++column) {
+      int64_t chunk = 0;
+      for (int group = 0; group < metadata->num_row_groups(); ++group) {
+        chunk = std::max(chunk,
+                         metadata->RowGroup(group)->ColumnChunk(column)->total_uncompressed_size());
+      }
+      bytes += 2 * static_cast<std::size_t>(std::clamp<int64_t>(chunk, 0, PAGE_SCRATCH_BYTES));
+    }
+    most = std::max(most, bytes);
+  }
+  return most;
 }
 
 std::unique_ptr<batch_reader> open_parquet_files(std::vector<parquet_piece> pieces,
