@@ -39,6 +39,18 @@ inline constexpr std::size_t MIN_HOST_BUDGET = std::size_t{1} << 20U;
  */
 void check_host_budget(std::size_t host_memory);
 
+/**
+ * @brief Says on stderr, after `command`'s summary, that the host held up to `over` bytes past
+ * `--host-memory host_flag` (`host_memory` bytes) at its peak (`host_over_budget_peak`: what the
+ * readers, the writers and the spill store's bookkeeping held while nothing more could spill),
+ * and a budget to try instead (twice the excess more: the store's own share grows with it);
+ * nothing when `over` is 0.
+ */
+void warn_past_host_budget(std::string_view command,
+                           std::size_t over,
+                           std::string const& host_flag,
+                           std::size_t host_memory);
+
 /** @brief The process exit status of every subcommand. */
 enum class exit_code : int {
   OK      = 0,  ///< the command did what it was asked

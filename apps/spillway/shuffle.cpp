@@ -651,6 +651,10 @@ int run_shuffle(shuffle_arguments const& args) {
   if (!summary_line.empty()) {  // rank 0 of this process
     output.commit(written);
     std::fprintf(stderr, "%s\n", summary_line.c_str());
+    warn_past_host_budget("spillway shuffle",
+                          summary["host_over_budget_peak_max"].get<std::size_t>(),
+                          args.host_memory,
+                          host_memory);
     report_retry_coverage("spillway shuffle", summary);
     if (args.json) {
       std::cout << summary.dump() << std::endl;

@@ -24,6 +24,7 @@
 #include <spillway/core/worker_pool.hpp>
 #include <spillway/io/batch_writer.hpp>
 #include <spillway/io/dataset.hpp>
+#include <spillway/io/parquet.hpp>
 #include <spillway/lease/lease_arbiter.hpp>
 #include <spillway/lease/task_context.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
@@ -62,9 +63,29 @@ constexpr std::size_t MIN_BATCH_ROWS = 64;
 constexpr std::size_t MIN_STRING_CHARS = 16;
 /// Output batches are at most this large, whatever the device.
 constexpr std::size_t MAX_OUTPUT_BATCH = 64_MiB;
-/// Input readers hold at most 1/READER_HOST_SHARE of the host budget in decoded batches (one
-/// each, while it is read, and one ready), so that the spill store's host tier keeps the rest.
-constexpr std::size_t READER_HOST_SHARE = 4;
+/// Input readers hold at most READER_HOST_SHARE of the host budget, so that the spill store's
+/// host tier keeps room for what it spills and reads back while they read.
+constexpr double READER_HOST_SHARE = 0.75;
+
+/**
+ * @return how many readers (at least one, at most `threads`) the host budget holds, each with
+ * `batch_bytes` of decoded batches and `scratch` of its format's own: the batch ready for the
+ * sort, and for each reader the batch it decodes while its converted copy is made (or one
+ * converted, waiting its turn), a quarter batch of rows decoded past it, and its scratch
+ */
+std::size_t readers_within(std::size_t host_memory,
+                           std::size_t batch_bytes,
+                           std::size_t scratch,
+                           std::size_t threads) {
+  auto const share = static_cast<std::size_t>(static_cast<double>(host_memory) * READER_HOST_SHARE);
+  std::size_t readers      = 1;
+  std::size_t const reader = 2 * batch_bytes + batch_bytes / 4 + scratch;
+  while (readers < threads && batch_bytes + (readers + 1) * reader <= share) {
+    ++readers;
+  }
+  return readers;
+}
+
 /// How often the progress line is redrawn.
 constexpr std::chrono::milliseconds PROGRESS_PERIOD{200};
 
@@ -347,13 +368,14 @@ int run_sort(sort_arguments const& args) {
 
   std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
   // Decoded on threads of their own into host memory, ahead of the sort, which copies each batch
-  // to the device (as a GPU's input arrives too): pieces of a Parquet dataset side by side, one
-  // reader per pool thread while the batches they hold (one each, and one ready) stay within a
-  // share of the host budget; one reader, one batch ahead, for the other formats.
-  std::size_t const readers = std::clamp<std::size_t>(
-    host_memory / (READER_HOST_SHARE * std::max<std::size_t>(batch_bytes, 1)), 1, worker_threads());
-  std::size_t readers_used = 1;
-  auto reader              = read_dataset_ahead(args.input,
+  // to the device (as a GPU's input arrives too): pieces of a Parquet dataset side by side, as
+  // many readers (at most one per pool thread) as their batches and pages fit in a share of the
+  // host budget (`readers_within`); one reader, one batch ahead, for the other formats.
+  std::size_t const scratch =
+    format == file_format::PARQUET ? parquet_decode_scratch_bytes(expand_dataset(args.input)) : 0;
+  std::size_t const readers = readers_within(host_memory, batch_bytes, scratch, worker_threads());
+  std::size_t readers_used  = 1;
+  auto reader               = read_dataset_ahead(args.input,
                                    format,
                                    std::max<std::size_t>(batch_bytes, 1),
                                    memory_resources{io_scratch},
@@ -361,10 +383,10 @@ int run_sort(sort_arguments const& args) {
                                    csv_types,
                                    readers,
                                    &readers_used);
-  auto const schema        = reader->schema();  // a copy: it outlives the reader
-  auto const resolved      = resolve_sort_keys(keys, schema, args.input);
-  auto const row_bytes     = min_row_bytes(schema);
-  auto const needed        = DEVICE_SHARE_PER_BATCH * MIN_BATCH_ROWS * row_bytes;
+  auto const schema         = reader->schema();  // a copy: it outlives the reader
+  auto const resolved       = resolve_sort_keys(keys, schema, args.input);
+  auto const row_bytes      = min_row_bytes(schema);
+  auto const needed         = DEVICE_SHARE_PER_BATCH * MIN_BATCH_ROWS * row_bytes;
   if (device_memory < needed) {
     throw usage_error("--device-memory " + format_bytes(device_memory) + " is too small for " +
                       args.input + ": a batch (1/" + std::to_string(DEVICE_SHARE_PER_BATCH) +
@@ -423,11 +445,13 @@ int run_sort(sort_arguments const& args) {
   writer_options.target_file_bytes   = file_size;
   writer_options.parquet.compression = parse_compression(args.compression);
   // As many as the pool (any number of them lays the file out alike, whatever --threads says),
-  // within the host budget: the row groups being filled and encoded take at most half of it
-  // (the writer fits its threads and row groups to that).
+  // within the host budget: the row groups being filled and encoded take at most half of it, less
+  // the output batches on the host beside them (one handed to the writer, one copied off the
+  // device), and at least 1/8 of it (the writer fits its threads and row groups to that).
   writer_options.parquet.encode_threads = worker_threads();
-  writer_options.parquet.memory_bytes   = host_memory / 2;
-  writer_options.schema                 = schema;  // string columns keep their Arrow type
+  writer_options.parquet.memory_bytes   = std::max(
+    host_memory / 8, host_memory / 2 - std::min(host_memory / 2, 2 * options.output_batch_bytes));
+  writer_options.schema = schema;  // string columns keep their Arrow type
   batch_writer writer{
     writer_options, names, stream, memory_resources{device_with_spill, io_scratch}};
   explaining_spill_failures(store, [&] {
@@ -483,6 +507,8 @@ int run_sort(sort_arguments const& args) {
                format_bytes(to_disk).c_str(),
                written.size(),
                args.output.c_str());
+  warn_past_host_budget(
+    "spillway sort", spilled.host_over_budget_peak, args.host_memory, host_memory);
   if (args.json) {
     nlohmann::ordered_json tiers;
     for (auto from : {spill_tier::DEVICE, spill_tier::HOST, spill_tier::DISK}) {

@@ -7,11 +7,17 @@ memory (--device-memory of it); the spill store's host tier, the readers' decode
 Arrow's decoding and encoding buffers and the writers' output share --host-memory; freed blocks
 kept for reuse stay within the two. Each output is checked against numpy (row count, order, sums).
 
+At small budgets a table shaped like TPC-H's lineitem (16 columns, 600,000 rows) checks what the
+sort counts itself (`host_over_budget_peak` in its JSON summary): at 64 MiB + 64 MiB the readers
+and the writer fit the host budget, and at 16 MiB, where one reader cannot, the sort says by how
+much it went past the budget. Those outputs are checked against pyarrow's sort.
+
 Not under the sanitizers (their shadow memory and allocators are not spillway's; CMake does not
 register it there). Environment: SPILLWAY_EXE, the `spillway` program (CTest passes the built
 one).
     SPILLWAY_EXE=build/release/apps/spillway python3 -m pytest -q tests/apps/memory_budget_test.py
 """
+import json
 import os
 import subprocess
 import sys
@@ -53,7 +59,7 @@ def rss_anon(pid):
 
 
 def run_sampled(command):
-    """Runs `command`; returns (completed process, peak RssAnon in bytes)."""
+    """Runs `command`; returns (its stdout and stderr, peak RssAnon in bytes)."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peak = [0]
 
@@ -67,7 +73,7 @@ def run_sampled(command):
     out, err = process.communicate()
     sampler.join()
     assert process.returncode == 0, err
-    return out, peak[0]
+    return subprocess.CompletedProcess(command, 0, out, err), peak[0]
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +111,85 @@ def test_sort_of_20m_rows_stays_within_the_budget(data, threads):
     payload = read_column(files, "payload")
     assert int(payload.sum()) == ROWS * (ROWS - 1) // 2
     assert peak <= DEVICE + HOST + SLACK, "peak RssAnon %d MiB" % (peak // MIB)
+
+
+WIDE_ROWS = 600_000
+SMALL = 64 * MIB
+
+
+@pytest.fixture(scope="module")
+def wide(tmp_path_factory):
+    """A table shaped like TPC-H's lineitem, written by pyarrow in row groups of 100,000 rows: 16
+    columns (int64, decimal128(15, 2), date32, strings of 1 to 17 letters stored as dictionaries,
+    comments of 10 to 43), 160 B a row once decoded against 85 B in the file's pages."""
+    directory = tmp_path_factory.mktemp("wide")
+    rng = np.random.default_rng(7)
+    columns = {"orderkey": pa.array(rng.integers(0, 6_000_000, WIDE_ROWS))}
+    for i in range(3):
+        columns["int%d" % i] = pa.array(rng.integers(0, 200_000, WIDE_ROWS))
+    for i in range(4):
+        words = np.zeros((WIDE_ROWS, 2), dtype=np.int64)
+        words[:, 0] = rng.integers(0, 10_000_000, WIDE_ROWS)
+        columns["price%d" % i] = pa.Array.from_buffers(pa.decimal128(15, 2), WIDE_ROWS,
+                                                       [None, pa.py_buffer(words.tobytes())])
+    for i in range(3):
+        days = rng.integers(8000, 10600, WIDE_ROWS).astype(np.int32)
+        columns["date%d" % i] = pa.array(days).cast(pa.date32())
+    for name, values in (("flag", ["A", "N", "R"]),
+                         ("mode", ["AIR", "FOB", "MAIL", "RAIL", "REG AIR", "SHIP", "TRUCK"]),
+                         ("instruct", ["COLLECT COD", "DELIVER IN PERSON", "NONE",
+                                       "TAKE BACK RETURN"])):
+        columns[name] = pa.array(np.array(values)[rng.integers(0, len(values), WIDE_ROWS)])
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz ", dtype=np.uint8)
+    lengths = rng.integers(10, 44, WIDE_ROWS)
+    text = letters[rng.integers(0, len(letters), int(lengths.sum()))].tobytes()
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    columns["comment"] = pa.Array.from_buffers(
+        pa.string(), WIDE_ROWS, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(text)])
+    table = pa.table(columns)
+    pq.write_table(table, directory / "wide.parquet", row_group_size=100_000)
+    return directory, table
+
+
+def sort_wide(wide, budget, name):
+    """Sorts `wide` by date0, orderkey with `budget` bytes of device and of host, 4 threads;
+    checks the output against pyarrow's sort; returns (stderr, JSON summary, peak RssAnon)."""
+    directory, table = wide
+    output = directory / name
+    flags = ["--device-memory", "%dMiB" % (budget // MIB), "--host-memory",
+             "%dMiB" % (budget // MIB), "--spill-dir", str(directory), "--overwrite"]
+    process, peak = run_sampled([spillway_exe(), "sort", str(directory / "wide.parquet"), "-o",
+                                 str(output), "--by", "date0,orderkey", "--threads", "4",
+                                 "--json"] + flags)
+    ours = pa.concat_tables([pq.read_table(f) for f in sorted(output.glob("*.parquet"))])
+    assert ours.schema == table.schema
+    expected = table.sort_by([("date0", "ascending"), ("orderkey", "ascending")])
+    for name in ("date0", "orderkey"):
+        assert ours.column(name).equals(expected.column(name))
+    for name in ("int0", "price3"):
+        assert pa.compute.sum(ours.column(name)) == pa.compute.sum(table.column(name))
+    return process.stderr, json.loads(process.stdout), peak
+
+
+def test_a_wide_sort_at_a_small_budget_counts_its_readers_and_writer_within_it(wide):
+    # One reader of 64 MiB / 8 batches takes three of them, a quarter more decoded past the
+    # batch, and a compressed and a decompressed page of each column: four readers (one per
+    # thread, as before) held 44 MiB past the host budget.
+    err, summary, peak = sort_wide(wide, SMALL, "small")
+    assert summary["host_over_budget_peak"] == 0
+    assert summary["readers"] == 1
+    assert "warning" not in err
+    assert peak <= 2 * SMALL + SLACK, "peak RssAnon %d MiB" % (peak // MIB)
+
+
+def test_a_host_budget_too_small_for_one_reader_is_exceeded_and_said_so(wide):
+    err, summary, _ = sort_wide(wide, 16 * MIB, "tiny")
+    over = summary["host_over_budget_peak"]
+    assert over > 0
+    warning = [line for line in err.splitlines() if "warning" in line]
+    assert len(warning) == 1, err
+    assert "held up to %.2f MiB past --host-memory 16MiB" % (over / MIB) in warning[0]
+    assert "try --host-memory %.2f MiB or more" % (-(-(16 * MIB + 2 * over) // MIB)) in warning[0]
 
 
 @pytest.mark.parametrize("mode,ranks", [("push", 1), ("pull", 1), ("push", 2)])
