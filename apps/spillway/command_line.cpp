@@ -395,16 +395,16 @@ void warn_past_host_budget(std::string_view command,
   }
   // The spill store keeps a share of the budget for its own reads and writes, which grows with
   // it: the budget and twice the excess is one to try.
-  std::size_t const enough = (host_memory + 2 * over + 1_MiB - 1) / 1_MiB * 1_MiB;
+  std::size_t const enough_mib = (host_memory + 2 * over + 1_MiB - 1) / 1_MiB;
   std::fprintf(stderr,
                "%.*s: warning: the host held up to %s past --host-memory %s (decoded input, output "
                "being encoded and spill bookkeeping, while nothing more could spill); try "
-               "--host-memory %s or more, or a larger --device-memory (fewer spilled runs)\n",
+               "--host-memory %zuMiB or more, or a larger --device-memory (fewer, larger spills)\n",
                static_cast<int>(command.size()),
                command.data(),
                format_bytes(over).c_str(),
                host_flag.c_str(),
-               format_bytes(enough).c_str());
+               enough_mib);
 }
 
 std::optional<std::size_t> testing_reverse_output_batch() {

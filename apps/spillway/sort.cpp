@@ -71,7 +71,8 @@ constexpr double READER_HOST_SHARE = 0.75;
  * @return how many readers (at least one, at most `threads`) the host budget holds, each with
  * `batch_bytes` of decoded batches and `scratch` of its format's own: the batch ready for the
  * sort, and for each reader the batch it decodes while its converted copy is made (or one
- * converted, waiting its turn), a quarter batch of rows decoded past it, and its scratch
+ * converted, waiting its turn), a piece of rows decoded past it (`PARQUET_DECODE_PIECES`), and
+ * its scratch
  */
 std::size_t readers_within(std::size_t host_memory,
                            std::size_t batch_bytes,
@@ -79,7 +80,7 @@ std::size_t readers_within(std::size_t host_memory,
                            std::size_t threads) {
   auto const share = static_cast<std::size_t>(static_cast<double>(host_memory) * READER_HOST_SHARE);
   std::size_t readers      = 1;
-  std::size_t const reader = 2 * batch_bytes + batch_bytes / 4 + scratch;
+  std::size_t const reader = 2 * batch_bytes + batch_bytes / PARQUET_DECODE_PIECES + scratch;
   while (readers < threads && batch_bytes + (readers + 1) * reader <= share) {
     ++readers;
   }
@@ -371,8 +372,9 @@ int run_sort(sort_arguments const& args) {
   // to the device (as a GPU's input arrives too): pieces of a Parquet dataset side by side, as
   // many readers (at most one per pool thread) as their batches and pages fit in a share of the
   // host budget (`readers_within`); one reader, one batch ahead, for the other formats.
-  std::size_t const scratch =
-    format == file_format::PARQUET ? parquet_decode_scratch_bytes(expand_dataset(args.input)) : 0;
+  std::size_t const scratch = format == file_format::PARQUET && worker_threads() > 1
+                                ? parquet_decode_scratch_bytes(expand_dataset(args.input))
+                                : 0;
   std::size_t const readers = readers_within(host_memory, batch_bytes, scratch, worker_threads());
   std::size_t readers_used  = 1;
   auto reader               = read_dataset_ahead(args.input,

@@ -61,6 +61,9 @@ std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
 }
 
 std::size_t parquet_decode_scratch_bytes(std::vector<std::string> const& files) {
+  if (files.empty()) {
+    return 0;
+  }
   fail_without_arrow("reading Parquet file '" + (files.empty() ? std::string{} : files.front()) +
                      "'");
 }

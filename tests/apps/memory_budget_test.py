@@ -19,6 +19,7 @@ one).
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -188,8 +189,10 @@ def test_a_host_budget_too_small_for_one_reader_is_exceeded_and_said_so(wide):
     assert over > 0
     warning = [line for line in err.splitlines() if "warning" in line]
     assert len(warning) == 1, err
-    assert "held up to %.2f MiB past --host-memory 16MiB" % (over / MIB) in warning[0]
-    assert "try --host-memory %.2f MiB or more" % (-(-(16 * MIB + 2 * over) // MIB)) in warning[0]
+    said = re.search(r"held up to ([0-9.]+) (KiB|MiB) past --host-memory 16MiB", warning[0])
+    assert said, warning[0]
+    assert abs(float(said.group(1)) * (1024 if said.group(2) == "KiB" else MIB) - over) < 0.01 * MIB
+    assert "try --host-memory %dMiB or more" % (-(-(16 * MIB + 2 * over) // MIB)) in warning[0]
 
 
 @pytest.mark.parametrize("mode,ranks", [("push", 1), ("pull", 1), ("push", 2)])

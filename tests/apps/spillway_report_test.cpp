@@ -159,6 +159,7 @@ TEST_F(SpillwayReport, NoProgressLineWhenStderrIsNotATerminal) {
     EXPECT_TRUE(line.starts_with("spillway sort: ")) << err;
   }
   EXPECT_EQ(summaries, 1U) << err;
+  EXPECT_LE(std::count(err.begin(), err.end(), '\n'), 2) << err;
   EXPECT_FALSE(fs::exists(root_ / "report.json"));
 }
 

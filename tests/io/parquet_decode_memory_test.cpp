@@ -47,21 +47,6 @@ std::shared_ptr<arrow::Array> counting(std::int64_t rows) {
   return *builder.Finish();
 }
 
-/** @return the sum over `path`'s columns of twice min(largest chunk, 1 MiB), read by Arrow */
-std::size_t two_pages_per_column(std::string const& path) {
-  auto const metadata = parquet::ParquetFileReader::OpenFile(path)->metadata();
-  std::size_t bytes   = 0;
-  for (int column = 0; column < metadata->num_columns(); ++column) {
-    std::int64_t largest = 0;
-    for (int group = 0; group < metadata->num_row_groups(); ++group) {
-      largest = std::max(largest,
-                         metadata->RowGroup(group)->ColumnChunk(column)->total_uncompressed_size());
-    }
-    bytes += 2 * static_cast<std::size_t>(std::min<std::int64_t>(largest, 1_MiB));
-  }
-  return bytes;
-}
-
 TEST_F(ParquetDecodeMemoryTest, ScratchIsTwoPagesPerColumnOfTheWidestFile) {
   // A small file: two int64 columns in chunks of 8 KiB. A wide one: chunks of distinct strings
   // of 100 letters, over a mebibyte each, counted as a page of 1 MiB; and a short column.
@@ -81,14 +66,18 @@ TEST_F(ParquetDecodeMemoryTest, ScratchIsTwoPagesPerColumnOfTheWidestFile) {
     {repeating_strings(letters, WIDE_ROWS), counting(WIDE_ROWS)});
   testing::write_parquet_with_arrow(*wide, path("wide.parquet"), WIDE_ROWS / 2);
 
-  auto const small_bytes = two_pages_per_column(path("small.parquet"));
-  auto const wide_bytes  = two_pages_per_column(path("wide.parquet"));
-  ASSERT_GT(small_bytes, 0U);
-  ASSERT_GT(wide_bytes, 2_MiB);  // the string column's pages are capped at a mebibyte
-  ASSERT_LT(wide_bytes, 4_MiB);
-  EXPECT_EQ(parquet_decode_scratch_bytes({path("small.parquet")}), small_bytes);
-  EXPECT_EQ(parquet_decode_scratch_bytes({path("wide.parquet")}), wide_bytes);
+  // Two pages of each column: 8,000 bytes of distinct values (a dictionary page, its indices and
+  // the page headers) for each small chunk; 1 MiB for the strings (3 MB of them) and 120,000
+  // bytes of values (and their indices) for the wide file's int64 chunk.
+  auto const small_bytes = parquet_decode_scratch_bytes({path("small.parquet")});
+  auto const wide_bytes  = parquet_decode_scratch_bytes({path("wide.parquet")});
+  EXPECT_GE(small_bytes, 2 * 2 * 8000U);
+  EXPECT_LT(small_bytes, 2 * 2 * 12000U);
+  EXPECT_GE(wide_bytes, 2 * (1_MiB + 120000));
+  EXPECT_LT(wide_bytes, 2 * (1_MiB + 160000));
   EXPECT_EQ(parquet_decode_scratch_bytes({path("small.parquet"), path("wide.parquet")}),
+            wide_bytes);
+  EXPECT_EQ(parquet_decode_scratch_bytes({path("wide.parquet"), path("small.parquet")}),
             wide_bytes);
   EXPECT_EQ(parquet_decode_scratch_bytes({}), 0U);
   EXPECT_THROW(static_cast<void>(parquet_decode_scratch_bytes({path("missing.parquet")})),
@@ -129,6 +118,38 @@ TEST_F(ParquetDecodeMemoryTest, FewDistinctLongStringsAreDecodedInPiecesNearTheT
     // A piece decoded ahead, the batch cut from it and its converted copy, and the pages.
     EXPECT_LT(counted.statistics().peak_bytes, 6_MiB);
   }
+}
+
+TEST_F(ParquetDecodeMemoryTest, ListsOfFewDistinctLongStringsAreDecodedInPiecesNearTheTarget) {
+  // 4,000 rows of lists of 50 strings of 300 letters (four distinct): 60 MB once decoded, 15 kB
+  // a row; sized by one value a row, Arrow decoded 3,300 rows (50 MB) at a time.
+  constexpr std::int64_t ROWS     = 4000;
+  constexpr std::int64_t ELEMENTS = 50;
+  std::vector<std::string> values;
+  for (char letter : {'w', 'x', 'y', 'z'}) {
+    values.emplace_back(300, letter);
+  }
+  auto const strings = repeating_strings(values, ROWS * ELEMENTS);
+  arrow::Int32Builder offsets;
+  for (std::int64_t row = 0; row <= ROWS; ++row) {
+    ASSERT_TRUE(offsets.Append(static_cast<std::int32_t>(row * ELEMENTS)).ok());
+  }
+  auto const lists = *arrow::ListArray::FromArrays(**offsets.Finish(), *strings);
+  auto const input =
+    arrow::Table::Make(arrow::schema({arrow::field("l", arrow::list(arrow::utf8())),
+                                      arrow::field("k", arrow::int64())}),
+                       {lists, counting(ROWS)});
+  testing::write_parquet_with_arrow(*input, path("lists.parquet"), ROWS);
+  statistics_resource_adaptor counted{host_};
+  parquet_read_options options;
+  options.target_batch_bytes = 2_MiB;
+  auto reader      = open_parquet(path("lists.parquet"), options, default_stream(), counted);
+  std::size_t rows = 0;
+  while (auto batch = reader->next()) {
+    rows += batch->num_rows();
+  }
+  EXPECT_EQ(rows, static_cast<std::size_t>(ROWS));
+  EXPECT_LT(counted.statistics().peak_bytes, 12_MiB);
 }
 #endif
 

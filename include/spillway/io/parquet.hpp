@@ -26,6 +26,11 @@
 namespace spillway {
 
 /** @brief How a Parquet dataset is read. */
+/// A Parquet reader has Arrow decode a batch of `parquet_read_options::target_batch_bytes` in
+/// about this many pieces, each sized by what its columns decode to: the rows decoded past a
+/// batch, kept for the next, are at most one piece.
+inline constexpr std::size_t PARQUET_DECODE_PIECES = 4;
+
 struct parquet_read_options {
   std::vector<std::string> columns;         ///< columns to read, in this order; empty: all
   std::size_t target_batch_bytes = 64_MiB;  ///< about the size of each batch `next()` returns
@@ -180,10 +185,13 @@ std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
   std::vector<std::string> const& files);
 
 /**
- * @return an estimate of the bytes of Parquet pages that one reader of any of `files` holds
- * beside the batches it decodes: for each leaf column, a compressed and a decompressed page of
- * at most the column's largest chunk (uncompressed) and at most 1 MiB (the page size of common
- * writers), summed over the columns, the most of any file. From the footers alone.
+ * @brief Estimates the bytes of Parquet pages that one reader of `files` holds beside the
+ * batches it decodes, from the footers alone: for each leaf column, a compressed and a
+ * decompressed page of at most the column's largest chunk (uncompressed) and at most 1 MiB (the
+ * page size of common writers), summed over the columns; the most of any file (of at most 16,
+ * spread over a longer list).
+ * @param files Parquet files (none: 0)
+ * @return the estimate in bytes
  * @throws spillway::io_error and spillway::corruption_error as `open_parquet`
  */
 std::size_t parquet_decode_scratch_bytes(std::vector<std::string> const& files);

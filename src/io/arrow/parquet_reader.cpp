@@ -4,6 +4,7 @@
  * row group.
  */
 #include "io/arrow/arrow_batch_reader.hpp"
+#include "io/arrow/parquet_sizes.hpp"
 #include "io/arrow/string_arrays.hpp"
 #include "io/arrow/type_conversion.hpp"
 #include "io/io_detail.hpp"
@@ -17,7 +18,6 @@
 #include <parquet/file_reader.h>
 #include <parquet/metadata.h>
 #include <parquet/properties.h>
-#include <parquet/statistics.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -35,11 +35,9 @@ namespace {
 
 /// Most rows Arrow decodes into one record batch before we cut it to the target size.
 constexpr int64_t MAX_DECODE_ROWS = 64 * 1024;
-/// Arrow decodes a batch of the target size in about this many pieces.
-constexpr double PIECES_PER_TARGET = 4.0;
-/// The most bytes of one page that `parquet_decode_scratch_bytes` counts per column: the data
-/// page size that Arrow and parquet-mr write by default.
-constexpr int64_t PAGE_SCRATCH_BYTES = int64_t{1} << 20;
+/// `parquet_decode_scratch_bytes` reads the footers of at most this many files of a dataset,
+/// spread over it (each reader decodes files like its neighbours').
+constexpr std::size_t MAX_SCRATCH_FILES = 16;
 
 /// @return the footer of the Parquet file `path`, parsed
 std::shared_ptr<parquet::FileMetaData> parse_parquet_footer(std::string const& path) {
@@ -99,71 +97,6 @@ bool has_inner_dictionary(arrow::DataType const& type, int depth = 0) {
   });
 }
 
-/// A leaf column's bytes per row in `metadata`: uncompressed (with its lengths), or for byte
-/// arrays the average of its smallest and largest values' lengths where that is more (a column of
-/// few distinct values is stored as a dictionary and small indices, but decodes to every value).
-double leaf_row_bytes(parquet::FileMetaData const& metadata, int column) {
-  double uncompressed = 0.0;
-  double value        = 0.0;
-  for (int group = 0; group < metadata.num_row_groups(); ++group) {
-    auto const chunk = metadata.RowGroup(group)->ColumnChunk(column);
-    uncompressed += static_cast<double>(chunk->total_uncompressed_size());
-    if (chunk->type() == parquet::Type::BYTE_ARRAY && chunk->is_stats_set()) {
-      auto const statistics = chunk->statistics();
-      if (statistics != nullptr && statistics->HasMinMax()) {
-        auto const lengths =
-          static_cast<double>(statistics->EncodeMin().size() + statistics->EncodeMax().size());
-        value = std::max(value, lengths / 2.0);
-      }
-    }
-  }
-  return std::max(uncompressed / static_cast<double>(std::max<int64_t>(1, metadata.num_rows())),
-                  value);
-}
-
-/// `field`'s bytes per row as Arrow decodes it, estimated from `metadata`: a fixed-width value's
-/// width, a byte array's offset and value, a nested field's offsets and its children's (twice
-/// what its leaves store, for lists of more than one value).
-double field_row_bytes(parquet::FileMetaData const& metadata,
-                       parquet::arrow::SchemaField const& field) {
-  constexpr double OFFSET_BYTES = 8.0;
-  auto const& type              = *field.field->type();
-  if (field.is_leaf()) {
-    if (arrow::is_fixed_width(type.id()) && type.id() != arrow::Type::DICTIONARY) {
-      auto const& fixed = static_cast<arrow::FixedWidthType const&>(type);
-      return std::max(1.0, static_cast<double>(fixed.bit_width()) / 8.0);
-    }
-    return OFFSET_BYTES + leaf_row_bytes(metadata, field.column_index);
-  }
-  double children = OFFSET_BYTES;
-  double leaves   = 0.0;
-  for (auto const& child : field.children) {
-    children += field_row_bytes(metadata, child);
-  }
-  std::vector<parquet::arrow::SchemaField const*> pending{&field};
-  while (!pending.empty()) {
-    auto const* next = pending.back();
-    pending.pop_back();
-    if (next->is_leaf()) {
-      leaves += leaf_row_bytes(metadata, next->column_index);
-    }
-    for (auto const& child : next->children) {
-      pending.push_back(&child);
-    }
-  }
-  return std::max(children, 2.0 * leaves);
-}
-
-/// The bytes per row that `metadata`'s columns decode to, at least one.
-double decoded_row_bytes(parquet::FileMetaData const& metadata,
-                         parquet::arrow::SchemaManifest const& manifest) {
-  double bytes = 0.0;
-  for (auto const& field : manifest.schema_fields) {
-    bytes += field_row_bytes(metadata, field);
-  }
-  return std::max(1.0, bytes);
-}
-
 class parquet_batches final : public file_batches {
  public:
   /// `row_groups` of `path` (checked by `open_parquet_files`); none: every row group.
@@ -195,14 +128,13 @@ class parquet_batches final : public file_batches {
       // schema's metadata is the footer's (as a batch's schema has it), not only what the stored
       // Arrow schema holds: writers add pairs to the footer alone.
       decode_views_as_large_strings(*reader_);
-      // Rows per decoded piece: a 1/PIECES_PER_TARGET of the target, at the size the columns
+      // Rows per decoded piece: 1/PARQUET_DECODE_PIECES of the target, at the size the columns
       // decode to. A batch is cut from whole pieces, so the rows decoded past it (kept for the
       // next) are at most one piece.
       auto const row_bytes = decoded_row_bytes(*metadata, reader_->manifest());
-      reader_->set_batch_size(std::clamp<int64_t>(
-        static_cast<int64_t>(static_cast<double>(target_bytes) / PIECES_PER_TARGET / row_bytes),
-        1,
-        MAX_DECODE_ROWS));
+      auto const piece     = static_cast<double>(target_bytes / PARQUET_DECODE_PIECES);
+      reader_->set_batch_size(
+        std::clamp<int64_t>(static_cast<int64_t>(piece / row_bytes), 1, MAX_DECODE_ROWS));
       schema  = arrow::schema(schema->fields(), reader_->manifest().schema_metadata);
       schema_ = schema;
       if (std::any_of(schema->fields().begin(), schema->fields().end(), [](auto const& field) {
@@ -303,19 +235,16 @@ std::vector<std::vector<std::uint64_t>> parquet_row_group_rows(
 }
 
 std::size_t parquet_decode_scratch_bytes(std::vector<std::string> const& files) {
-  std::size_t most = 0;
-  for (auto const& file : files) {
-    auto const metadata = read_parquet_footer(file);
-    std::size_t bytes   = 0;
-    for (int column = 0; column < metadata->num_columns(); ++column) {
-      int64_t chunk = 0;
-      for (int group = 0; group < metadata->num_row_groups(); ++group) {
-        chunk = std::max(chunk,
-                         metadata->RowGroup(group)->ColumnChunk(column)->total_uncompressed_size());
-      }
-      bytes += 2 * static_cast<std::size_t>(std::clamp<int64_t>(chunk, 0, PAGE_SCRATCH_BYTES));
+  std::size_t most    = 0;
+  std::size_t const n = std::min(files.size(), MAX_SCRATCH_FILES);
+  for (std::size_t sample = 0; sample < n; ++sample) {
+    auto const& file = files[sample * files.size() / n];
+    try {
+      most = std::max(most, decode_scratch_bytes(*read_parquet_footer(file)));
+    } catch (parquet::ParquetException const& error) {
+      SPILLWAY_FAIL("'" + file + "' is not a valid Parquet file: " + error.what(),
+                    corruption_error);
     }
-    most = std::max(most, bytes);
   }
   return most;
 }
