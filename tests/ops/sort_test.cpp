@@ -34,7 +34,11 @@ using testing::SortedOrderTest;
 using testing::to_vector;
 
 class SortedOrder : public SortedOrderTest {};
-class ConcurrentSortedOrder : public SortedOrderTest {};
+class ConcurrentSortedOrder : public SortedOrderTest {
+ protected:
+  /// Sorts `rows` rows of heavy keys (see HeavyKeysTakeAThreeWayPassAtEverySize) and checks them.
+  void check_heavy_keys(std::size_t rows);
+};
 
 TEST_F(SortedOrder, EveryTypeRandomWithNulls) {
   for (data_type const type : testing::all_types()) {
@@ -125,11 +129,7 @@ TEST_F(ConcurrentSortedOrder, StringsAndMultiKeyAboveTheParallelThreshold) {
         sort_order{{order::DESCENDING, null_order::BEFORE}, {order::ASCENDING, null_order::AFTER}});
 }
 
-TEST_F(ConcurrentSortedOrder, HeavyKeysLargeEnoughForTheMsdPasses) {
-  // Halves of over 2 MiB of records take MSD passes; a prefix most probes share takes a
-  // three-way pass around it. Heavy keys in the middle of the range (rows on both sides), two
-  // heavy keys, and a heavy first key with a random second one.
-  std::size_t const rows = 300000;
+void ConcurrentSortedOrder::check_heavy_keys(std::size_t rows) {
   std::mt19937_64 engine{99};
   std::vector<std::int64_t> middle(rows);
   std::vector<std::int64_t> two(rows);
@@ -152,6 +152,17 @@ TEST_F(ConcurrentSortedOrder, HeavyKeysLargeEnoughForTheMsdPasses) {
   check(table_view{pair->view()}, {{order::ASCENDING, null_order::AFTER}});
   check(table_view{heavy->view(), random->view()},
         {{order::ASCENDING, null_order::BEFORE}, {order::DESCENDING, null_order::BEFORE}});
+}
+
+TEST_F(ConcurrentSortedOrder, HeavyKeysTakeAThreeWayPassAtEverySize) {
+  // A prefix most probes share takes a three-way pass around it, in halves of over 2 MiB of
+  // records (which then take MSD passes) and in cache-sized inputs (which then take LSD passes,
+  // as a sort's chunks do). Heavy keys in the middle of the range (rows on both sides), two
+  // heavy keys, and a heavy first key with a random second one.
+  for (std::size_t const rows : {std::size_t{300000}, std::size_t{20000}}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    check_heavy_keys(rows);
+  }
 }
 
 /// Rows whose records (16 bytes for one 8-byte key) pass 2 MiB: the sort cuts them into buckets
