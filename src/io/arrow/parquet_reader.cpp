@@ -131,8 +131,12 @@ class parquet_batches final : public file_batches {
       // Rows per decoded piece: 1/PARQUET_DECODE_PIECES of the target, at the size the columns
       // decode to. A batch is cut from whole pieces, so the rows decoded past it (kept for the
       // next) are at most one piece.
-      auto const row_bytes = decoded_row_bytes(*metadata, reader_->manifest());
-      auto const piece     = static_cast<double>(target_bytes / PARQUET_DECODE_PIECES);
+      // The row groups this reader reads.
+      auto const [first, end] =
+        row_groups.value_or(std::pair<std::size_t, std::size_t>{0, metadata->num_row_groups()});
+      auto const row_bytes = decoded_row_bytes(
+        *metadata, reader_->manifest(), static_cast<int>(first), static_cast<int>(end));
+      auto const piece = static_cast<double>(target_bytes / PARQUET_DECODE_PIECES);
       reader_->set_batch_size(
         std::clamp<int64_t>(static_cast<int64_t>(piece / row_bytes), 1, MAX_DECODE_ROWS));
       schema  = arrow::schema(schema->fields(), reader_->manifest().schema_metadata);
@@ -142,8 +146,6 @@ class parquet_batches final : public file_batches {
           })) {
         // Arrow cannot make one batch of row groups whose dictionaries inside a nested column
         // differ: a batch per row group, never across two.
-        auto const [first, end] =
-          row_groups.value_or(std::pair<std::size_t, std::size_t>{0, metadata->num_row_groups()});
         for (std::size_t group = first; group < end; ++group) {
           groups_.push_back(static_cast<int>(group));
         }

@@ -32,10 +32,10 @@ struct leaf_sizes {
   std::int64_t largest_chunk = 0;  ///< the largest chunk's uncompressed bytes
 };
 
-/// The leaves of `metadata`, row group by row group.
-std::vector<leaf_sizes> leaves_of(parquet::FileMetaData const& metadata) {
+/// The leaves of `metadata` over row groups [`first`, `end`), row group by row group.
+std::vector<leaf_sizes> leaves_of(parquet::FileMetaData const& metadata, int first, int end) {
   std::vector<leaf_sizes> leaves(static_cast<std::size_t>(std::max(0, metadata.num_columns())));
-  for (int group = 0; group < metadata.num_row_groups(); ++group) {
+  for (int group = first; group < end; ++group) {
     auto const row_group = metadata.RowGroup(group);
     for (int column = 0; column < metadata.num_columns(); ++column) {
       auto const chunk = row_group->ColumnChunk(column);
@@ -108,9 +108,15 @@ std::pair<double, double> field_row_bytes(std::vector<leaf_sizes> const& leaves,
 }  // namespace
 
 double decoded_row_bytes(parquet::FileMetaData const& metadata,
-                         parquet::arrow::SchemaManifest const& manifest) {
-  auto const leaves = leaves_of(metadata);
-  double const rows = static_cast<double>(std::max<std::int64_t>(1, metadata.num_rows()));
+                         parquet::arrow::SchemaManifest const& manifest,
+                         int first_group,
+                         int end_group) {
+  auto const leaves     = leaves_of(metadata, first_group, end_group);
+  std::int64_t in_range = 0;
+  for (int group = first_group; group < end_group; ++group) {
+    in_range += metadata.RowGroup(group)->num_rows();
+  }
+  double const rows = static_cast<double>(std::max<std::int64_t>(1, in_range));
   double bytes      = 0.0;
   for (auto const& field : manifest.schema_fields) {
     bytes += field_row_bytes(leaves, field, rows).first;
@@ -120,7 +126,7 @@ double decoded_row_bytes(parquet::FileMetaData const& metadata,
 
 std::size_t decode_scratch_bytes(parquet::FileMetaData const& metadata) {
   std::size_t bytes = 0;
-  for (auto const& leaf : leaves_of(metadata)) {
+  for (auto const& leaf : leaves_of(metadata, 0, metadata.num_row_groups())) {
     bytes += 2 * std::min(static_cast<std::size_t>(std::max<std::int64_t>(0, leaf.largest_chunk)),
                           PAGE_SCRATCH_BYTES);
   }

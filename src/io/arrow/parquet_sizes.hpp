@@ -18,15 +18,18 @@ struct SchemaManifest;
 namespace spillway::detail {
 
 /**
- * @brief The bytes per row (at least one) that Arrow decodes `metadata`'s columns to, as
- * `manifest` types them: for each leaf, its values per row (a list's elements) times a value's
+ * @brief The bytes per row (at least one) that Arrow decodes `metadata`'s columns to in row
+ * groups [`first_group`, `end_group`) (what one reader reads), as `manifest` types them: for each
+ * leaf, its values per row (a list's elements) times a value's
  * size (a fixed width; or an offset and the average length from the size statistics' unencoded
  * bytes, else from the min and max values' lengths), and at least what the file stores; an offset
  * per row for each nested field. A column of few distinct long strings is a dictionary and a few
  * bits a row in the file, but every value once decoded.
  */
 double decoded_row_bytes(parquet::FileMetaData const& metadata,
-                         parquet::arrow::SchemaManifest const& manifest);
+                         parquet::arrow::SchemaManifest const& manifest,
+                         int first_group,
+                         int end_group);
 
 /**
  * @brief The page bytes one reader of `metadata`'s file holds beside its batches: for each leaf
