@@ -33,6 +33,28 @@ inline constexpr std::size_t DEVICE_SHARE_PER_BATCH = 8;
 /// 256 KiB in 1 of 12 runs of one case; none of 30 at 1 MiB).
 inline constexpr std::size_t MIN_HOST_BUDGET = std::size_t{1} << 20U;
 
+/// A sorted output batch is at most this fraction of a rank's host budget: two of them are on the
+/// host at once (one copied off the device, one being encoded) beside the writer's row groups.
+inline constexpr std::size_t HOST_SHARE_PER_OUTPUT = 8;
+/// Input readers and the batches read hold at most READER_HOST_SHARE of the host budget, so that
+/// the spill store's host tier keeps room for what it spills and reads back while they read.
+inline constexpr double READER_HOST_SHARE = 0.75;
+/// The host budget never cuts a read batch below this (nor grows one to it): smaller batches cost
+/// more per row than they save, and a budget this tight is warned about after the run instead.
+inline constexpr std::size_t MIN_HOST_BATCH = std::size_t{1} << 20U;
+
+/**
+ * @return `batch_bytes`, or the largest batch below it of which `batches_held` (the batches a
+ * command holds on the host at once, each counted in full) and `scratch` (its readers' own)
+ * together fit in READER_HOST_SHARE of `host_memory`; never below min(`batch_bytes`,
+ * MIN_HOST_BATCH). A batch sized by the device alone (a share of it) could hold more than the
+ * whole host budget when the device is the larger.
+ */
+std::size_t batch_within_host(std::size_t batch_bytes,
+                              std::size_t host_memory,
+                              double batches_held,
+                              std::size_t scratch);
+
 /**
  * @brief Refuses a `--host-memory` below `MIN_HOST_BUDGET`.
  * @throws usage_error naming the flag and the minimum

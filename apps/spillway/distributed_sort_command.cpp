@@ -13,8 +13,10 @@
 #include "spill_failures.hpp"
 
 #include <spillway/core/units.hpp>
+#include <spillway/core/worker_pool.hpp>
 #include <spillway/io/batch_writer.hpp>
 #include <spillway/io/dataset.hpp>
+#include <spillway/io/parquet.hpp>
 #include <spillway/memory/host_memory_resource.hpp>
 #include <spillway/memory/statistics_resource_adaptor.hpp>
 #include <spillway/retry/copy_to_device.hpp>
@@ -58,8 +60,17 @@ int run_distributed_sort(distributed_sort_request const& request) {
   auto const& names   = input.names;
   auto const resolved = resolve_sort_keys(keys, input.schema, request.input);
   auto const backend  = resolve_rank_backend(request.backend, request.ranks, device_memory);
-  std::size_t const batch_bytes =
-    std::max<std::size_t>(1, std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH));
+  // A share of the device, and no larger than a rank's host budget holds beside its reader's
+  // pages: the batch decoded (with the piece decoded past it) and its converted copy.
+  std::size_t const scratch     = format == file_format::PARQUET && worker_threads() > 1
+                                    ? parquet_decode_scratch_bytes(input.files)
+                                    : 0;
+  std::size_t const batch_bytes = std::max<std::size_t>(
+    1,
+    batch_within_host(std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH),
+                      host_memory,
+                      2.0 + 1.0 / static_cast<double>(PARQUET_DECODE_PIECES),
+                      scratch));
   check_spill_directory(request.spill_dir);
 
   std::mutex mutex;
@@ -84,9 +95,10 @@ int run_distributed_sort(distributed_sort_request const& request) {
       options.orders       = resolved.orders;
       options.mode         = request.mode == "pull" ? shuffle_mode::PULL : shuffle_mode::PUSH;
       options.inbox_budget = device_memory / 4;
-      options.sort.merge_budget_bytes = device_memory / 2;
-      options.sort.output_batch_bytes =
-        std::min(device_memory / DEVICE_SHARE_PER_BATCH, MAX_OUTPUT_BATCH);
+      options.sort.merge_budget_bytes           = device_memory / 2;
+      options.sort.output_batch_bytes           = std::min({device_memory / DEVICE_SHARE_PER_BATCH,
+                                                            MAX_OUTPUT_BATCH,
+                                                            host_memory / HOST_SHARE_PER_OUTPUT});
       options.sort.strategy                     = parse_strategy(request.strategy);
       options.sort.coordinator                  = &environment.coordinator();
       options.sort.task                         = &rank.task();

@@ -346,11 +346,10 @@ int run_shuffle(shuffle_arguments const& args) {
   }
   auto const input = describe_input(args.input, args.format, args.csv_types);
   refuse_output_holding_input(args.output, input.files);
-  auto const& format            = input.format;
-  auto const& names             = input.names;
-  auto const resolved           = resolve_sort_keys(keys, input.schema, args.input);
-  auto const backend            = resolve_rank_backend(args.backend, args.ranks, device_memory);
-  std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
+  auto const& format  = input.format;
+  auto const& names   = input.names;
+  auto const resolved = resolve_sort_keys(keys, input.schema, args.input);
+  auto const backend  = resolve_rank_backend(args.backend, args.ranks, device_memory);
   check_spill_directory(args.spill_dir);
   if (!args.report.empty() && !launched_by_mpirun()) {
     for (int rank = 0; rank < args.ranks; ++rank) {
@@ -362,6 +361,17 @@ int run_shuffle(shuffle_arguments const& args) {
     args.tasks != 0
       ? args.tasks
       : std::max<std::size_t>(1, worker_threads() / static_cast<std::size_t>(args.ranks));
+  // A read batch is a share of the device, and no larger than a rank's host budget holds beside
+  // its reader's pages: the batch its reader decodes (with the piece decoded past it) and converts,
+  // and one waiting to be copied onto the device for each other map task.
+  std::size_t const scratch     = format == file_format::PARQUET && worker_threads() > 1
+                                    ? parquet_decode_scratch_bytes(input.files)
+                                    : 0;
+  std::size_t const batch_bytes = batch_within_host(
+    std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH),
+    host_memory,
+    static_cast<double>(num_tasks) + 1.0 + 1.0 / static_cast<double>(PARQUET_DECODE_PIECES),
+    scratch);
 
   std::mutex summary_mutex;
   nlohmann::ordered_json summary;

@@ -63,9 +63,6 @@ constexpr std::size_t MIN_BATCH_ROWS = 64;
 constexpr std::size_t MIN_STRING_CHARS = 16;
 /// Output batches are at most this large, whatever the device.
 constexpr std::size_t MAX_OUTPUT_BATCH = 64_MiB;
-/// Input readers hold at most READER_HOST_SHARE of the host budget, so that the spill store's
-/// host tier keeps room for what it spills and reads back while they read.
-constexpr double READER_HOST_SHARE = 0.75;
 
 /**
  * @return how many readers (at least one, at most `threads`) the host budget holds, each with
@@ -367,14 +364,20 @@ int run_sort(sort_arguments const& args) {
     });
   }
 
-  std::size_t const batch_bytes = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
   // Decoded on threads of their own into host memory, ahead of the sort, which copies each batch
   // to the device (as a GPU's input arrives too): pieces of a Parquet dataset side by side, as
   // many readers (at most one per pool thread) as their batches and pages fit in a share of the
-  // host budget (`readers_within`); one reader, one batch ahead, for the other formats.
+  // host budget (`readers_within`); one reader, one batch ahead, for the other formats. A batch
+  // is a share of the device, and no larger than one reader and the batch ready beside it let
+  // the host budget hold (a device larger than the host would have them go past it).
   std::size_t const scratch = format == file_format::PARQUET && worker_threads() > 1
                                 ? parquet_decode_scratch_bytes(expand_dataset(args.input))
                                 : 0;
+  std::size_t const batch_bytes =
+    batch_within_host(std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH),
+                      host_memory,
+                      3.0 + 1.0 / static_cast<double>(PARQUET_DECODE_PIECES),
+                      scratch);
   std::size_t const readers = readers_within(host_memory, batch_bytes, scratch, worker_threads());
   std::size_t readers_used  = 1;
   auto reader               = read_dataset_ahead(args.input,
@@ -401,9 +404,12 @@ int run_sort(sort_arguments const& args) {
   options.key_columns        = resolved.columns;
   options.orders             = resolved.orders;
   options.merge_budget_bytes = device_memory / 2;
-  options.output_batch_bytes = std::min(device_memory / DEVICE_SHARE_PER_BATCH, MAX_OUTPUT_BATCH);
-  options.strategy           = parse_strategy(args.strategy);
-  options.check_output_order = !args.no_order_check;
+  // Two output batches are on the host at once beside the writer's row groups (see below).
+  options.output_batch_bytes           = std::min({device_memory / DEVICE_SHARE_PER_BATCH,
+                                                   MAX_OUTPUT_BATCH,
+                                                   host_memory / HOST_SHARE_PER_OUTPUT});
+  options.strategy                     = parse_strategy(args.strategy);
+  options.check_output_order           = !args.no_order_check;
   options.testing_reverse_output_batch = testing_reverse_output_batch();
   // The tasks (each its own sorter; merges ask for leases beyond the base when they need them),
   // --device-tasks of them on the device at once; task 1 merges everyone's runs.

@@ -152,12 +152,13 @@ def wide(tmp_path_factory):
     return directory, table
 
 
-def sort_wide(wide, budget, name):
-    """Sorts `wide` by date0, orderkey with `budget` bytes of device and of host, 4 threads;
-    checks the output against pyarrow's sort; returns (stderr, JSON summary, peak RssAnon)."""
+def sort_wide(wide, budget, name, device=None):
+    """Sorts `wide` by date0, orderkey with `budget` bytes of host and of device (or `device`),
+    4 threads; checks the output against pyarrow's sort; returns (stderr, JSON summary, peak
+    RssAnon)."""
     directory, table = wide
     output = directory / name
-    flags = ["--device-memory", "%dMiB" % (budget // MIB), "--host-memory",
+    flags = ["--device-memory", "%dMiB" % ((device or budget) // MIB), "--host-memory",
              "%dMiB" % (budget // MIB), "--spill-dir", str(directory), "--overwrite"]
     process, peak = run_sampled([spillway_exe(), "sort", str(directory / "wide.parquet"), "-o",
                                  str(output), "--by", "date0,orderkey", "--threads", "4",
@@ -193,6 +194,35 @@ def test_a_host_budget_too_small_for_one_reader_is_exceeded_and_said_so(wide):
     assert said, warning[0]
     assert abs(float(said.group(1)) * (1024 if said.group(2) == "KiB" else MIB) - over) < 0.01 * MIB
     assert "try --host-memory %dMiB or more" % (-(-(16 * MIB + 2 * over) // MIB)) in warning[0]
+
+
+def test_a_device_larger_than_the_host_reads_batches_the_host_budget_holds(wide):
+    # A read batch was 1/8 of the device whatever the host: 128 MiB batches at 1 GiB of device
+    # took one reader 300 MiB of a 64 MiB host budget (and output batches of 64 MiB two more).
+    err, summary, peak = sort_wide(wide, SMALL, "large-device", device=1024 * MIB)
+    assert summary["host_over_budget_peak"] == 0
+    assert "warning" not in err
+    assert peak <= 1024 * MIB + SMALL + SLACK, "peak RssAnon %d MiB" % (peak // MIB)
+
+
+@pytest.mark.parametrize("mode", ["push", "pull"])
+def test_a_shuffle_on_a_device_larger_than_the_host_stays_within_the_host_budget(wide, mode):
+    directory, table = wide
+    output = directory / ("large-device-%s" % mode)
+    process, _ = run_sampled([spillway_exe(), "shuffle", str(directory / "wide.parquet"), "-o",
+                              str(output), "--by", "orderkey", "--partitions", "4", "--mode", mode,
+                              "--threads", "4", "--device-memory", "1GiB", "--host-memory",
+                              "%dMiB" % (SMALL // MIB), "--spill-dir", str(directory),
+                              "--overwrite", "--json"])
+    summary = json.loads(process.stdout)
+    assert summary["host_over_budget_peak_max"] == 0
+    assert "warning" not in process.stderr
+    ours = pa.concat_tables([pq.read_table(f) for f in sorted(output.rglob("*.parquet"))])
+    assert ours.num_rows == table.num_rows
+    key = pa.compute.sort_indices(table, [("orderkey", "ascending"), ("comment", "ascending")])
+    key_ours = pa.compute.sort_indices(ours, [("orderkey", "ascending"), ("comment", "ascending")])
+    for name in ("orderkey", "comment", "price0"):
+        assert ours.column(name).take(key_ours).equals(table.column(name).take(key))
 
 
 @pytest.mark.parametrize("mode,ranks", [("push", 1), ("pull", 1), ("push", 2)])
