@@ -391,9 +391,8 @@ std::size_t batch_within_host(std::size_t batch_bytes,
                               double batches_held,
                               std::size_t scratch) {
   auto const share = static_cast<double>(host_memory) * READER_HOST_SHARE;
-  auto const room =
-    share > static_cast<double>(scratch) ? share - static_cast<double>(scratch) : 0.0;
-  auto const fits = static_cast<std::size_t>(room / std::max(batches_held, 1.0));
+  auto const room  = std::max(share - static_cast<double>(scratch), 0.0);
+  auto const fits  = static_cast<std::size_t>(room / std::max(batches_held, 1.0));
   return std::min(batch_bytes, std::max(fits, MIN_HOST_BATCH));
 }
 
