@@ -118,6 +118,34 @@ TEST_F(IoErrorsTest, WritingToAMissingDirectoryIsAnIoErrorAndLeavesNothing) {
   }
 }
 
+TEST_F(IoErrorsTest, AValueLongerThanParquetHoldsNamesItsColumnBeforeAnyByteIsRead) {
+  if (!testing::arrow_tests_enabled()) {
+    GTEST_SKIP() << testing::arrow_skip_reason();
+  }
+  // Offsets say the second value is 2 GiB long; its characters are never there. The writer must
+  // refuse the column before it reads any of them (Arrow's encoder would fail without a name).
+  std::int64_t const huge = std::int64_t{1} << 31U;
+  std::vector<std::int64_t> const offsets{0, 3, 3 + huge, 6 + huge};
+  std::vector<std::int64_t> const ids{1, 2, 3};
+  char const chars[] = "abc";
+  for (auto const type : {type_id::STRING, type_id::BINARY}) {
+    table_view const input{column_view{type_id::INT64, 3, ids.data(), nullptr, 0},
+                           column_view{type, 3, chars, nullptr, 0, 0, offsets.data()}};
+    auto const target  = path("long.parquet");
+    auto const message = message_of<not_supported>([&] {
+      write_parquet(input, {"id", "text"}, target, {}, default_stream(), host_);
+    });
+    EXPECT_THAT(message, HasSubstr("'text'"));
+    EXPECT_THAT(message, HasSubstr(std::to_string(huge) + " bytes"));
+    EXPECT_THAT(message, HasSubstr("long.parquet"));
+    // The same columns with short values are written.
+    std::vector<std::int64_t> const fits{0, 1, 2, 3};
+    table_view const small{column_view{type_id::INT64, 3, ids.data(), nullptr, 0},
+                           column_view{type, 3, chars, nullptr, 0, 0, fits.data()}};
+    EXPECT_NO_THROW(write_parquet(small, {"id", "text"}, target, {}, default_stream(), host_));
+  }
+}
+
 TEST_F(IoErrorsTest, ArrowAllocationsCountAgainstTheResource) {
   if (!testing::arrow_tests_enabled()) {
     GTEST_SKIP() << testing::arrow_skip_reason();

@@ -115,6 +115,58 @@ bool mostly_distinct(column_view const& column) {
   return 2 * distinct > hashes.size() && hashes.size() >= DICTIONARY_MIN_SAMPLE_ROWS;
 }
 
+/// The longest value a Parquet BYTE_ARRAY holds: Arrow's encoder refuses 2 GiB or more.
+constexpr std::int64_t MAX_PARQUET_VALUE_BYTES = std::numeric_limits<std::int32_t>::max();
+
+/** @return whether column `field` is written as Parquet byte arrays of spillway's own values */
+bool holds_byte_arrays(arrow::DataType const& field) noexcept {
+  switch (field.id()) {
+    case arrow::Type::STRING:
+    case arrow::Type::BINARY:
+    case arrow::Type::LARGE_STRING:
+    case arrow::Type::LARGE_BINARY:
+    case arrow::Type::STRING_VIEW:
+    case arrow::Type::BINARY_VIEW:
+      return true;
+    case arrow::Type::DICTIONARY:  // decoded to its values in spillway, encoded again on write
+      return holds_byte_arrays(*static_cast<arrow::DictionaryType const&>(field).value_type());
+    default:
+      return false;  // nested columns hold spillway's encoding of their values
+  }
+}
+
+/**
+ * @throws not_supported naming the file, the column and the size of the first value of a string
+ * or binary column of `input` longer than a Parquet byte array holds (`MAX_PARQUET_VALUE_BYTES`),
+ * before any of its bytes are read: Arrow's encoder would fail on it without saying which
+ */
+void refuse_values_parquet_cannot_hold(table_view const& input,
+                                       arrow::Schema const& schema,
+                                       std::string const& path) {
+  for (std::size_t c = 0; c < input.num_columns(); ++c) {
+    auto const view = input.column(c);
+    if (view.size() == 0 || view.offsets() == nullptr ||
+        !holds_byte_arrays(*schema.field(static_cast<int>(c))->type())) {
+      continue;
+    }
+    std::int64_t const* offsets = view.offsets() + view.offset();
+    if (offsets[view.size()] - offsets[0] <= MAX_PARQUET_VALUE_BYTES) {
+      continue;  // no value is longer than all of them together
+    }
+    for (std::size_t row = 0; row < view.size(); ++row) {
+      std::int64_t const bytes = offsets[row + 1] - offsets[row];
+      if (bytes > MAX_PARQUET_VALUE_BYTES) {
+        SPILLWAY_FAIL("cannot write Parquet file '" + path + "': column '" +
+                        schema.field(static_cast<int>(c))->name() + "' has a value of " +
+                        std::to_string(bytes) + " bytes, more than a Parquet value holds (" +
+                        std::to_string(MAX_PARQUET_VALUE_BYTES) +
+                        "); Arrow IPC output holds it (--output-format arrow)",
+                      not_supported);
+      }
+    }
+  }
+}
+
 /// Bytes a Parquet file's stream gathers per direct write.
 constexpr std::size_t DIRECT_WRITE_BYTES = std::size_t{4} << 20;
 
@@ -216,6 +268,7 @@ class parquet_file_writer final : public format_writer {
     }
     throw_if_failed();
     failure_guard guard{failed_};
+    refuse_values_parquet_cannot_hold(input, *schema_, path_);
     double const row_bytes = std::max(estimate_row_size(input), 1.0);
     try {
       if (!properties_) {
