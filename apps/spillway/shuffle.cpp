@@ -620,7 +620,8 @@ int run_shuffle(shuffle_arguments const& args) {
                                          {"oom_roll_backs", oom_counts[3]},
                                          {"oom_deadlocks_broken", oom_counts[4]},
                                          {"tasks", num_tasks},
-                                         {"device_tasks", args.device_tasks}};
+                                         {"device_tasks", args.device_tasks},
+                                         {"batch_bytes", batch_bytes}};
       nlohmann::ordered_json per_task = nlohmann::ordered_json::array();
       constexpr std::size_t FIELDS    = 14;
       for (std::size_t at = 0; at + FIELDS <= task_counts.size(); at += FIELDS) {

@@ -200,6 +200,8 @@ def test_a_device_larger_than_the_host_reads_batches_the_host_budget_holds(wide)
     # A read batch was 1/8 of the device whatever the host: 128 MiB batches at 1 GiB of device
     # took one reader 300 MiB of a 64 MiB host budget (and output batches of 64 MiB two more).
     err, summary, peak = sort_wide(wide, SMALL, "large-device", device=1024 * MIB)
+    assert summary["batch_bytes"] < 1024 * MIB // 8  # cut from the device's share
+    assert summary["output_batch_bytes"] <= SMALL // 8
     assert summary["host_over_budget_peak"] == 0
     assert "warning" not in err
     assert peak <= 1024 * MIB + SMALL + SLACK, "peak RssAnon %d MiB" % (peak // MIB)
@@ -215,6 +217,7 @@ def test_a_shuffle_on_a_device_larger_than_the_host_stays_within_the_host_budget
                               "%dMiB" % (SMALL // MIB), "--spill-dir", str(directory),
                               "--overwrite", "--json"])
     summary = json.loads(process.stdout)
+    assert summary["batch_bytes"] < 1024 * MIB // 8  # cut from the device's share
     assert summary["host_over_budget_peak_max"] == 0
     assert "warning" not in process.stderr
     ours = pa.concat_tables([pq.read_table(f) for f in sorted(output.rglob("*.parquet"))])

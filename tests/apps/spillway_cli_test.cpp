@@ -108,7 +108,10 @@ TEST_F(SpillwayCli, JsonSummaryHasEveryField) {
                             "host_peak",
                             "spilled",
                             "retries",
-                            "threads"}) {
+                            "threads",
+                            "readers",
+                            "batch_bytes",
+                            "output_batch_bytes"}) {
     EXPECT_TRUE(summary.contains(field)) << field << " missing from " << sorted.out;
   }
   for (auto const* pair : {"device_to_host",
