@@ -48,6 +48,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 namespace spillway::cli {
@@ -177,6 +178,43 @@ void mark_checkpointed(std::filesystem::path const& marker,
         "cannot mark " + piece.describe() + " as checkpointed in " + directory +
           "; a rerun reads it again (its map tasks are still resumed)");
   }
+}
+
+/**
+ * @return the read batch of a shuffle whose checkpoints go to `directory`: the one that an earlier
+ * run with the same `uncapped` batch (`--batch-size` within the device's share) chose, as recorded
+ * there, so that a rerun on other ranks, tasks, threads or host budget names its maps as that run
+ * did and resumes them; else `chosen`, recorded for the runs after it
+ */
+std::size_t checkpointed_batch_bytes(std::string const& directory,
+                                     std::size_t uncapped,
+                                     std::size_t chosen) {
+  auto const record =
+    std::filesystem::path(directory) / ("batch-" + std::to_string(uncapped) + ".bytes");
+  if (std::ifstream in{record}; in) {
+    std::size_t recorded = 0;
+    if (in >> recorded && recorded > 0 && recorded <= uncapped) {
+      return recorded;
+    }
+  }
+  // Written under a name of this process's and renamed: a record that exists is complete (the
+  // processes of one run write the same value).
+  std::error_code error;
+  std::filesystem::create_directories(directory, error);
+  auto const temporary = record.string() + "." + std::to_string(::getpid()) + ".tmp";
+  std::ofstream out{temporary};
+  out << chosen << '\n';
+  out.close();
+  if (out) {
+    std::filesystem::rename(temporary, record, error);
+  }
+  if (!out || error) {
+    std::filesystem::remove(temporary, error);
+    log(log_level::WARN,
+        "cannot record the read batch size in " + directory +
+          "; a rerun whose budgets or tasks cut the batches otherwise maps them again");
+  }
+  return chosen;
 }
 
 /**
@@ -364,14 +402,19 @@ int run_shuffle(shuffle_arguments const& args) {
   // A read batch is a share of the device, and no larger than a rank's host budget holds beside
   // its reader's pages: the batch its reader decodes (with the piece decoded past it) and converts,
   // and one waiting to be copied onto the device for each other map task.
-  std::size_t const scratch     = format == file_format::PARQUET && worker_threads() > 1
-                                    ? parquet_decode_scratch_bytes(input.files)
-                                    : 0;
-  std::size_t const batch_bytes = batch_within_host(
-    std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH),
+  std::size_t const scratch = format == file_format::PARQUET && worker_threads() > 1
+                                ? parquet_decode_scratch_bytes(input.files)
+                                : 0;
+  // With checkpoints, the batch the run that wrote them chose: their maps are named by it.
+  std::size_t const uncapped = std::min(batch_size, device_memory / DEVICE_SHARE_PER_BATCH);
+  std::size_t const chosen   = batch_within_host(
+    uncapped,
     host_memory,
     static_cast<double>(num_tasks) + 1.0 + 1.0 / static_cast<double>(PARQUET_DECODE_PIECES),
     scratch);
+  std::size_t const batch_bytes =
+    args.checkpoint_dir.empty() ? chosen
+                                : checkpointed_batch_bytes(args.checkpoint_dir, uncapped, chosen);
 
   std::mutex summary_mutex;
   nlohmann::ordered_json summary;

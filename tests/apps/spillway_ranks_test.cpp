@@ -152,6 +152,32 @@ TEST_F(SpillwayRanks, ACheckpointReusedByAnotherRankCountResumesTheRunsCutTheSam
   run_ok("verify three --by id --partitions 8 --against groups");
 }
 
+TEST_F(SpillwayRanks, ACheckpointIsResumedWhenTheHostBudgetWouldCutTheBatchesOtherwise) {
+  // The host budget cuts the read batch by the map tasks beside it: 2 tasks a rank on 2 ranks, 1
+  // on 3 (4 threads), so the two runs would choose other batches and name their maps otherwise.
+  // The second takes the first's batch from the checkpoint directory and resumes the maps of the
+  // files cut the same on both rank counts (0 and 4, as above).
+  run_ok("gen timeseries --rows 200000 --files 5 --row-group-rows 20000 --seed 7 -o groups");
+  std::string const shuffle =
+    "shuffle groups --by id --partitions 8 --batch-size 64MiB --threads 4 --checkpoint-dir ck "
+    "--json --device-memory 1GiB --host-memory 96MiB --spill-dir spill";
+  auto const first = nlohmann::json::parse(run_ok(shuffle + " -o two --ranks 2").out);
+  auto const batch = first.at("batch_bytes").get<std::size_t>();
+  EXPECT_LT(batch, std::size_t{64} << 20U);  // cut by the host budget
+  auto const again = nlohmann::json::parse(run_ok(shuffle + " -o three --ranks 3").out);
+  EXPECT_EQ(again.at("batch_bytes").get<std::size_t>(), batch);
+  EXPECT_GT(again.at("resumed_maps").get<std::size_t>(), 0U);
+  EXPECT_EQ(again.at("rows_read").get<std::size_t>(), 120000U);  // files 1, 2 and 3
+  EXPECT_EQ(again.at("rows").get<std::size_t>(), 200000U);
+  run_ok("verify three --by id --partitions 8 --against groups");
+  // Without checkpoints, 3 ranks of 1 task each cut their batches by their own budget.
+  auto const fresh = nlohmann::json::parse(
+    run_ok("shuffle groups --by id --partitions 8 --batch-size 64MiB --threads 4 --json "
+           "--device-memory 1GiB --host-memory 96MiB --spill-dir spill -o fresh --ranks 3")
+      .out);
+  EXPECT_GT(fresh.at("batch_bytes").get<std::size_t>(), batch);
+}
+
 TEST_F(SpillwayRanks, LostShardsAreRebuiltByReadingTheirBatchAgain) {
   for (std::string const mode : {"pull", "push"}) {
     // A third of the shards dropped at random points: their map tasks read their batch from the
