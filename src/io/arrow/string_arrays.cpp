@@ -167,6 +167,19 @@ std::shared_ptr<arrow::Schema> with_large_strings(arrow::Schema const& schema, b
       case arrow::Type::BINARY:
         large = views_only ? nullptr : arrow::large_binary();
         break;
+      case arrow::Type::DICTIONARY: {
+        // Dictionaries of views too: Arrow's Parquet writer casts a dictionary to its values'
+        // type, and has no cast from a dictionary of views to views.
+        auto const& dictionary = static_cast<arrow::DictionaryType const&>(*field->type());
+        auto const values      = dictionary.value_type()->id();
+        if (values == arrow::Type::STRING_VIEW || values == arrow::Type::BINARY_VIEW) {
+          large = arrow::dictionary(dictionary.index_type(),
+                                    values == arrow::Type::STRING_VIEW ? arrow::large_utf8()
+                                                                       : arrow::large_binary(),
+                                    dictionary.ordered());
+        }
+        break;
+      }
       default:
         break;
     }
