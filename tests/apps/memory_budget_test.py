@@ -204,7 +204,8 @@ def test_a_device_larger_than_the_host_reads_batches_the_host_budget_holds(wide)
     assert summary["output_batch_bytes"] <= SMALL // 8
     assert summary["host_over_budget_peak"] == 0
     assert "warning" not in err
-    assert peak <= 1024 * MIB + SMALL + SLACK, "peak RssAnon %d MiB" % (peak // MIB)
+    # What the device held, the host budget and the program's own.
+    assert peak <= summary["device_peak"] + SMALL + SLACK, "peak RssAnon %d MiB" % (peak // MIB)
 
 
 @pytest.mark.parametrize("mode", ["push", "pull"])

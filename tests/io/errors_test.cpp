@@ -1,3 +1,4 @@
+#include "io/io_detail.hpp"
 #include "io/io_test_support.hpp"
 
 #include <spillway/io/arrow_ipc.hpp>
@@ -123,26 +124,44 @@ TEST_F(IoErrorsTest, AValueLongerThanParquetHoldsNamesItsColumnBeforeAnyByteIsRe
     GTEST_SKIP() << testing::arrow_skip_reason();
   }
   // Offsets say the second value is 2 GiB long; its characters are never there. The writer must
-  // refuse the column before it reads any of them (Arrow's encoder would fail without a name).
+  // refuse the column before it reads any of them (Arrow's encoder failed on it as corrupt data,
+  // naming no column), whatever Arrow type the column is written as, on the writing thread or on
+  // encode threads. The same columns with short values are written.
   std::int64_t const huge = std::int64_t{1} << 31U;
   std::vector<std::int64_t> const offsets{0, 3, 3 + huge, 6 + huge};
+  std::vector<std::int64_t> const short_offsets{0, 3, 3, 6};
   std::vector<std::int64_t> const ids{1, 2, 3};
-  char const chars[] = "abc";
+  char const chars[] = "abcdef";
   for (auto const type : {type_id::STRING, type_id::BINARY}) {
-    table_view const input{column_view{type_id::INT64, 3, ids.data(), nullptr, 0},
-                           column_view{type, 3, chars, nullptr, 0, 0, offsets.data()}};
-    auto const target  = path("long.parquet");
-    auto const message = message_of<not_supported>([&] {
-      write_parquet(input, {"id", "text"}, target, {}, default_stream(), host_);
-    });
-    EXPECT_THAT(message, HasSubstr("'text'"));
-    EXPECT_THAT(message, HasSubstr(std::to_string(huge) + " bytes"));
-    EXPECT_THAT(message, HasSubstr("long.parquet"));
-    // The same columns with short values are written.
-    std::vector<std::int64_t> const fits{0, 1, 2, 3};
-    table_view const small{column_view{type_id::INT64, 3, ids.data(), nullptr, 0},
-                           column_view{type, 3, chars, nullptr, 0, 0, fits.data()}};
-    EXPECT_NO_THROW(write_parquet(small, {"id", "text"}, target, {}, default_stream(), host_));
+    for (auto const storage :
+         {string_storage::LARGE_STRING, string_storage::STRING, string_storage::VIEW}) {
+      for (bool const dictionary : {false, true}) {
+        for (std::size_t const threads : {std::size_t{0}, std::size_t{2}}) {
+          SCOPED_TRACE(std::to_string(static_cast<int>(storage)) + (dictionary ? " dict " : " ") +
+                       std::to_string(threads));
+          table_schema schema{{"id", type_id::INT64}, {"text", type}};
+          schema[1].storage = storage;
+          if (dictionary) {
+            schema[1].dictionary = dictionary_encoding{};
+          }
+          parquet_write_options options;
+          options.encode_threads = threads;
+          auto const write = [&](std::vector<std::int64_t> const& text, std::string const& name) {
+            table_view const input{column_view{type_id::INT64, 3, ids.data(), nullptr, 0},
+                                   column_view{type, 3, chars, nullptr, 0, 0, text.data()}};
+            auto writer =
+              detail::make_parquet_writer(path(name), schema, options, default_stream(), host_);
+            writer->write(input, nullptr);
+            writer->close();
+          };
+          auto const message = message_of<not_supported>([&] { write(offsets, "long.parquet"); });
+          EXPECT_THAT(message, HasSubstr("'text'"));
+          EXPECT_THAT(message, HasSubstr(std::to_string(huge) + " bytes"));
+          EXPECT_THAT(message, HasSubstr("long.parquet"));
+          EXPECT_NO_THROW(write(short_offsets, "short.parquet"));
+        }
+      }
+    }
   }
 }
 

@@ -160,7 +160,7 @@ void refuse_values_parquet_cannot_hold(table_view const& input,
                         schema.field(static_cast<int>(c))->name() + "' has a value of " +
                         std::to_string(bytes) + " bytes, more than a Parquet value holds (" +
                         std::to_string(MAX_PARQUET_VALUE_BYTES) +
-                        "); Arrow IPC output holds it (--output-format arrow)",
+                        "); Arrow IPC's large_string and large_binary hold it",
                       not_supported);
       }
     }
