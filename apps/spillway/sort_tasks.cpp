@@ -63,8 +63,15 @@ void sort_tasks::work(std::size_t index,
   auto& sorter = *sorters_[index];
   auto& mine   = *counts_[index];
   task_context::thread_binding const binding{task};
-  while (auto batch = next_batch()) {
+  while (true) {
+    // The next batch is taken once the device is this task's: a task waiting for the device
+    // holds no batch on the host (with more tasks than --device-tasks, each waiting task held one
+    // past what the readers are sized to).
     device_semaphore::guard const holding{semaphore_, task};
+    auto batch = next_batch();
+    if (!batch) {
+      break;
+    }
     for (auto& piece : copy_to_device(std::move(batch),
                                       environment_.coordinator(),
                                       task,
