@@ -38,8 +38,8 @@ struct sort_task_summary {
  * the device semaphore at once, each with the base lease the arbiter gives a holder
  * (`lease_arbiter::base_lease_for`). A task takes the next batch once it holds the semaphore,
  * copies it onto the device and sorts it into chunks (all of it spillable once stored), and lets
- * the semaphore go: tasks waiting for the device hold no batch on the host. Task 1 then merges: its sorter absorbs the others' (sealed) and hands out the
- * output under the semaphore (`merge_guard`).
+ * the semaphore go: tasks waiting for the device hold no batch on the host. Task 1 then merges: its
+ * sorter absorbs the others' (sealed) and hands out the output under the semaphore (`merge_guard`).
  */
 class sort_tasks {
  public:

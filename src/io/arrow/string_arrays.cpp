@@ -173,10 +173,10 @@ std::shared_ptr<arrow::Schema> with_large_strings(arrow::Schema const& schema, b
         auto const& dictionary = static_cast<arrow::DictionaryType const&>(*field->type());
         auto const values      = dictionary.value_type()->id();
         if (values == arrow::Type::STRING_VIEW || values == arrow::Type::BINARY_VIEW) {
-          large = arrow::dictionary(dictionary.index_type(),
-                                    values == arrow::Type::STRING_VIEW ? arrow::large_utf8()
-                                                                       : arrow::large_binary(),
-                                    dictionary.ordered());
+          large = arrow::dictionary(
+            dictionary.index_type(),
+            values == arrow::Type::STRING_VIEW ? arrow::large_utf8() : arrow::large_binary(),
+            dictionary.ordered());
         }
         break;
       }
