@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -40,7 +41,7 @@ TEST(SortTasks, ConcurrentTasksWaitingForTheDeviceHoldNoBatchOnTheHost) {
     SCOPED_TRACE("device tasks " + std::to_string(device_tasks));
     batches.reset_peaks();
     std::size_t made = 0;
-    std::size_t rows = 0;
+    std::atomic<std::size_t> rows{0};  // counted from the tasks' threads
     {
       sort_tasks tasks{
         environment, sort, 8, device_tasks, batch_bytes, environment.budgeted_host()};
@@ -74,7 +75,7 @@ TEST(SortTasks, ConcurrentTasksWaitingForTheDeviceHoldNoBatchOnTheHost) {
       }
       EXPECT_EQ(merged, BATCHES * BATCH_ROWS);
     }
-    EXPECT_EQ(rows, BATCHES * BATCH_ROWS);
+    EXPECT_EQ(rows.load(), BATCHES * BATCH_ROWS);
     // At most one batch per task holding the device: the 8 tasks took one each at once when a
     // task took its batch before it waited for the device.
     EXPECT_LE(batches.statistics().peak_bytes, device_tasks * batch_bytes);
