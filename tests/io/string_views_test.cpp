@@ -38,7 +38,28 @@ namespace {
 
 #if defined(SPILLWAY_IO_TEST_HAS_ARROW)
 
-class StringViewsTest : public testing::arrow_io_test {};
+class StringViewsTest : public testing::arrow_io_test {
+ protected:
+  /// Writes `data` with spillway's batch writer into directory `out-<threads>`: one Parquet file
+  /// of `schema`, in row groups of about 700 rows, encoded on the writing thread alone (0) or on
+  /// `threads` threads of its own (two paths through Arrow's writer); returns the file.
+  std::string write_with_spillway(table_view const& data,
+                                  table_schema const& schema,
+                                  std::vector<std::string> const& names,
+                                  std::size_t threads) {
+    batch_writer_options options;
+    options.directory              = path("out-" + std::to_string(threads));
+    options.format                 = file_format::PARQUET;
+    options.schema                 = schema;
+    options.parquet.encode_threads = threads;
+    options.parquet.row_group_rows = 700;
+    batch_writer writer{options, names, default_stream(), host_};
+    writer.write(data);
+    auto const files = writer.close();
+    EXPECT_EQ(files.size(), 1U);
+    return files.empty() ? std::string{} : files[0];
+  }
+};
 
 constexpr std::int64_t ROWS = 2000;
 
@@ -158,17 +179,10 @@ TEST_F(StringViewsTest, ViewsReadByUsAreWrittenFromLargeStringsAndStoredAsViews)
   // Arrow's writer), each in row groups of about 700 rows.
   for (std::size_t const threads : {std::size_t{0}, std::size_t{2}}) {
     SCOPED_TRACE("encode threads " + std::to_string(threads));
-    batch_writer_options options;
-    options.directory              = path("out-" + std::to_string(threads));
-    options.format                 = file_format::PARQUET;
-    options.schema                 = reader->schema();
-    options.parquet.encode_threads = threads;
-    options.parquet.row_group_rows = 700;
-    batch_writer writer{options, {"k", "s", "b", "p", "n"}, default_stream(), host_};
-    writer.write(data->view());
-    auto const files = writer.close();
-    ASSERT_EQ(files.size(), 1U);
-    auto back         = arrow_reader(files[0]);
+    auto const file =
+      write_with_spillway(data->view(), reader->schema(), {"k", "s", "b", "p", "n"}, threads);
+    ASSERT_FALSE(file.empty());
+    auto back         = arrow_reader(file);
     auto const stored = back->parquet_reader()->metadata()->key_value_metadata();
     ASSERT_NE(stored, nullptr);
     std::size_t schemas = 0;
@@ -180,7 +194,7 @@ TEST_F(StringViewsTest, ViewsReadByUsAreWrittenFromLargeStringsAndStoredAsViews)
     auto const table = read_with_arrow(*back);
     EXPECT_TRUE(table->schema()->Equals(*input->schema(), true)) << table->schema()->ToString(true);
     EXPECT_TRUE(table->Equals(*input)) << table->ToString();
-    auto const again = read_parquet(files[0], {}, default_stream(), host_);
+    auto const again = read_parquet(file, {}, default_stream(), host_);
     SPILLWAY_EXPECT_TABLES_EQUAL(data->view(), again->view());
   }
 }
@@ -240,17 +254,9 @@ TEST_F(StringViewsTest, ADictionaryOfViewsIsWrittenToParquetAndStoredAsItIs) {
     auto const data = read_all(*reader, default_stream(), host_);
     for (std::size_t const threads : {std::size_t{0}, std::size_t{2}}) {
       SCOPED_TRACE("encode threads " + std::to_string(threads));
-      batch_writer_options options;
-      options.directory              = path("out-" + std::to_string(threads));
-      options.format                 = file_format::PARQUET;
-      options.schema                 = reader->schema();
-      options.parquet.encode_threads = threads;
-      options.parquet.row_group_rows = 700;
-      batch_writer writer{options, {"k", "d"}, default_stream(), host_};
-      writer.write(data->view());
-      auto const files = writer.close();
-      ASSERT_EQ(files.size(), 1U);
-      auto back         = arrow_reader(files[0]);
+      auto const file = write_with_spillway(data->view(), reader->schema(), {"k", "d"}, threads);
+      ASSERT_FALSE(file.empty());
+      auto back         = arrow_reader(file);
       auto const stored = back->parquet_reader()->metadata()->key_value_metadata();
       ASSERT_NE(stored, nullptr);
       auto const key = stored->FindKey("ARROW:schema");
@@ -266,7 +272,7 @@ TEST_F(StringViewsTest, ADictionaryOfViewsIsWrittenToParquetAndStoredAsItIs) {
       ASSERT_NE(table, nullptr);
       ASSERT_EQ(table->column(1)->type()->id(), arrow::Type::DICTIONARY);
       EXPECT_EQ(dictionary_values(*table->column(1)), dictionary_values(*input->column(1)));
-      auto const again = read_parquet(files[0], {}, default_stream(), host_);
+      auto const again = read_parquet(file, {}, default_stream(), host_);
       SPILLWAY_EXPECT_TABLES_EQUAL(data->view(), again->view());
     }
   }
